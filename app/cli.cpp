@@ -1,0 +1,110 @@
+#include "cli.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "sim/error.hpp"
+
+namespace ctwin {
+
+std::optional<std::string> ParsedArgs::get(const std::string& flag) const {
+  auto it = values.find(flag);
+  if (it == values.end() || it->second.empty()) return std::nullopt;
+  return it->second.back();
+}
+
+std::vector<std::string> ParsedArgs::all(const std::string& flag) const {
+  auto it = values.find(flag);
+  return it == values.end() ? std::vector<std::string>{} : it->second;
+}
+
+double ParsedArgs::number(const std::string& flag, double fallback) const {
+  auto v = get(flag);
+  if (!v) return fallback;
+  char* end = nullptr;
+  double d = std::strtod(v->c_str(), &end);
+  if (v->empty() || *end != '\0' || !std::isfinite(d)) {
+    throw InputError("", flag, "'" + *v + "' is not a number", "a number");
+  }
+  return d;
+}
+
+double parse_bytes(const std::string& text, const std::string& what) {
+  char* end = nullptr;
+  double d = std::strtod(text.c_str(), &end);
+  double mult = 1;
+  std::string suffix = end ? std::string(end) : std::string();
+  if (suffix == "" || suffix == "B") mult = 1;
+  else if (suffix == "K" || suffix == "KB" || suffix == "KiB") mult = 1024.0;
+  else if (suffix == "M" || suffix == "MB" || suffix == "MiB") mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "GB" || suffix == "GiB") mult = 1024.0 * 1024 * 1024;
+  else if (suffix == "T" || suffix == "TB" || suffix == "TiB") mult = 1024.0 * 1024 * 1024 * 1024;
+  else d = NAN;
+  if (text.empty() || end == text.c_str() || !std::isfinite(d) || d < 0) {
+    throw InputError("", what, "'" + text + "' is not a size", "a byte count such as 8, 64K, 1M or 8G");
+  }
+  return d * mult;
+}
+
+double ParsedArgs::bytes(const std::string& flag, double fallback) const {
+  auto v = get(flag);
+  return v ? parse_bytes(*v, flag) : fallback;
+}
+
+std::optional<ParsedArgs> parse_args(const Args& args, const std::string& usage, const std::vector<FlagSpec>& flags) {
+  auto print_help = [&] {
+    std::printf("%s\n", usage.c_str());
+    if (!flags.empty()) std::printf("options:\n");
+    for (const auto& f : flags) {
+      std::string left = f.name + (f.value.empty() ? "" : " " + f.value);
+      std::printf("  %-26s %s%s\n", left.c_str(), f.help.c_str(), f.repeatable ? " (repeatable)" : "");
+    }
+    std::printf("  %-26s %s\n", "--help", "show this help");
+  };
+  ParsedArgs p;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      print_help();
+      return std::nullopt;
+    }
+    if (a.rfind("--", 0) != 0 || a == "--") {
+      p.positional.push_back(a);
+      continue;
+    }
+    std::string name = a, inline_value;
+    bool has_inline = false;
+    if (auto eq = a.find('='); eq != std::string::npos) {
+      name = a.substr(0, eq);
+      inline_value = a.substr(eq + 1);
+      has_inline = true;
+    }
+    const FlagSpec* spec = nullptr;
+    for (const auto& f : flags) {
+      if (f.name == name) spec = &f;
+    }
+    if (!spec) {
+      std::string known;
+      for (const auto& f : flags) known += (known.empty() ? "" : ", ") + f.name;
+      throw InputError("", name, "unknown option", "one of " + known);
+    }
+    if (spec->value.empty()) {
+      if (has_inline) throw InputError("", name, "takes no value");
+      p.values[name].push_back("");
+      continue;
+    }
+    std::string value;
+    if (has_inline) {
+      value = inline_value;
+    } else {
+      if (i + 1 >= args.size()) throw InputError("", name, "missing value", spec->value);
+      value = args[++i];
+    }
+    if (!spec->repeatable && p.values.count(name)) throw InputError("", name, "given twice");
+    p.values[name].push_back(value);
+  }
+  return p;
+}
+
+}  // namespace ctwin

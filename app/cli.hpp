@@ -1,0 +1,40 @@
+// Command-line parsing shared by the subcommands: flags are declared with their help text,
+// unknown flags and missing values are InputErrors naming the flag.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+
+namespace ctwin {
+
+struct FlagSpec {
+  std::string name;       // "--json"
+  std::string value;      // "" for a switch; otherwise the value's name, e.g. "FILE"
+  std::string help;
+  bool repeatable = false;
+};
+
+struct ParsedArgs {
+  std::vector<std::string> positional;
+  std::map<std::string, std::vector<std::string>> values;  // flag -> values ("" for switches)
+
+  bool has(const std::string& flag) const { return values.count(flag) != 0; }
+  std::optional<std::string> get(const std::string& flag) const;
+  std::vector<std::string> all(const std::string& flag) const;
+  // Parses a number; InputError naming the flag if it is not one.
+  double number(const std::string& flag, double fallback) const;
+  // Parses sizes such as 8, 64K, 1M, 8G (powers of 1024), as nccl-tests does.
+  double bytes(const std::string& flag, double fallback) const;
+};
+
+// Returns nullopt when --help was given (after printing help for the command on stdout).
+std::optional<ParsedArgs> parse_args(const Args& args, const std::string& usage, const std::vector<FlagSpec>& flags);
+
+// Parses "8G" style sizes; throws InputError naming `what`.
+double parse_bytes(const std::string& text, const std::string& what);
+
+}  // namespace ctwin

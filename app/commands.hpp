@@ -1,0 +1,17 @@
+// The ctwin subcommands. Each takes the arguments after its name and returns an exit code
+// (0 ok, 1 internal error, 2 bad input); InputError thrown from inside becomes exit 2.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ctwin {
+
+using Args = std::vector<std::string>;
+
+int cmd_run(const Args& args);         // app/cmd_run.cpp
+int cmd_collective(const Args& args);  // app/cmd_collective.cpp
+int cmd_bench(const Args& args);       // app/cmd_bench.cpp
+int cmd_view(const Args& args);        // app/cmd_view.cpp
+
+}  // namespace ctwin

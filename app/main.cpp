@@ -1,0 +1,56 @@
+// ctwin: the ClusterTwin command line.
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "commands.hpp"
+#include "sim/error.hpp"
+
+namespace {
+
+constexpr const char* kUsage = R"(ctwin - a simulator and digital twin of distributed AI clusters
+
+usage: ctwin COMMAND [options]
+
+commands:
+  run FILE          simulate a scenario: step time, MFU, memory (training)
+  collective        predict nccl-tests figures for a collective on a cluster
+  view TRACE        open the timeline viewer on a trace
+  bench NAME        run a benchmark: engine, network, viewer, training
+
+Run 'ctwin COMMAND --help' for a command's options.
+Exit status: 0 success, 1 internal error, 2 bad input.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return ctwin::kExitBadInput;
+  }
+  const std::string cmd = argv[1];
+  ctwin::Args args(argv + 2, argv + argc);
+  try {
+    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+      std::fputs(kUsage, stdout);
+      return ctwin::kExitOk;
+    }
+    if (cmd == "--version") {
+      std::puts("ctwin 0.1.0");
+      return ctwin::kExitOk;
+    }
+    if (cmd == "run") return ctwin::cmd_run(args);
+    if (cmd == "collective") return ctwin::cmd_collective(args);
+    if (cmd == "bench") return ctwin::cmd_bench(args);
+    if (cmd == "view") return ctwin::cmd_view(args);
+    std::fprintf(stderr, "ctwin: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+    return ctwin::kExitBadInput;
+  } catch (const ctwin::InputError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return ctwin::kExitBadInput;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "internal error: %s\n", e.what());
+    return ctwin::kExitInternal;
+  }
+}

@@ -1,0 +1,19 @@
+// Benchmarks behind `ctwin bench NAME`. Each runs its subject and a baseline in the same
+// process and reports figures as an ordered JSON object (printed as a table, or with --json).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+namespace ctwin {
+
+struct BenchOptions {
+  bool quick = false;  // smaller sizes, for tests of the benchmark itself
+  bool progress = false;  // print progress on stderr (a terminal)
+};
+
+nlohmann::ordered_json bench_engine(const BenchOptions& o);    // bench/bench_engine.cpp
+nlohmann::ordered_json bench_network(const BenchOptions& o);   // bench/bench_network.cpp
+nlohmann::ordered_json bench_viewer(const BenchOptions& o);    // bench/bench_viewer.cpp
+nlohmann::ordered_json bench_training(const BenchOptions& o);  // bench/bench_training.cpp
+
+}  // namespace ctwin

@@ -1,0 +1,11 @@
+# Writes OUT, a C++ file defining ctwin::embedded_file(name) over the given FILES.
+string(REPLACE "|" ";" FILES "${FILES}")
+set(body "#include <string_view>\nnamespace ctwin {\nstd::string_view embedded_file(std::string_view name) {\n")
+foreach(f IN LISTS FILES)
+  get_filename_component(name ${f} NAME)
+  file(READ ${f} content)
+  string(APPEND body "  if (name == \"${name}\") return R\"ctwin_embed(${content})ctwin_embed\";\n")
+endforeach()
+string(APPEND body "  return {};\n}\n}  // namespace ctwin\n")
+file(WRITE ${OUT}.tmp "${body}")
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)

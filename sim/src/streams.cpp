@@ -1,0 +1,115 @@
+#include "sim/streams.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace ctwin {
+
+StreamId TaskGraph::add_stream() {
+  return StreamId{static_cast<std::uint32_t>(streams_++)};
+}
+
+TaskId TaskGraph::add_task(StreamId stream, Time duration, std::uint32_t tag, std::span<const TaskId> deps) {
+  if (!stream.valid() || stream.value >= streams_) throw std::logic_error("TaskGraph::add_task: unknown stream");
+  TaskId id{static_cast<std::uint32_t>(tasks_.size())};
+  tasks_.push_back(Task{stream, duration, RendezvousId::none(), tag});
+  for (TaskId d : deps) add_dep(d, id);
+  return id;
+}
+
+RendezvousId TaskGraph::add_rendezvous() {
+  rendezvous_members_.emplace_back();
+  return RendezvousId{static_cast<std::uint32_t>(rendezvous_members_.size() - 1)};
+}
+
+TaskId TaskGraph::add_member(StreamId stream, RendezvousId r, std::uint32_t tag, std::span<const TaskId> deps) {
+  TaskId id = add_task(stream, Time{}, tag, deps);
+  tasks_[id.value].rendezvous = r;
+  rendezvous_members_.at(r.value).push_back(id);
+  return id;
+}
+
+void TaskGraph::add_dep(TaskId before, TaskId after) {
+  if (before.value >= tasks_.size() || after.value >= tasks_.size() || before == after) {
+    throw std::logic_error("TaskGraph::add_dep: bad task id");
+  }
+  deps_.emplace_back(before.value, after.value);
+}
+
+StreamExecutor::StreamExecutor(Engine& engine, const TaskGraph& graph) : engine_(engine), graph_(graph) {
+  const auto n = graph.tasks_.size();
+  pending_deps_.assign(n, 0);
+  succ_offsets_.assign(n + 1, 0);
+  for (auto [b, a] : graph.deps_) {
+    ++pending_deps_[a];
+    ++succ_offsets_[b + 1];
+  }
+  for (std::size_t i = 0; i < n; ++i) succ_offsets_[i + 1] += succ_offsets_[i];
+  succ_.resize(graph.deps_.size());
+  std::vector<std::uint32_t> fill(succ_offsets_.begin(), succ_offsets_.end() - 1);
+  for (auto [b, a] : graph.deps_) succ_[fill[b]++] = a;
+
+  const auto s = graph.streams_;
+  stream_offsets_.assign(s + 1, 0);
+  for (const Task& t : graph.tasks_) ++stream_offsets_[t.stream.value + 1];
+  for (std::size_t i = 0; i < s; ++i) stream_offsets_[i + 1] += stream_offsets_[i];
+  stream_tasks_.resize(n);
+  std::vector<std::uint32_t> sfill(stream_offsets_.begin(), stream_offsets_.end() - 1);
+  for (std::uint32_t i = 0; i < n; ++i) stream_tasks_[sfill[graph.tasks_[i].stream.value]++] = i;
+  stream_head_.assign(stream_offsets_.begin(), stream_offsets_.end() - 1);
+  stream_busy_.assign(s, 0);
+  arrived_.assign(graph.rendezvous_members_.size(), 0);
+  timings_.assign(n, TaskTiming{});
+}
+
+void StreamExecutor::start() {
+  for (std::uint32_t s = 0; s < graph_.streams_; ++s) try_start(s);
+}
+
+void StreamExecutor::try_start(std::uint32_t s) {
+  if (stream_busy_[s] || stream_head_[s] == stream_offsets_[s + 1]) return;
+  const std::uint32_t t = stream_tasks_[stream_head_[s]];
+  if (pending_deps_[t] != 0) return;
+  stream_busy_[s] = 1;
+  const Time now = engine_.now();
+  timings_[t].ready = now;
+  const Task& task = graph_.tasks_[t];
+  if (task.rendezvous.valid()) {
+    const auto r = task.rendezvous.value;
+    if (++arrived_[r] == graph_.rendezvous_members_[r].size()) {
+      for (TaskId m : graph_.rendezvous_members_[r]) timings_[m.value].start = now;
+      if (!rendezvous_handler_) throw std::logic_error("StreamExecutor: a rendezvous is ready but no handler is set");
+      rendezvous_handler_(task.rendezvous, now);
+    }
+    return;
+  }
+  timings_[t].start = now;
+  const Time d = duration_hook_ ? duration_hook_(TaskId{t}, now) : task.duration;
+  engine_.schedule_in(d, [this, t] { finish(t); });
+}
+
+void StreamExecutor::finish_rendezvous(RendezvousId r) {
+  // Copy: finishing may start tasks, but never modifies the graph.
+  for (TaskId m : graph_.rendezvous_members_[r.value]) finish(m.value);
+}
+
+void StreamExecutor::finish(std::uint32_t t) {
+  timings_[t].end = engine_.now();
+  ++done_;
+  const std::uint32_t s = graph_.tasks_[t].stream.value;
+  stream_busy_[s] = 0;
+  ++stream_head_[s];
+  for (std::uint32_t i = succ_offsets_[t]; i < succ_offsets_[t + 1]; ++i) {
+    const std::uint32_t a = succ_[i];
+    if (--pending_deps_[a] == 0) try_start(graph_.tasks_[a].stream.value);
+  }
+  try_start(s);
+}
+
+Time StreamExecutor::makespan() const {
+  Time m{};
+  for (const auto& t : timings_) m = std::max(m, t.end);
+  return m;
+}
+
+}  // namespace ctwin

@@ -1,0 +1,38 @@
+// A cluster as the simulator sees it: nodes of GPUs joined inside a node by NVLink
+// (through NVSwitch) or PCIe, and across nodes by one NIC per GPU into a fabric.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/id.hpp"
+#include "topology/catalog.hpp"
+
+namespace ctwin {
+
+struct GpuTag;
+using GpuId = Id<GpuTag>;
+
+enum class IntraNodeFabric { nvswitch, pcie };
+
+struct ClusterSpec {
+  std::string name = "custom";  // preset name, for reports
+  GpuSpec gpu;
+  int nodes = 1;
+  int gpus_per_node = 8;
+  IntraNodeFabric intra = IntraNodeFabric::nvswitch;
+  double intra_gbps = 0;          // per GPU per direction into the node fabric (GB/s)
+  double intra_latency_us = 0;    // one hop GPU -> GPU inside a node
+  double nic_gbps = 50;           // per GPU per direction (NDR InfiniBand: 400 Gb/s = 50 GB/s)
+  double inter_latency_us = 0;    // one hop GPU -> GPU across nodes
+};
+
+struct Cluster {
+  ClusterSpec spec;
+  int gpu_count() const { return spec.nodes * spec.gpus_per_node; }
+  int node_of(GpuId g) const { return static_cast<int>(g.value) / spec.gpus_per_node; }
+};
+
+Cluster build_cluster(const ClusterSpec& spec);
+
+}  // namespace ctwin

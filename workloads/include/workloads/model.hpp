@@ -1,0 +1,82 @@
+// Model specifications: the shapes that decide FLOPs, bytes and memory. Loaded from
+// workloads/catalog/models.json (embedded in ctwin), explicit JSON, or a HuggingFace config.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace ctwin {
+
+enum class Activation { swiglu, gelu };
+enum class Norm { rmsnorm, layernorm };
+
+struct MoeSpec {
+  int experts = 0;  // routed experts; 0 means a dense model
+  int top_k = 0;
+  int shared_experts = 0;
+  std::int64_t expert_ffn_hidden = 0;
+  int first_dense_layers = 0;  // leading layers with a dense MLP (DeepSeek-V3: 3)
+  double capacity_factor = 1.0;
+  bool enabled() const { return experts > 0; }
+};
+
+// Multi-head latent attention (DeepSeek-V2/V3): low-rank projections of Q and of K/V.
+struct MlaSpec {
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+  bool enabled() const { return kv_lora_rank > 0; }
+};
+
+struct ModelSpec {
+  std::string name;
+  int layers = 0;
+  std::int64_t hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;  // grouped-query attention when < heads
+  int head_dim = 0;  // 0: hidden / heads
+  std::int64_t ffn_hidden = 0;
+  Activation activation = Activation::swiglu;
+  Norm norm = Norm::rmsnorm;
+  std::int64_t vocab = 0;
+  int max_seq = 0;
+  bool tied_embeddings = false;
+  bool learned_positions = false;
+  MoeSpec moe;
+  MlaSpec mla;
+  std::string source;
+
+  int effective_head_dim() const { return head_dim > 0 ? head_dim : static_cast<int>(hidden / heads); }
+};
+
+// Parameter counts, each in parameters (not bytes).
+struct ParamCounts {
+  double embedding = 0;       // input token (and learned position) embeddings
+  double lm_head = 0;         // output projection (0 when tied to the embedding)
+  double attention = 0;       // all layers
+  double mlp = 0;             // all layers: dense MLPs, routed experts and shared experts
+  double norms = 0;           // all layers plus the final norm
+  double router = 0;          // MoE gates
+  double total = 0;
+  double active_per_token = 0;  // MoE: parameters a token actually uses (top_k experts)
+  // Weights used in matrix multiplies per token, the N of the 6N FLOPs rule: everything
+  // but the embedding lookup (a tied embedding still serves as the LM head GEMM).
+  double matmul_per_token = 0;
+};
+
+ParamCounts count_parameters(const ModelSpec& m);
+
+// Attention-layer parameters of one layer; MLP parameters of one dense layer; of one expert.
+double attention_params_per_layer(const ModelSpec& m);
+double dense_mlp_params(const ModelSpec& m, std::int64_t ffn);
+
+struct ModelCatalog {
+  std::map<std::string, ModelSpec> models;
+};
+
+const char* to_string(Activation a);
+
+}  // namespace ctwin

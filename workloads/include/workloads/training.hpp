@@ -1,0 +1,59 @@
+// A training job: the parallelism layout, batch, precision and options of one step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "topology/catalog.hpp"
+
+namespace ctwin {
+
+enum class Recompute { none, selective, full };
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zero_bubble };
+enum class AttentionKernel { flash, standard };
+
+struct Parallelism {
+  int tp = 1;  // tensor parallel (Megatron column/row split)
+  int pp = 1;  // pipeline stages
+  int dp = 1;  // data-parallel replicas
+  int cp = 1;  // context parallel
+  int ep = 1;  // expert parallel (inside the data-parallel group)
+  bool sequence_parallel = false;
+  int zero_stage = 0;  // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (FSDP)
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  int virtual_stages = 1;            // interleaved 1F1B: model chunks per stage
+  std::string order = "tp-cp-ep-dp-pp";  // rank placement, innermost first (Megatron's order)
+};
+
+struct Precision {
+  Dtype compute = Dtype::bf16;
+  double weight_bytes = 2;       // per parameter, the copy used in forward/backward
+  double grad_bytes = 2;         // per parameter; 4 for FP32 gradient accumulation
+  double master_bytes = 4;       // FP32 master weights kept by mixed-precision Adam
+  double optimizer_state_bytes = 8;  // Adam: two FP32 moments
+};
+
+struct TrainingConfig {
+  Parallelism parallel;
+  Precision precision;
+  int micro_batch = 1;      // sequences per micro-batch per replica
+  int global_batch = 0;     // sequences per step over all replicas
+  int seq_len = 0;
+  Recompute recompute = Recompute::none;
+  AttentionKernel attention = AttentionKernel::flash;
+  bool dropout = false;
+  double grad_bucket_bytes = 25.0 * 1024 * 1024;  // DDP-style gradient buckets
+  bool overlap_grad_reduce = true;
+  double framework_overhead_bytes = 1.0 * 1024 * 1024 * 1024;  // CUDA context, allocator slack
+  double comm_buffer_bytes = 0.5 * 1024 * 1024 * 1024;         // NCCL buffers
+
+  int grad_accum() const {
+    const int per_step = micro_batch * parallel.dp;
+    return per_step > 0 ? global_batch / per_step : 0;
+  }
+};
+
+const char* to_string(Recompute r);
+const char* to_string(PipelineSchedule s);
+
+}  // namespace ctwin
