@@ -36,3 +36,13 @@ struct Cluster {
 Cluster build_cluster(const ClusterSpec& spec);
 
 }  // namespace ctwin
+
+namespace ctwin {
+
+// Named cluster presets (dgx-a100, dgx-h100, hgx-h200, dgx-b200, l40s-pcie), `nodes` of them.
+// Returns false if the name is unknown. GPUs are taken from the catalog by name.
+bool preset_cluster(const std::string& name, int nodes, const GpuCatalog& gpus, ClusterSpec& out);
+// The preset names, for messages and --help.
+std::vector<std::string> preset_cluster_names();
+
+}  // namespace ctwin
