@@ -1,13 +1,59 @@
 #include <cstdio>
+#include <filesystem>
 
+#include "cli.hpp"
 #include "commands.hpp"
+#include "scenario.hpp"
 #include "sim/error.hpp"
+#include "sim/trace.hpp"
+#include "training_report.hpp"
+#include "workloads/training_sim.hpp"
 
 namespace ctwin {
 
-int cmd_run(const Args&) {
-  std::fputs("ctwin run: not built yet\n", stderr);
-  return kExitInternal;
+int cmd_run(const Args& args) {
+  const std::string usage =
+      "usage: ctwin run SCENARIO.json [--json] [--trace OUT.json|OUT.ctt] [--set /pointer=value]...\n\n"
+      "Simulates the scenario and prints a report: step time, tokens/s, TFLOP/s per GPU, MFU,\n"
+      "where the time goes and memory per GPU. Keys are documented in docs/scenarios.md.";
+  auto p = parse_args(args, usage,
+                      {{"--json", "", "print the machine-readable report on stdout"},
+                       {"--trace", "FILE", "write a trace: .json (Chrome/Perfetto) or .ctt (ClusterTwin binary)"},
+                       {"--set", "/POINTER=VALUE", "override a scenario key, e.g. --set /training/parallelism/tp=2", true},
+                       {"--no-fold", "", "simulate every data-parallel replica instead of one representative"},
+                       {"--force", "", "overwrite an existing trace file"}});
+  if (!p) return kExitOk;
+  if (p->positional.size() != 1) {
+    throw InputError("", "SCENARIO", "expected exactly one scenario file", "ctwin run SCENARIO.json");
+  }
+  std::vector<Override> overrides;
+  for (const auto& s : p->all("--set")) overrides.push_back(parse_override(s));
+  const Scenario sc = load_scenario(p->positional[0], overrides);
+
+  const auto trace_path = p->get("--trace");
+  if (trace_path) {
+    const std::filesystem::path tp(*trace_path);
+    if (tp.extension() != ".json" && tp.extension() != ".ctt") {
+      throw InputError("", "--trace", "'" + *trace_path + "' has an unknown extension", "a .json or .ctt file name");
+    }
+    // Never overwrite what a user wrote without being asked.
+    if (std::filesystem::exists(tp) && !p->has("--force")) {
+      throw InputError(*trace_path, "--trace", "the file exists", "a new file name, or --force to overwrite it");
+    }
+  }
+  TrainingOptions opt;
+  opt.fold = !p->has("--no-fold");
+  opt.trace = trace_path.has_value();
+  const Cluster cluster = build_cluster(sc.cluster);
+  TrainingResult r = simulate_training(sc.model, sc.training, cluster, opt);
+  if (trace_path) write_trace_file(r.trace, *trace_path);
+  if (p->has("--json")) {
+    std::printf("%s\n", training_report_json(sc, r).dump(2).c_str());
+  } else {
+    std::fputs(training_report_text(sc, r).c_str(), stdout);
+    if (trace_path) std::printf("\n  trace written to %s\n", trace_path->c_str());
+  }
+  return kExitOk;
 }
 
 }  // namespace ctwin

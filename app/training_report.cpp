@@ -1,0 +1,141 @@
+#include "training_report.hpp"
+
+#include <cstdio>
+
+#include "report_format.hpp"
+
+namespace ctwin {
+
+nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingResult& r) {
+  using J = nlohmann::ordered_json;
+  const auto& p = sc.training.parallel;
+  J j;
+  j["kind"] = "training";
+  j["scenario"] = sc.name;
+  j["step_time_s"] = r.step_time_s;
+  j["tokens_per_s"] = r.tokens_per_s;
+  j["tflops_per_gpu"] = r.tflops_per_gpu;
+  j["mfu"] = r.mfu;
+  j["hw_tflops_per_gpu"] = r.hw_tflops_per_gpu;
+  j["hfu"] = r.hfu;
+  j["model_flops_per_step"] = r.model_flops_per_step;
+  j["tokens_per_step"] = r.tokens_per_step;
+  j["gpus"] = r.gpus;
+  j["layout"] = J{{"tp", p.tp},
+                  {"pp", p.pp},
+                  {"dp", p.dp},
+                  {"cp", p.cp},
+                  {"ep", p.ep},
+                  {"micro_batch", sc.training.micro_batch},
+                  {"grad_accum", r.grad_accum},
+                  {"schedule", to_string(p.schedule)},
+                  {"zero_stage", p.zero_stage}};
+  const auto& m = r.memory;
+  j["memory"] = J{{"peak_bytes", m.peak},
+                  {"capacity_bytes", m.capacity},
+                  {"oom", m.oom},
+                  {"by_kind",
+                   J{{"weights", m.weights},
+                     {"grads", m.grads},
+                     {"optimizer", m.optimizer},
+                     {"activations", m.activations},
+                     {"comm_buffers", m.comm_buffers},
+                     {"overhead", m.overhead}}}};
+  if (m.oom) j["memory"]["advice"] = m.advice;
+  const auto& b = r.breakdown;
+  j["breakdown_s"] = J{{"compute", b.compute_s},
+                       {"exposed_comm", b.exposed_comm_s()},
+                       {"bubble", b.bubble_s},
+                       {"other", b.other_s + b.optimizer_s},
+                       {"optimizer", b.optimizer_s},
+                       {"exposed_tp", b.exposed_tp_s},
+                       {"exposed_cp", b.exposed_cp_s},
+                       {"exposed_ep", b.exposed_ep_s},
+                       {"exposed_dp", b.exposed_dp_s},
+                       {"exposed_pp", b.exposed_pp_s}};
+  j["stage_utilization"] = r.stage_utilization;
+  j["simulation"] = J{{"simulated_gpus", r.simulated_gpus}, {"tasks", r.tasks}, {"events", r.events}};
+  return j;
+}
+
+namespace {
+
+std::string gib(double b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+std::string ms(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+  return buf;
+}
+
+std::string pct(double part, double whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%5.1f%%", whole > 0 ? 100 * part / whole : 0.0);
+  return buf;
+}
+
+}  // namespace
+
+std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
+  const auto& p = sc.training.parallel;
+  std::string o;
+  char line[256];
+  auto row = [&](const char* k, const std::string& v) {
+    std::snprintf(line, sizeof line, "  %-28s %s\n", k, v.c_str());
+    o += line;
+  };
+  o += "ClusterTwin training step: " + sc.name + "\n";
+  std::snprintf(line, sizeof line, "  %s on %d x %s (%s, %d node%s); TP%d PP%d DP%d; micro-batch %d x %d accum; seq %d\n\n",
+                sc.model.name.c_str(), r.gpus, sc.cluster.gpu.name.c_str(), sc.cluster.name.c_str(), sc.cluster.nodes,
+                sc.cluster.nodes == 1 ? "" : "s", p.tp, p.pp, p.dp, sc.training.micro_batch, r.grad_accum,
+                sc.training.seq_len);
+  o += line;
+  row("step time", ms(r.step_time_s));
+  row("tokens/s", human_number(r.tokens_per_s));
+  std::snprintf(line, sizeof line, "%.1f TFLOP/s (peak %.0f)", r.tflops_per_gpu, r.peak_tflops);
+  row("model TFLOP/s per GPU", line);
+  std::snprintf(line, sizeof line, "%.1f%%", 100 * r.mfu);
+  row("MFU", line);
+  std::snprintf(line, sizeof line, "%.1f%% (%.1f TFLOP/s with recomputation)", 100 * r.hfu, r.hw_tflops_per_gpu);
+  row("HFU", line);
+  o += "\n  where the step goes (GPU 0)\n";
+  const auto& b = r.breakdown;
+  const double st = r.step_time_s;
+  auto part = [&](const char* k, double v) {
+    std::snprintf(line, sizeof line, "    %-26s %12s  %s\n", k, ms(v).c_str(), pct(v, st).c_str());
+    o += line;
+  };
+  part("compute", b.compute_s);
+  part("exposed TP comm", b.exposed_tp_s);
+  if (p.cp > 1) part("exposed CP comm", b.exposed_cp_s);
+  if (p.ep > 1) part("exposed EP comm", b.exposed_ep_s);
+  part("exposed DP comm", b.exposed_dp_s);
+  if (p.pp > 1) {
+    part("exposed PP comm", b.exposed_pp_s);
+    part("pipeline bubble", b.bubble_s);
+  }
+  part("optimizer", b.optimizer_s);
+  part("other", b.other_s);
+  o += "\n  memory per GPU (peak stage)\n";
+  const auto& m = r.memory;
+  auto mem = [&](const char* k, double v) {
+    std::snprintf(line, sizeof line, "    %-26s %12s\n", k, gib(v).c_str());
+    o += line;
+  };
+  mem("weights", m.weights);
+  mem("gradients", m.grads);
+  mem("optimizer states", m.optimizer);
+  mem("activations", m.activations);
+  mem("comm buffers + overhead", m.comm_buffers + m.overhead);
+  std::snprintf(line, sizeof line, "    %-26s %12s of %s  %s\n", "peak", gib(m.peak).c_str(), gib(m.capacity).c_str(),
+                m.oom ? "OUT OF MEMORY" : "fits");
+  o += line;
+  if (m.oom) o += "    " + m.advice + "\n";
+  return o;
+}
+
+}  // namespace ctwin

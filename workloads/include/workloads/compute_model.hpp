@@ -1,0 +1,41 @@
+// The compute cost model: the time of one kernel from its FLOPs and HBM bytes (a roofline
+// with shape-dependent efficiency and a fixed per-kernel cost). Every coefficient is a plain
+// field so a calibration profile can replace it.
+#pragma once
+
+#include <cstdint>
+
+#include "topology/catalog.hpp"
+
+namespace ctwin {
+
+enum class OpKind : std::uint8_t { gemm, attention, elementwise, norm, embedding, loss, optimizer };
+
+const char* to_string(OpKind k);
+
+struct OpCost {
+  OpKind kind = OpKind::elementwise;
+  double flops = 0;
+  double bytes = 0;  // HBM traffic
+  // GEMM shape (m x k) @ (k x n); 0 for non-GEMMs.
+  double m = 0, n = 0, k = 0;
+};
+
+struct ComputeModel {
+  double peak_flops = 0;           // dense tensor-core peak for the compute dtype, FLOP/s
+  double hbm_bytes_per_s = 0;      // HBM bandwidth, bytes/s
+  double gemm_efficiency = 0.75;   // fraction of peak a large GEMM sustains
+  double attention_efficiency = 0.6;  // fraction of peak flash-attention sustains
+  double hbm_efficiency = 0.85;    // fraction of HBM bandwidth streaming kernels sustain
+  double launch_s = 2e-6;          // fixed cost per kernel
+  // A GEMM dimension d contributes d / (d + gemm_knee) to efficiency: small or skinny
+  // shapes fill fewer SMs and waves (efficiency halves at d = gemm_knee).
+  double gemm_knee = 64;
+};
+
+ComputeModel default_compute_model(const GpuSpec& gpu, Dtype dtype);
+
+// Seconds for one kernel: max(compute-bound time, memory-bound time) plus the launch cost.
+double op_seconds(const ComputeModel& cm, const OpCost& op);
+
+}  // namespace ctwin

@@ -1,0 +1,56 @@
+// What one transformer layer does on one GPU for one micro-batch: the kernels of its
+// forward pass (with the matching backward cost) and the tensor-parallel communication
+// between them, in Megatron's order (f before a column-parallel GEMM, g after a
+// row-parallel one; Shoeybi et al. 2019, Korthikanti et al. 2022 for sequence parallelism).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "topology/collective.hpp"
+#include "workloads/compute_model.hpp"
+#include "workloads/model.hpp"
+#include "workloads/training.hpp"
+
+namespace ctwin {
+
+enum class CommGroup : std::uint8_t { tp, cp, ep, dp, pp };
+const char* to_string(CommGroup g);
+
+struct LayerItem {
+  std::string name;
+  bool is_comm = false;
+  // Compute: the forward kernel and its backward (dgrad + wgrad for GEMMs).
+  OpCost fwd;
+  OpCost bwd;
+  // Communication: the collective run in forward and/or in backward at this point.
+  CommGroup group = CommGroup::tp;
+  std::optional<CollectiveOp> fwd_comm;
+  std::optional<CollectiveOp> bwd_comm;
+  double comm_bytes = 0;  // nccl-tests "size" of the collective
+};
+
+struct LayerShape {
+  double tokens = 0;  // tokens of one micro-batch on this GPU (micro_batch * seq_len / cp)
+  double seq = 0;     // sequence length seen by attention on this GPU
+  int tp = 1;
+  bool sequence_parallel = false;
+  bool flash = true;
+  double bytes_per_elem = 2;
+};
+
+LayerShape layer_shape(const ModelSpec& m, const TrainingConfig& cfg);
+
+// Forward order. `moe` selects a mixture-of-experts MLP; load_imbalance scales the
+// busiest expert rank's work (1.0 = perfectly balanced).
+std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s, bool moe, int ep,
+                                         double load_imbalance = 1.0);
+// Token embedding lookup (first stage) and LM head + loss (last stage).
+std::vector<LayerItem> embedding_items(const ModelSpec& m, const LayerShape& s);
+std::vector<LayerItem> head_items(const ModelSpec& m, const LayerShape& s);
+
+// Forward FLOPs of one layer for one micro-batch on this GPU (sum over compute items).
+double forward_flops(const std::vector<LayerItem>& items);
+
+}  // namespace ctwin

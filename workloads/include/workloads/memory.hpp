@@ -1,0 +1,40 @@
+// Memory per GPU during a training step: weights, gradients and optimizer states from
+// parameter counts (mixed-precision Adam, ZeRO stages as Rajbhandari et al. 2020), and
+// activations per the formulas of Korthikanti et al. 2022 ("Reducing Activation
+// Recomputation in Large Transformer Models"), generalised to GQA and SwiGLU.
+#pragma once
+
+#include <string>
+
+#include "workloads/model.hpp"
+#include "workloads/training.hpp"
+
+namespace ctwin {
+
+struct MemoryBreakdown {
+  double weights = 0;
+  double grads = 0;
+  double optimizer = 0;  // FP32 master weights and Adam moments
+  double activations = 0;
+  double comm_buffers = 0;
+  double overhead = 0;  // CUDA context, allocator fragmentation
+  double peak = 0;      // sum of the above
+  double capacity = 0;
+  bool oom = false;
+  std::string dominant;  // the largest term
+  std::string advice;    // when OOM: what would fit
+};
+
+// Activation bytes one transformer layer keeps for backward, for one micro-batch.
+double activation_bytes_per_layer(const ModelSpec& m, const TrainingConfig& cfg, bool moe_layer);
+
+// Parameters held by one GPU of pipeline stage `stage` (of cfg.parallel.pp), before ZeRO sharding.
+double stage_params(const ModelSpec& m, const TrainingConfig& cfg, int stage);
+
+// Micro-batches whose activations stage 0 holds at the peak of the schedule.
+double inflight_microbatches(const TrainingConfig& cfg);
+
+// The worst stage's memory (stage 0 holds the most activations; the last holds the LM head).
+MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainingConfig& cfg, double capacity_bytes);
+
+}  // namespace ctwin

@@ -1,0 +1,67 @@
+// Simulates one training step: builds each GPU's op graph on compute and communication
+// streams for the parallelism layout and schedule, runs it on the event engine, and reports
+// step time, throughput, MFU, memory and where the time went.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/trace.hpp"
+#include "topology/cluster.hpp"
+#include "workloads/memory.hpp"
+#include "workloads/model.hpp"
+#include "workloads/training.hpp"
+
+namespace ctwin {
+
+struct TrainingOptions {
+  // Simulate one data-parallel replica and scale up: exact when replicas are identical.
+  bool fold = true;
+  bool trace = false;  // record every op of every simulated GPU
+};
+
+// Where one GPU's step went; the parts add up to the step time.
+struct StepBreakdown {
+  double compute_s = 0;       // kernels of forward, backward (and recomputation)
+  double optimizer_s = 0;     // the optimizer step
+  double exposed_tp_s = 0;    // tensor-parallel collectives on the critical path
+  double exposed_cp_s = 0;
+  double exposed_ep_s = 0;
+  double exposed_dp_s = 0;    // gradient reduction / parameter gathering not hidden by compute
+  double exposed_pp_s = 0;    // pipeline transfers not hidden
+  double bubble_s = 0;        // pipeline fill and drain
+  double other_s = 0;         // waiting on peers, anything else
+  double exposed_comm_s() const { return exposed_tp_s + exposed_cp_s + exposed_ep_s + exposed_dp_s + exposed_pp_s; }
+};
+
+struct TrainingResult {
+  double step_time_s = 0;
+  double tokens_per_step = 0;
+  double tokens_per_s = 0;
+  double model_flops_per_step = 0;     // 6*N*tokens + attention (non-causal, as Megatron and PaLM count)
+  double hardware_flops_per_step = 0;  // model FLOPs plus recomputation
+  double tflops_per_gpu = 0;           // model TFLOP/s per GPU
+  double hw_tflops_per_gpu = 0;
+  double mfu = 0;
+  double hfu = 0;
+  double peak_tflops = 0;
+  int gpus = 0;
+  int simulated_gpus = 0;
+  int grad_accum = 0;
+  std::uint64_t events = 0;
+  std::uint64_t tasks = 0;
+  StepBreakdown breakdown;                 // for GPU 0 (first stage, first TP rank)
+  std::vector<double> stage_utilization;   // compute busy fraction of each pipeline stage
+  MemoryBreakdown memory;
+  Trace trace;
+};
+
+// Model FLOPs per step by the Megatron/PaLM convention: 6 N tokens + 12 L s h_q tokens.
+double model_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg);
+
+TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cluster,
+                                 const TrainingOptions& opt = {});
+
+}  // namespace ctwin

@@ -1,0 +1,201 @@
+#include "workloads/layer_ops.hpp"
+
+namespace ctwin {
+
+const char* to_string(CommGroup g) {
+  switch (g) {
+    case CommGroup::tp: return "tp";
+    case CommGroup::cp: return "cp";
+    case CommGroup::ep: return "ep";
+    case CommGroup::dp: return "dp";
+    case CommGroup::pp: return "pp";
+  }
+  return "?";
+}
+
+LayerShape layer_shape(const ModelSpec&, const TrainingConfig& cfg) {
+  LayerShape s;
+  s.seq = static_cast<double>(cfg.seq_len) / cfg.parallel.cp;
+  s.tokens = cfg.micro_batch * s.seq;
+  s.tp = cfg.parallel.tp;
+  s.sequence_parallel = cfg.parallel.sequence_parallel && cfg.parallel.tp > 1;
+  s.flash = cfg.attention == AttentionKernel::flash;
+  s.bytes_per_elem = cfg.precision.weight_bytes;
+  return s;
+}
+
+namespace {
+
+// A GEMM (T x k) @ (k x n): forward 2Tkn FLOPs; backward computes dgrad and wgrad, 4Tkn.
+LayerItem gemm(std::string name, double tokens, double k, double n, double e) {
+  LayerItem it;
+  it.name = std::move(name);
+  it.fwd = OpCost{OpKind::gemm, 2 * tokens * k * n, e * (tokens * k + k * n + tokens * n), tokens, n, k};
+  it.bwd = OpCost{OpKind::gemm, 4 * tokens * k * n, 2 * e * (tokens * k + k * n + tokens * n), tokens, n, k};
+  return it;
+}
+
+// A memory-bound kernel reading `read` and writing `write` elements; backward moves twice as much.
+LayerItem streaming(std::string name, OpKind kind, double read, double write, double e) {
+  LayerItem it;
+  it.name = std::move(name);
+  it.fwd = OpCost{kind, 0, e * (read + write)};
+  it.bwd = OpCost{kind, 0, 2 * e * (read + write)};
+  return it;
+}
+
+// Megatron's conjugate operators: f is identity forward and all-reduce backward (before a
+// column-parallel GEMM); g is all-reduce forward and identity backward (after a row-parallel
+// one). With sequence parallelism they become all-gather / reduce-scatter pairs.
+LayerItem comm_f(const LayerShape& s, double hidden) {
+  LayerItem it;
+  it.name = s.sequence_parallel ? "tp_all_gather" : "tp_f";
+  it.is_comm = true;
+  it.group = CommGroup::tp;
+  it.comm_bytes = s.tokens * hidden * s.bytes_per_elem;
+  if (s.sequence_parallel) {
+    it.fwd_comm = CollectiveOp::all_gather;
+    it.bwd_comm = CollectiveOp::reduce_scatter;
+  } else {
+    it.bwd_comm = CollectiveOp::all_reduce;
+  }
+  return it;
+}
+
+LayerItem comm_g(const LayerShape& s, double hidden) {
+  LayerItem it;
+  it.name = s.sequence_parallel ? "tp_reduce_scatter" : "tp_g";
+  it.is_comm = true;
+  it.group = CommGroup::tp;
+  // Reduce-scatter's nccl-tests size is the input buffer: the full sequence's activations.
+  it.comm_bytes = s.tokens * hidden * s.bytes_per_elem;
+  if (s.sequence_parallel) {
+    it.fwd_comm = CollectiveOp::reduce_scatter;
+    it.bwd_comm = CollectiveOp::all_gather;
+  } else {
+    it.fwd_comm = CollectiveOp::all_reduce;
+  }
+  return it;
+}
+
+}  // namespace
+
+std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s, bool moe, int ep,
+                                         double load_imbalance) {
+  const double e = s.bytes_per_elem, t = s.tp, T = s.tokens, h = static_cast<double>(m.hidden);
+  // Tokens each GPU normalises: all of them, or 1/t with sequence parallelism.
+  const double T_local = s.sequence_parallel ? T / t : T;
+  const double d = m.effective_head_dim();
+  double q_dim = m.heads * d, kv_dim = m.kv_heads * d, v_dim = kv_dim, o_in = q_dim;
+  if (m.mla.enabled()) {
+    q_dim = m.heads * static_cast<double>(m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim);
+    kv_dim = q_dim;
+    v_dim = m.heads * static_cast<double>(m.mla.v_head_dim);
+    o_in = v_dim;
+  }
+  std::vector<LayerItem> items;
+  items.push_back(streaming("attn_norm", OpKind::norm, T_local * h, T_local * h, e));
+  if (t > 1) items.push_back(comm_f(s, h));
+  if (m.mla.enabled()) {
+    // Low-rank projections: x -> q latent -> q; x -> kv latent -> k_nope, v (DeepSeek-V2 MLA).
+    const double ql = m.mla.q_lora_rank > 0 ? m.mla.q_lora_rank : 0;
+    if (ql > 0) {
+      items.push_back(gemm("q_down", T, h, ql, e));
+      items.push_back(gemm("q_up", T, ql, q_dim / t, e));
+    } else {
+      items.push_back(gemm("q_proj", T, h, q_dim / t, e));
+    }
+    items.push_back(gemm("kv_down", T, h, m.mla.kv_lora_rank + m.mla.qk_rope_head_dim, e));
+    items.push_back(gemm("kv_up", T, m.mla.kv_lora_rank,
+                         m.heads * static_cast<double>(m.mla.qk_nope_head_dim + m.mla.v_head_dim) / t, e));
+  } else {
+    items.push_back(gemm("qkv", T, h, (q_dim + 2 * kv_dim) / t, e));
+  }
+  {
+    // Causal attention: QK^T and PV each 2*s*s*dim per sequence, half of it masked away.
+    const double seqs = T / s.seq;
+    const double heads_local = m.heads / t;
+    const double qk_dim = q_dim / m.heads, pv_dim = v_dim / m.heads;
+    const double flops = seqs * heads_local * s.seq * s.seq * (qk_dim + pv_dim);  // 2*s^2*(dq+dv)/2
+    LayerItem it;
+    it.name = "attention";
+    double io = e * T * (q_dim + kv_dim + v_dim + o_in) / t;
+    if (!s.flash) io += e * seqs * heads_local * s.seq * s.seq * 3;  // scores, softmax out, read back
+    it.fwd = OpCost{OpKind::attention, flops, io};
+    // FlashAttention-2 backward recomputes the scores: 2.5x the forward FLOPs (Dao 2023).
+    it.bwd = OpCost{OpKind::attention, 2.5 * flops, 2 * io};
+    items.push_back(it);
+  }
+  items.push_back(gemm("attn_out", T, o_in / t, h, e));
+  if (t > 1) items.push_back(comm_g(s, h));
+  items.push_back(streaming("attn_residual", OpKind::elementwise, 2 * T_local * h, T_local * h, e));
+  items.push_back(streaming("mlp_norm", OpKind::norm, T_local * h, T_local * h, e));
+  const bool swiglu = m.activation == Activation::swiglu;
+  auto mlp = [&](const std::string& prefix, double tokens, double ffn) {
+    const double up_n = (swiglu ? 2 : 1) * ffn / t;
+    items.push_back(gemm(prefix + "up", tokens, h, up_n, e));
+    items.push_back(streaming(prefix + (swiglu ? "swiglu" : "gelu"), OpKind::elementwise, tokens * up_n,
+                              tokens * ffn / t, e));
+    items.push_back(gemm(prefix + "down", tokens, ffn / t, h, e));
+  };
+  if (t > 1) items.push_back(comm_f(s, h));
+  if (moe && m.moe.enabled()) {
+    items.push_back(gemm("router", T, h, m.moe.experts, e));
+    // Each token goes to top_k experts spread over the ep ranks: every rank sends and
+    // receives T*top_k*h activations (balanced), once to dispatch and once to combine.
+    const double routed = T * m.moe.top_k * load_imbalance;
+    if (ep > 1) {
+      LayerItem a2a;
+      a2a.name = "ep_dispatch";
+      a2a.is_comm = true;
+      a2a.group = CommGroup::ep;
+      a2a.comm_bytes = T * m.moe.top_k * h * e;
+      a2a.fwd_comm = CollectiveOp::all_to_all;
+      a2a.bwd_comm = CollectiveOp::all_to_all;
+      items.push_back(a2a);
+    }
+    mlp("expert_", routed, static_cast<double>(m.moe.expert_ffn_hidden));
+    if (ep > 1) {
+      LayerItem a2a = items[items.size() - 4];  // the dispatch, mirrored
+      a2a.name = "ep_combine";
+      items.push_back(a2a);
+    }
+    if (m.moe.shared_experts > 0) {
+      mlp("shared_", T, static_cast<double>(m.moe.expert_ffn_hidden) * m.moe.shared_experts);
+    }
+  } else {
+    mlp("mlp_", T, static_cast<double>(m.ffn_hidden));
+  }
+  if (t > 1) items.push_back(comm_g(s, h));
+  items.push_back(streaming("mlp_residual", OpKind::elementwise, 2 * T_local * h, T_local * h, e));
+  return items;
+}
+
+std::vector<LayerItem> embedding_items(const ModelSpec& m, const LayerShape& s) {
+  const double h = static_cast<double>(m.hidden);
+  std::vector<LayerItem> items;
+  items.push_back(streaming("embedding", OpKind::embedding, s.tokens * h, s.tokens * h, s.bytes_per_elem));
+  return items;
+}
+
+std::vector<LayerItem> head_items(const ModelSpec& m, const LayerShape& s) {
+  const double h = static_cast<double>(m.hidden), v = static_cast<double>(m.vocab), t = s.tp;
+  std::vector<LayerItem> items;
+  const double T_local = s.sequence_parallel ? s.tokens / t : s.tokens;
+  items.push_back(streaming("final_norm", OpKind::norm, T_local * h, T_local * h, s.bytes_per_elem));
+  if (t > 1) items.push_back(comm_f(s, h));
+  items.push_back(gemm("lm_head", s.tokens, h, v / t, s.bytes_per_elem));
+  // Cross-entropy reads the logits and writes FP32 softmax statistics and gradients.
+  items.push_back(streaming("cross_entropy", OpKind::loss, s.tokens * v / t, s.tokens * v / t * 2, s.bytes_per_elem));
+  return items;
+}
+
+double forward_flops(const std::vector<LayerItem>& items) {
+  double f = 0;
+  for (const auto& it : items) {
+    if (!it.is_comm) f += it.fwd.flops;
+  }
+  return f;
+}
+
+}  // namespace ctwin

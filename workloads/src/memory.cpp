@@ -1,0 +1,142 @@
+#include "workloads/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace ctwin {
+namespace {
+
+int moe_layers_in(const ModelSpec& m, int first, int count) {
+  if (!m.moe.enabled()) return 0;
+  int n = 0;
+  for (int l = first; l < first + count; ++l) n += l >= m.moe.first_dense_layers ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+double activation_bytes_per_layer(const ModelSpec& m, const TrainingConfig& cfg, bool moe_layer) {
+  const auto& p = cfg.parallel;
+  const double s = static_cast<double>(cfg.seq_len) / p.cp, b = cfg.micro_batch, h = static_cast<double>(m.hidden);
+  const double t = p.tp, a = m.heads, e = cfg.precision.weight_bytes;
+  const bool sp = p.sequence_parallel && p.tp > 1;
+  if (cfg.recompute == Recompute::full) return e * s * b * h / (sp ? t : 1);  // the layer input only
+  const double d = m.effective_head_dim();
+  const double q_dim = m.mla.enabled() ? a * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim) : a * d;
+  const double kv_dim = m.mla.enabled() ? q_dim : m.kv_heads * d;
+  const double v_dim = m.mla.enabled() ? a * m.mla.v_head_dim : kv_dim;
+  // Tensors every TP rank keeps whole unless sequence parallelism splits them: the two norm
+  // inputs, the QKV and MLP inputs (e bytes each) and the two dropout masks (1 byte each).
+  double replicated = 4 * e * s * b * h;
+  if (cfg.dropout) replicated += 2 * s * b * h;
+  // Tensors split by TP: Q, K, V, the attention output, the MLP intermediates.
+  double split = e * s * b * (q_dim + kv_dim + v_dim + q_dim);
+  double ffn = static_cast<double>(m.ffn_hidden), tokens_factor = 1.0;
+  if (moe_layer && m.moe.enabled()) {
+    ffn = static_cast<double>(m.moe.expert_ffn_hidden);
+    tokens_factor = m.moe.top_k * m.moe.capacity_factor + m.moe.shared_experts;
+  }
+  const double intermediates = m.activation == Activation::swiglu ? 3 : 2;  // gate, up, product / in, out
+  split += e * s * b * ffn * intermediates * tokens_factor;
+  // Standard attention keeps the s x s softmax output (and with dropout its mask and output):
+  // Korthikanti's 5as^2b term. Flash attention and selective recomputation keep none of it.
+  if (cfg.attention == AttentionKernel::standard && cfg.recompute == Recompute::none) {
+    split += (cfg.dropout ? 5 : 2) * a * s * s * b;
+  }
+  return sp ? (replicated + split) / t : replicated + split / t;
+}
+
+double stage_params(const ModelSpec& m, const TrainingConfig& cfg, int stage) {
+  const auto& p = cfg.parallel;
+  const int per_stage = m.layers / p.pp, first = stage * per_stage;
+  const int moe_layers = moe_layers_in(m, first, per_stage);
+  const int dense_layers = per_stage - moe_layers;
+  const double t = p.tp, h = static_cast<double>(m.hidden);
+  double params = per_stage * attention_params_per_layer(m) / t;
+  params += dense_layers * dense_mlp_params(m, m.ffn_hidden) / t;
+  if (moe_layers > 0) {
+    const double expert = dense_mlp_params(m, m.moe.expert_ffn_hidden);
+    params += moe_layers * (expert * m.moe.experts / p.ep / t + expert * m.moe.shared_experts / t + h * m.moe.experts);
+  }
+  params += per_stage * 2 * h;  // norms (replicated)
+  const double vocab_shard = static_cast<double>(m.vocab) * h / t;
+  if (stage == 0) params += vocab_shard + (m.learned_positions ? static_cast<double>(m.max_seq) * h : 0);
+  if (stage == p.pp - 1 && (!m.tied_embeddings || p.pp > 1)) params += vocab_shard;
+  return params;
+}
+
+double inflight_microbatches(const TrainingConfig& cfg) {
+  const auto& p = cfg.parallel;
+  const double m = std::max(1, cfg.grad_accum());
+  switch (p.schedule) {
+    case PipelineSchedule::gpipe: return m;  // all forwards before any backward
+    case PipelineSchedule::interleaved:
+      // Korthikanti et al. 2022, Section 4.2.3: (1 + (p-1)/(p*v)) times the 1F1B amount.
+      return std::min(m, static_cast<double>(p.pp)) * (1.0 + (p.pp - 1.0) / (p.pp * p.virtual_stages));
+    case PipelineSchedule::one_f_one_b:
+    case PipelineSchedule::zero_bubble: return std::min(m, static_cast<double>(p.pp));
+  }
+  return 1;
+}
+
+MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainingConfig& cfg, double capacity_bytes) {
+  const auto& p = cfg.parallel;
+  const auto& pr = cfg.precision;
+  MemoryBreakdown best;
+  for (int stage : {0, p.pp - 1}) {
+    MemoryBreakdown mb;
+    const double params = stage_params(m, cfg, stage);
+    const double dp = p.dp;
+    mb.weights = params * pr.weight_bytes / (p.zero_stage >= 3 ? dp : 1);
+    mb.grads = params * pr.grad_bytes / (p.zero_stage >= 2 ? dp : 1);
+    mb.optimizer = params * (pr.master_bytes + pr.optimizer_state_bytes) / (p.zero_stage >= 1 ? dp : 1);
+    const int per_stage = m.layers / p.pp;
+    const int moe_layers = moe_layers_in(m, stage * per_stage, per_stage);
+    const double per_mb = (per_stage - moe_layers) * activation_bytes_per_layer(m, cfg, false) +
+                          moe_layers * activation_bytes_per_layer(m, cfg, true);
+    // The first stage of 1F1B holds p micro-batches of its L/p layers (Korthikanti Sec. 4.2.3);
+    // stage s holds p - s of them.
+    const double inflight = std::max(1.0, inflight_microbatches(cfg) - stage);
+    mb.activations = per_mb * inflight;
+    if (stage == p.pp - 1) {
+      // Logits in the compute dtype plus FP32 copies for the loss, for one micro-batch.
+      const double tokens = cfg.micro_batch * static_cast<double>(cfg.seq_len) / p.cp;
+      mb.activations += tokens * static_cast<double>(m.vocab) / p.tp * (pr.weight_bytes + 4);
+    }
+    mb.comm_buffers = cfg.comm_buffer_bytes;
+    mb.overhead = cfg.framework_overhead_bytes;
+    mb.peak = mb.weights + mb.grads + mb.optimizer + mb.activations + mb.comm_buffers + mb.overhead;
+    if (mb.peak > best.peak) best = mb;
+  }
+  best.capacity = capacity_bytes;
+  best.oom = best.peak > capacity_bytes;
+  struct Term {
+    const char* name;
+    double v;
+  } terms[] = {{"weights", best.weights}, {"grads", best.grads}, {"optimizer", best.optimizer},
+               {"activations", best.activations}};
+  const Term* top = &terms[0];
+  for (const auto& t : terms) {
+    if (t.v > top->v) top = &t;
+  }
+  best.dominant = top->name;
+  if (best.oom) {
+    char buf[256];
+    const double over = best.peak - capacity_bytes;
+    std::snprintf(buf, sizeof buf, "needs %.1f GiB more than the %.1f GiB available; %s dominate (%.1f GiB): ",
+                  over / (1u << 30), capacity_bytes / (1u << 30), top->name, top->v / (1u << 30));
+    best.advice = buf;
+    if (best.dominant == "activations") {
+      best.advice += cfg.recompute != Recompute::full ? "try recompute \"full\" or \"selective\", a smaller micro_batch, sequence_parallel or more tp"
+                                                      : "try a smaller micro_batch, more tp or cp";
+    } else if (p.zero_stage < 3 && p.dp > 1) {
+      best.advice += "try zero_stage " + std::to_string(p.zero_stage + 1) + " or more pp/tp";
+    } else {
+      best.advice += "try more pp or tp";
+    }
+  }
+  return best;
+}
+
+}  // namespace ctwin

@@ -1,0 +1,582 @@
+#include "workloads/training_sim.hpp"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "sim/engine.hpp"
+#include "sim/error.hpp"
+#include "sim/streams.hpp"
+#include "topology/collective.hpp"
+#include "workloads/compute_model.hpp"
+#include "workloads/layer_ops.hpp"
+
+namespace ctwin {
+
+double model_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
+  const ParamCounts pc = count_parameters(m);
+  const double tokens = static_cast<double>(cfg.global_batch) * cfg.seq_len;
+  const double q_dim = m.mla.enabled() ? m.heads * static_cast<double>(m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim)
+                                       : static_cast<double>(m.heads) * m.effective_head_dim();
+  // 6N per token for the weight GEMMs (2 forward, 4 backward), plus QK^T and PV: 4*s*h_q
+  // forward per token per layer, 12*s*h_q with backward (Narayanan et al. 2021; PaLM App. B).
+  return tokens * (6.0 * pc.matmul_per_token + 12.0 * m.layers * cfg.seq_len * q_dim);
+}
+
+namespace {
+
+// What a task is, for the breakdown and the trace.
+enum class TaskClass : std::uint8_t { compute, optimizer, comm_tp, comm_cp, comm_ep, comm_dp, comm_pp };
+
+TaskClass class_of(CommGroup g) {
+  switch (g) {
+    case CommGroup::tp: return TaskClass::comm_tp;
+    case CommGroup::cp: return TaskClass::comm_cp;
+    case CommGroup::ep: return TaskClass::comm_ep;
+    case CommGroup::dp: return TaskClass::comm_dp;
+    case CommGroup::pp: return TaskClass::comm_pp;
+  }
+  return TaskClass::comm_tp;
+}
+
+struct TaskMeta {
+  std::uint32_t gpu = 0;   // index into the simulated GPUs
+  std::uint32_t name = 0;  // interned in the trace's string table
+  std::uint32_t kind = 0;
+  TaskClass cls = TaskClass::compute;
+  std::uint8_t stream = 0;  // 0 compute, 1 dp comm, 2 pp comm
+  double flops = 0;
+  double bytes = 0;
+  std::int32_t activation_delta = 0;  // +1 after a forward micro-batch, -1 after a backward one
+};
+
+struct Coords {
+  int t = 0, c = 0, d = 0, p = 0;
+};
+
+// Rank placement from an order string such as "tp-cp-ep-dp-pp", innermost first. EP groups
+// are carved from consecutive DP ranks, so "ep" takes no dimension of its own.
+struct Placement {
+  std::array<int, 4> size{};    // tp, cp, dp, pp
+  std::array<int, 4> stride{};
+  Placement(const Parallelism& par) {
+    size = {par.tp, par.cp, par.dp, par.pp};
+    std::vector<int> order;
+    std::stringstream ss(par.order);
+    std::string tok;
+    while (std::getline(ss, tok, '-')) {
+      if (tok == "tp") order.push_back(0);
+      else if (tok == "cp") order.push_back(1);
+      else if (tok == "dp") order.push_back(2);
+      else if (tok == "pp") order.push_back(3);
+    }
+    for (int dim = 0; dim < 4; ++dim) {
+      if (std::find(order.begin(), order.end(), dim) == order.end()) order.push_back(dim);
+    }
+    int s = 1;
+    for (int dim : order) {
+      stride[dim] = s;
+      s *= size[dim];
+    }
+  }
+  int rank(const Coords& c) const { return c.t * stride[0] + c.c * stride[1] + c.d * stride[2] + c.p * stride[3]; }
+};
+
+class Builder {
+ public:
+  Builder(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cl, const TrainingOptions& opt)
+      : m_(m), cfg_(cfg), cl_(cl), opt_(opt), par_(cfg.parallel), place_(cfg.parallel) {
+    cm_ = default_compute_model(cl.spec.gpu, cfg.precision.compute);
+    shape_ = layer_shape(m, cfg);
+    dense_layer_ = transformer_layer(m, shape_, false, par_.ep);
+    moe_layer_ = transformer_layer(m, shape_, true, par_.ep);
+    embed_ = embedding_items(m, shape_);
+    head_ = head_items(m, shape_);
+    mbs_ = std::max(1, cfg.grad_accum());
+    per_stage_ = m.layers / par_.pp;
+    replicas_ = opt.fold ? 1 : par_.dp;
+    for (int d = 0; d < replicas_; ++d)
+      for (int p = 0; p < par_.pp; ++p)
+        for (int c = 0; c < par_.cp; ++c)
+          for (int t = 0; t < par_.tp; ++t) gpus_.push_back(Coords{t, c, d, p});
+    std::sort(gpus_.begin(), gpus_.end(),
+              [&](const Coords& a, const Coords& b) { return place_.rank(a) < place_.rank(b); });
+    for (std::size_t i = 0; i < gpus_.size(); ++i) local_of_[place_.rank(gpus_[i])] = static_cast<std::uint32_t>(i);
+    for (std::size_t i = 0; i < gpus_.size(); ++i) {
+      streams_.push_back({graph_.add_stream(), graph_.add_stream(), graph_.add_stream()});
+    }
+    seq_.assign(gpus_.size(), {});
+  }
+
+  void build() {
+    for (std::uint32_t g = 0; g < gpus_.size(); ++g) build_gpu(g);
+  }
+
+  TaskGraph graph_;
+  std::vector<TaskMeta> meta_;
+  std::vector<CollectiveCall> calls_;  // per rendezvous
+  std::vector<Coords> gpus_;
+  Trace names_;  // string table shared with the trace
+  double act_per_mb_[2] = {0, 0};
+
+ private:
+  const ModelSpec& m_;
+  const TrainingConfig& cfg_;
+  const Cluster& cl_;
+  const TrainingOptions& opt_;
+  const Parallelism& par_;
+  Placement place_;
+  ComputeModel cm_;
+  LayerShape shape_;
+  std::vector<LayerItem> dense_layer_, moe_layer_, embed_, head_;
+  int mbs_ = 1, per_stage_ = 1, replicas_ = 1;
+  std::unordered_map<int, std::uint32_t> local_of_;
+  std::vector<std::array<StreamId, 3>> streams_;
+  std::vector<std::array<std::uint32_t, 5>> seq_;  // collectives issued per group kind, per GPU
+  std::unordered_map<std::string, RendezvousId> rendezvous_;
+
+  bool is_moe_layer(int layer) const { return m_.moe.enabled() && layer >= m_.moe.first_dense_layers; }
+
+  TaskId add(std::uint32_t g, int stream, Time dur, const std::string& name, const char* kind, TaskClass cls,
+             double flops, double bytes, std::span<const TaskId> deps) {
+    TaskId id = graph_.add_task(streams_[g][stream], dur, 0, deps);
+    meta_.push_back(TaskMeta{g, names_.intern(name), names_.intern(kind), cls, static_cast<std::uint8_t>(stream),
+                             flops, bytes, 0});
+    return id;
+  }
+
+  // The members of g's group of kind `grp`, as global ranks in group order.
+  std::vector<GpuId> group_ranks(const Coords& c, CommGroup grp) const {
+    std::vector<GpuId> r;
+    Coords x = c;
+    switch (grp) {
+      case CommGroup::tp:
+        for (x.t = 0; x.t < par_.tp; ++x.t) r.emplace_back(place_.rank(x));
+        break;
+      case CommGroup::cp:
+        for (x.c = 0; x.c < par_.cp; ++x.c) r.emplace_back(place_.rank(x));
+        break;
+      case CommGroup::dp:
+        for (x.d = 0; x.d < par_.dp; ++x.d) r.emplace_back(place_.rank(x));
+        break;
+      case CommGroup::ep: {
+        const int base = c.d / par_.ep * par_.ep;
+        for (x.d = base; x.d < base + par_.ep; ++x.d) r.emplace_back(place_.rank(x));
+        break;
+      }
+      case CommGroup::pp:
+        for (x.p = 0; x.p < par_.pp; ++x.p) r.emplace_back(place_.rank(x));
+        break;
+    }
+    return r;
+  }
+
+  // A collective member task for GPU g: every member issues its group's collectives in the
+  // same order, so (group, sequence number) names the rendezvous.
+  TaskId collective(std::uint32_t g, int stream, CommGroup grp, CollectiveOp op, double bytes,
+                    const std::string& name, std::span<const TaskId> deps) {
+    const Coords& c = gpus_[g];
+    auto ranks = group_ranks(c, grp);
+    const auto seq = seq_[g][static_cast<int>(grp)]++;
+    std::string key = std::to_string(static_cast<int>(grp)) + ":" + std::to_string(ranks.front().value) + ":" +
+                      std::to_string(seq);
+    auto it = rendezvous_.find(key);
+    RendezvousId r;
+    if (it == rendezvous_.end()) {
+      r = graph_.add_rendezvous();
+      rendezvous_.emplace(key, r);
+      calls_.push_back(CollectiveCall{op, std::move(ranks), bytes});
+    } else {
+      r = it->second;
+    }
+    TaskId id = graph_.add_member(streams_[g][stream], r, 0, deps);
+    meta_.push_back(TaskMeta{g, names_.intern(name), names_.intern(to_string(op)), class_of(grp),
+                             static_cast<std::uint8_t>(stream), 0, bytes, 0});
+    return id;
+  }
+
+  // A point-to-point transfer between pipeline stages: a two-member rendezvous.
+  TaskId p2p(std::uint32_t g, const Coords& src, const Coords& dst, bool fwd, int mb, bool sender,
+             std::span<const TaskId> deps) {
+    std::string key = std::string(fwd ? "pf:" : "pb:") + std::to_string(place_.rank(src)) + ":" +
+                      std::to_string(place_.rank(dst)) + ":" + std::to_string(mb);
+    auto it = rendezvous_.find(key);
+    RendezvousId r;
+    const double bytes = shape_.tokens * static_cast<double>(m_.hidden) * cfg_.precision.weight_bytes / par_.tp;
+    if (it == rendezvous_.end()) {
+      r = graph_.add_rendezvous();
+      rendezvous_.emplace(key, r);
+      calls_.push_back(CollectiveCall{CollectiveOp::send_recv, {GpuId(place_.rank(src)), GpuId(place_.rank(dst))}, bytes});
+    } else {
+      r = it->second;
+    }
+    TaskId id = graph_.add_member(streams_[g][2], r, 0, deps);
+    const char* name = fwd ? (sender ? "send_activations" : "recv_activations") : (sender ? "send_grads" : "recv_grads");
+    meta_.push_back(TaskMeta{g, names_.intern(name), names_.intern("send_recv"), TaskClass::comm_pp, 2, 0, bytes, 0});
+    return id;
+  }
+
+  // Runs `items` forward or backward on GPU g's compute stream after `dep`; returns the last task.
+  TaskId run_items(std::uint32_t g, const std::vector<LayerItem>& items, bool fwd, TaskId dep,
+                   const std::string& prefix) {
+    auto one = [&](const LayerItem& it) {
+      std::vector<TaskId> deps;
+      if (dep.valid()) deps.push_back(dep);
+      if (it.is_comm) {
+        auto op = fwd ? it.fwd_comm : it.bwd_comm;
+        if (!op) return;
+        dep = collective(g, 0, it.group, *op, it.comm_bytes, prefix + it.name, deps);
+        return;
+      }
+      const OpCost& c = fwd ? it.fwd : it.bwd;
+      dep = add(g, 0, seconds(op_seconds(cm_, c)), prefix + it.name, to_string(c.kind), TaskClass::compute, c.flops,
+                c.bytes, deps);
+    };
+    if (fwd) {
+      for (const auto& it : items) one(it);
+    } else {
+      for (auto it = items.rbegin(); it != items.rend(); ++it) one(*it);
+    }
+    return dep;
+  }
+
+  double layer_grad_bytes(int layer) const {
+    const double t = par_.tp;
+    double p = attention_params_per_layer(m_) / t + 2.0 * static_cast<double>(m_.hidden);
+    if (is_moe_layer(layer)) {
+      const double e = dense_mlp_params(m_, m_.moe.expert_ffn_hidden);
+      p += e * m_.moe.experts / par_.ep / t + e * m_.moe.shared_experts / t;
+    } else {
+      p += dense_mlp_params(m_, m_.ffn_hidden) / t;
+    }
+    return p * cfg_.precision.grad_bytes;
+  }
+
+  std::vector<std::pair<int, bool>> schedule(int stage) const {
+    std::vector<std::pair<int, bool>> s;
+    const int m = mbs_;
+    if (par_.schedule == PipelineSchedule::gpipe) {
+      for (int i = 0; i < m; ++i) s.emplace_back(i, true);
+      for (int i = 0; i < m; ++i) s.emplace_back(i, false);
+      return s;
+    }
+    const int warm = std::min(par_.pp - stage - 1, m);
+    for (int i = 0; i < warm; ++i) s.emplace_back(i, true);
+    for (int i = 0; i < m - warm; ++i) {
+      s.emplace_back(warm + i, true);
+      s.emplace_back(i, false);
+    }
+    for (int i = m - warm; i < m; ++i) s.emplace_back(i, false);
+    return s;
+  }
+
+  void build_gpu(std::uint32_t g) {
+    const Coords c = gpus_[g];
+    const int stage = c.p;
+    const bool first = stage == 0, last = stage == par_.pp - 1;
+    const int zero = par_.zero_stage;
+    std::vector<TaskId> dp_tasks;
+    double bucket = 0;
+    auto flush_bucket = [&](TaskId after) {
+      if (bucket <= 0 || par_.dp <= 1) {
+        bucket = 0;
+        return;
+      }
+      const CollectiveOp op = zero >= 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce;
+      TaskId deps[] = {after};
+      dp_tasks.push_back(collective(g, 1, CommGroup::dp, op, bucket, "grad_" + std::string(to_string(op)), deps));
+      bucket = 0;
+    };
+    TaskId last_compute = TaskId::none();
+    for (auto [mb, fwd] : schedule(stage)) {
+      const std::string mbs = "mb" + std::to_string(mb) + " ";
+      TaskId dep = last_compute;
+      if (fwd && !first) {
+        Coords prev = c;
+        --prev.p;
+        dep = p2p(g, prev, c, true, mb, false, {});
+      }
+      if (!fwd && !last) {
+        Coords next = c;
+        ++next.p;
+        dep = p2p(g, next, c, false, mb, false, {});
+      }
+      // The receive lands on the pp stream; the compute stream waits for it and for its own order.
+      if (fwd) {
+        if (first) dep = run_items(g, embed_, true, dep, mbs);
+        for (int l = 0; l < per_stage_; ++l) {
+          const int layer = stage * per_stage_ + l;
+          dep = run_items(g, is_moe_layer(layer) ? moe_layer_ : dense_layer_, true, dep,
+                          mbs + "L" + std::to_string(layer) + " ");
+        }
+        if (last) dep = run_items(g, head_, true, dep, mbs);
+        meta_.back().activation_delta = +1;
+        if (!last) {
+          Coords next = c;
+          ++next.p;
+          TaskId deps[] = {dep};
+          p2p(g, c, next, true, mb, true, deps);
+        }
+      } else {
+        const bool final_mb = mb == mbs_ - 1;
+        if (last) dep = run_items(g, head_, false, dep, mbs);
+        if (final_mb && last) bucket += static_cast<double>(m_.hidden) * m_.vocab / par_.tp * cfg_.precision.grad_bytes;
+        for (int l = per_stage_ - 1; l >= 0; --l) {
+          const int layer = stage * per_stage_ + l;
+          const auto& items = is_moe_layer(layer) ? moe_layer_ : dense_layer_;
+          const std::string pre = mbs + "L" + std::to_string(layer) + " ";
+          if (cfg_.recompute == Recompute::full) dep = run_items(g, items, true, dep, pre + "recompute ");
+          dep = run_items(g, items, false, dep, pre);
+          if (final_mb) {
+            bucket += layer_grad_bytes(layer);
+            if (zero >= 3 || (cfg_.overlap_grad_reduce && bucket >= cfg_.grad_bucket_bytes)) flush_bucket(dep);
+          }
+        }
+        if (first) {
+          dep = run_items(g, embed_, false, dep, mbs);
+          if (final_mb) bucket += static_cast<double>(m_.hidden) * m_.vocab / par_.tp * cfg_.precision.grad_bytes;
+        }
+        meta_.back().activation_delta = -1;
+        if (final_mb) flush_bucket(dep);
+        if (!first) {
+          Coords prev = c;
+          --prev.p;
+          TaskId deps[] = {dep};
+          p2p(g, c, prev, false, mb, true, deps);
+        }
+      }
+      last_compute = dep;
+    }
+    // Optimizer step on this GPU's shard, once every gradient has been reduced.
+    double params = stage_params(m_, cfg_, stage);
+    const double shard = zero >= 1 ? params / par_.dp : params;
+    const auto& pr = cfg_.precision;
+    OpCost opt{OpKind::optimizer, 0,
+               shard * (pr.grad_bytes + 2 * pr.master_bytes + pr.optimizer_state_bytes * 2 + pr.weight_bytes)};
+    std::vector<TaskId> deps = dp_tasks;
+    deps.push_back(last_compute);
+    TaskId o = add(g, 0, seconds(op_seconds(cm_, opt)), "adam_step", "optimizer", TaskClass::optimizer, 0, opt.bytes,
+                   deps);
+    if ((zero == 1 || zero == 2) && par_.dp > 1) {
+      TaskId d2[] = {o};
+      collective(g, 1, CommGroup::dp, CollectiveOp::all_gather, params * pr.weight_bytes, "param_all_gather", d2);
+    }
+  }
+
+};
+
+}  // namespace
+
+TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cluster,
+                                 const TrainingOptions& opt) {
+  const auto& par = cfg.parallel;
+  if (par.schedule == PipelineSchedule::interleaved || par.schedule == PipelineSchedule::zero_bubble) {
+    throw InputError("", "/training/parallelism/schedule",
+                     std::string("schedule \"") + to_string(par.schedule) + "\" is not simulated yet",
+                     "\"1f1b\" or \"gpipe\"");
+  }
+  if (par.cp > 1) throw InputError("", "/training/parallelism/cp", "context parallelism is not simulated yet", "1");
+  if (par.zero_stage >= 3) {
+    throw InputError("", "/training/parallelism/zero_stage", "ZeRO-3 / FSDP is not simulated yet", "0, 1 or 2");
+  }
+  Builder b(m, cfg, cluster, opt);
+  b.build();
+
+  Engine engine;
+  StreamExecutor exec(engine, b.graph_);
+  exec.on_rendezvous([&](RendezvousId r, Time) {
+    const auto est = estimate_collective(cluster, b.calls_[r.value]);
+    engine.schedule_in(est.time, [&exec, r] { exec.finish_rendezvous(r); });
+  });
+  exec.start();
+  engine.run();
+  if (!exec.all_done()) throw std::logic_error("simulate_training: the step graph deadlocked");
+
+  TrainingResult res;
+  const int gpus = par.tp * par.pp * par.dp * par.cp;
+  res.gpus = gpus;
+  res.simulated_gpus = static_cast<int>(b.gpus_.size());
+  res.grad_accum = cfg.grad_accum();
+  res.events = engine.dispatched();
+  res.tasks = b.graph_.task_count();
+  res.step_time_s = exec.makespan().seconds();
+  res.tokens_per_step = static_cast<double>(cfg.global_batch) * cfg.seq_len;
+  res.tokens_per_s = res.tokens_per_step / res.step_time_s;
+  res.model_flops_per_step = model_flops_per_step(m, cfg);
+  double recompute_factor = 1.0;
+  if (cfg.recompute == Recompute::full) recompute_factor = 4.0 / 3.0;  // one more forward: 8N instead of 6N
+  res.hardware_flops_per_step = res.model_flops_per_step * recompute_factor;
+  res.peak_tflops = cluster.spec.gpu.peak_flops(cfg.precision.compute) / 1e12;
+  res.tflops_per_gpu = res.model_flops_per_step / res.step_time_s / gpus / 1e12;
+  res.hw_tflops_per_gpu = res.hardware_flops_per_step / res.step_time_s / gpus / 1e12;
+  res.mfu = res.tflops_per_gpu / res.peak_tflops;
+  res.hfu = res.hw_tflops_per_gpu / res.peak_tflops;
+  res.memory = estimate_memory(m, cfg, cluster.spec.gpu.hbm_bytes);
+
+  // Where each simulated GPU's time went: sweep the boundaries of its tasks.
+  const std::int64_t end = exec.makespan().ps;
+  const auto n_gpu = b.gpus_.size();
+  std::vector<std::vector<std::uint32_t>> tasks_of(n_gpu);
+  for (std::uint32_t t = 0; t < b.meta_.size(); ++t) tasks_of[b.meta_[t].gpu].push_back(t);
+  auto breakdown_of = [&](std::uint32_t g) {
+    // Priority: the compute stream's state first; when it idles, a running DP or PP transfer.
+    struct Edge {
+      std::int64_t t;
+      int what;  // index into counters
+      int delta;
+    };
+    enum { kCompute, kOpt, kTp, kCp, kEp, kWait, kDp, kPp, kN };
+    std::vector<Edge> edges;
+    for (std::uint32_t t : tasks_of[g]) {
+      const auto& mt = b.meta_[t];
+      const auto& tm = exec.timing(TaskId(t));
+      int what = kCompute;
+      switch (mt.cls) {
+        case TaskClass::compute: what = kCompute; break;
+        case TaskClass::optimizer: what = kOpt; break;
+        case TaskClass::comm_tp: what = kTp; break;
+        case TaskClass::comm_cp: what = kCp; break;
+        case TaskClass::comm_ep: what = kEp; break;
+        case TaskClass::comm_dp: what = kDp; break;
+        case TaskClass::comm_pp: what = kPp; break;
+      }
+      if (mt.stream == 0 && tm.start > tm.ready) {
+        edges.push_back({tm.ready.ps, kWait, +1});
+        edges.push_back({tm.start.ps, kWait, -1});
+      }
+      if (tm.end > tm.start) {
+        edges.push_back({tm.start.ps, what, +1});
+        edges.push_back({tm.end.ps, what, -1});
+      }
+    }
+    std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& x) { return a.t < x.t; });
+    std::array<int, kN> active{};
+    std::array<std::int64_t, kN + 1> acc{};  // last slot: idle
+    std::int64_t prev = 0;
+    auto charge = [&](std::int64_t until) {
+      if (until <= prev) return;
+      int slot = kN;
+      for (int k : {kCompute, kOpt, kTp, kCp, kEp, kWait, kDp, kPp}) {
+        if (active[k] > 0) {
+          slot = k;
+          break;
+        }
+      }
+      acc[slot] += until - prev;
+      prev = until;
+    };
+    for (const auto& e : edges) {
+      charge(e.t);
+      active[e.what] += e.delta;
+    }
+    charge(end);
+    StepBreakdown bd;
+    auto s = [](std::int64_t ps) { return static_cast<double>(ps) * 1e-12; };
+    bd.compute_s = s(acc[kCompute]);
+    bd.optimizer_s = s(acc[kOpt]);
+    bd.exposed_tp_s = s(acc[kTp]);
+    bd.exposed_cp_s = s(acc[kCp]);
+    bd.exposed_ep_s = s(acc[kEp]);
+    bd.exposed_dp_s = s(acc[kDp]);
+    bd.exposed_pp_s = s(acc[kPp]);
+    // Idle time with nothing to wait for is the pipeline's fill and drain when there is one.
+    if (par.pp > 1) {
+      bd.bubble_s = s(acc[kN]);
+      bd.other_s = s(acc[kWait]);
+    } else {
+      bd.other_s = s(acc[kN] + acc[kWait]);
+    }
+    return bd;
+  };
+  res.breakdown = breakdown_of(0);
+  res.stage_utilization.assign(par.pp, 0.0);
+  for (std::uint32_t g = 0; g < n_gpu; ++g) {
+    const auto& c = b.gpus_[g];
+    if (c.t == 0 && c.c == 0 && c.d == 0) {
+      auto bd = c.p == 0 ? res.breakdown : breakdown_of(g);
+      res.stage_utilization[c.p] = (bd.compute_s + bd.optimizer_s) / res.step_time_s;
+    }
+  }
+
+  if (opt.trace) {
+    Trace& tr = res.trace;
+    tr = std::move(b.names_);
+    const auto gpn = cluster.spec.gpus_per_node;
+    Placement place(par);
+    std::vector<std::uint32_t> lane0(n_gpu);
+    for (std::uint32_t g = 0; g < n_gpu; ++g) {
+      const auto& c = b.gpus_[g];
+      const int rank = place.rank(c);
+      const std::string proc = "gpu " + std::to_string(rank);
+      const std::string group = "node " + std::to_string(rank / gpn) + " / stage " + std::to_string(c.p);
+      lane0[g] = tr.add_lane(proc, "compute", group, static_cast<std::uint32_t>(rank), 0);
+      tr.add_lane(proc, "dp comm", group, static_cast<std::uint32_t>(rank), 1);
+      tr.add_lane(proc, "pp comm", group, static_cast<std::uint32_t>(rank), 2);
+    }
+    tr.events.reserve(b.meta_.size());
+    for (std::uint32_t t = 0; t < b.meta_.size(); ++t) {
+      const auto& mt = b.meta_[t];
+      const auto& tm = exec.timing(TaskId(t));
+      const auto& task = b.graph_.task(TaskId(t));
+      TraceEvent e;
+      e.lane = lane0[mt.gpu] + mt.stream;
+      e.name = mt.name;
+      e.kind = mt.kind;
+      e.start_ps = tm.start.ps;
+      e.dur_ps = (tm.end - tm.start).ps;
+      e.flops = mt.flops;
+      e.bytes = mt.bytes;
+      e.group = task.rendezvous.valid() ? task.rendezvous.value : kNoIndex;
+      tr.events.push_back(e);
+    }
+    // Pipeline transfers as arrows from sender to receiver.
+    for (std::uint32_t r = 0; r < b.graph_.rendezvous_count(); ++r) {
+      const auto& mem = b.graph_.members(RendezvousId(r));
+      if (b.calls_[r].op != CollectiveOp::send_recv || mem.size() != 2) continue;
+      const auto& a = b.meta_[mem[0].value];
+      const auto& z = b.meta_[mem[1].value];
+      const bool a_sends = tr.str(a.name).rfind("send", 0) == 0;
+      const auto& from = a_sends ? a : z;
+      const auto& to = a_sends ? z : a;
+      const TaskId from_id = a_sends ? mem[0] : mem[1];
+      const TaskId to_id = a_sends ? mem[1] : mem[0];
+      tr.arrows.push_back(TraceArrow{lane0[from.gpu] + 2, lane0[to.gpu] + 2, exec.timing(from_id).start.ps,
+                                     exec.timing(to_id).end.ps, from.name});
+    }
+    // Memory in use per GPU: static state plus the activations of in-flight micro-batches.
+    const double static_bytes = res.memory.weights + res.memory.grads + res.memory.optimizer +
+                                res.memory.comm_buffers + res.memory.overhead;
+    const double act = res.memory.activations / std::max(1.0, inflight_microbatches(cfg));
+    for (std::uint32_t g = 0; g < n_gpu; ++g) {
+      TraceCounterTrack ct;
+      ct.process = tr.lanes[lane0[g]].process;
+      ct.pid = tr.lanes[lane0[g]].pid;
+      ct.name = tr.intern("memory_bytes");
+      double cur = static_bytes;
+      ct.samples.emplace_back(0, cur);
+      for (std::uint32_t t : tasks_of[g]) {
+        const auto& mt = b.meta_[t];
+        if (mt.activation_delta == 0) continue;
+        cur += mt.activation_delta * act;
+        const auto when = mt.activation_delta > 0 ? exec.timing(TaskId(t)).start.ps : exec.timing(TaskId(t)).end.ps;
+        ct.samples.emplace_back(when, cur);
+      }
+      std::stable_sort(ct.samples.begin(), ct.samples.end(),
+                       [](const auto& x, const auto& y) { return x.first < y.first; });
+      tr.counters.push_back(std::move(ct));
+    }
+    canonicalize(tr);
+    tr.summary = {{"step_time_s", res.step_time_s},
+                  {"mfu", res.mfu},
+                  {"compute_s", res.breakdown.compute_s},
+                  {"optimizer_s", res.breakdown.optimizer_s},
+                  {"exposed_comm_s", res.breakdown.exposed_comm_s()},
+                  {"bubble_s", res.breakdown.bubble_s},
+                  {"other_s", res.breakdown.other_s}};
+  }
+  return res;
+}
+
+}  // namespace ctwin
