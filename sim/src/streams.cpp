@@ -10,7 +10,7 @@ StreamId TaskGraph::add_stream() {
 }
 
 TaskId TaskGraph::add_task(StreamId stream, Time duration, std::uint32_t tag, std::span<const TaskId> deps) {
-  if (!stream.valid() || stream.value >= streams_) throw std::logic_error("TaskGraph::add_task: unknown stream");
+  if (stream.valid() && stream.value >= streams_) throw std::logic_error("TaskGraph::add_task: unknown stream");
   TaskId id{static_cast<std::uint32_t>(tasks_.size())};
   tasks_.push_back(Task{stream, duration, RendezvousId::none(), tag});
   for (TaskId d : deps) add_dep(d, id);
@@ -51,11 +51,15 @@ StreamExecutor::StreamExecutor(Engine& engine, const TaskGraph& graph) : engine_
 
   const auto s = graph.streams_;
   stream_offsets_.assign(s + 1, 0);
-  for (const Task& t : graph.tasks_) ++stream_offsets_[t.stream.value + 1];
+  for (const Task& t : graph.tasks_) {
+    if (t.stream.valid()) ++stream_offsets_[t.stream.value + 1];
+  }
   for (std::size_t i = 0; i < s; ++i) stream_offsets_[i + 1] += stream_offsets_[i];
-  stream_tasks_.resize(n);
+  stream_tasks_.resize(stream_offsets_[s]);
   std::vector<std::uint32_t> sfill(stream_offsets_.begin(), stream_offsets_.end() - 1);
-  for (std::uint32_t i = 0; i < n; ++i) stream_tasks_[sfill[graph.tasks_[i].stream.value]++] = i;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (graph.tasks_[i].stream.valid()) stream_tasks_[sfill[graph.tasks_[i].stream.value]++] = i;
+  }
   stream_head_.assign(stream_offsets_.begin(), stream_offsets_.end() - 1);
   stream_busy_.assign(s, 0);
   arrived_.assign(graph.rendezvous_members_.size(), 0);
@@ -63,6 +67,9 @@ StreamExecutor::StreamExecutor(Engine& engine, const TaskGraph& graph) : engine_
 }
 
 void StreamExecutor::start() {
+  for (std::uint32_t t = 0; t < graph_.tasks_.size(); ++t) {
+    if (!graph_.tasks_[t].stream.valid() && pending_deps_[t] == 0) begin(t);
+  }
   for (std::uint32_t s = 0; s < graph_.streams_; ++s) try_start(s);
 }
 
@@ -71,6 +78,10 @@ void StreamExecutor::try_start(std::uint32_t s) {
   const std::uint32_t t = stream_tasks_[stream_head_[s]];
   if (pending_deps_[t] != 0) return;
   stream_busy_[s] = 1;
+  begin(t);
+}
+
+void StreamExecutor::begin(std::uint32_t t) {
   const Time now = engine_.now();
   timings_[t].ready = now;
   const Task& task = graph_.tasks_[t];
@@ -96,14 +107,22 @@ void StreamExecutor::finish_rendezvous(RendezvousId r) {
 void StreamExecutor::finish(std::uint32_t t) {
   timings_[t].end = engine_.now();
   ++done_;
-  const std::uint32_t s = graph_.tasks_[t].stream.value;
-  stream_busy_[s] = 0;
-  ++stream_head_[s];
+  const StreamId s = graph_.tasks_[t].stream;
+  if (s.valid()) {
+    stream_busy_[s.value] = 0;
+    ++stream_head_[s.value];
+  }
   for (std::uint32_t i = succ_offsets_[t]; i < succ_offsets_[t + 1]; ++i) {
     const std::uint32_t a = succ_[i];
-    if (--pending_deps_[a] == 0) try_start(graph_.tasks_[a].stream.value);
+    if (--pending_deps_[a] != 0) continue;
+    const StreamId as = graph_.tasks_[a].stream;
+    if (as.valid()) {
+      try_start(as.value);
+    } else {
+      begin(a);
+    }
   }
-  try_start(s);
+  if (s.valid()) try_start(s.value);
 }
 
 Time StreamExecutor::makespan() const {

@@ -115,7 +115,9 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
     // Causal attention: QK^T and PV each 2*s*s*dim per sequence, half of it masked away.
     const double seqs = T / s.seq;
     const double heads_local = m.heads / t;
-    const double qk_dim = q_dim / m.heads, pv_dim = v_dim / m.heads;
+    // Per-head widths: GQA shares K/V heads but every query head still attends at full width.
+    const double qk_dim = q_dim / m.heads;
+    const double pv_dim = m.mla.enabled() ? static_cast<double>(m.mla.v_head_dim) : d;
     const double flops = seqs * heads_local * s.seq * s.seq * (qk_dim + pv_dim);  // 2*s^2*(dq+dv)/2
     LayerItem it;
     it.name = "attention";

@@ -212,7 +212,9 @@ class Builder {
     } else {
       r = it->second;
     }
-    TaskId id = graph_.add_member(streams_[g][2], r, 0, deps);
+    // Transfers hold no stream: a pipeline stage posts its sends and receives as they come
+    // (Megatron batches isend/irecv), so they must not serialise behind one another.
+    TaskId id = graph_.add_member(StreamId::none(), r, 0, deps);
     const char* name = fwd ? (sender ? "send_activations" : "recv_activations") : (sender ? "send_grads" : "recv_grads");
     meta_.push_back(TaskMeta{g, names_.intern(name), names_.intern("send_recv"), TaskClass::comm_pp, 2, 0, bytes, 0});
     return id;
@@ -322,7 +324,12 @@ class Builder {
       } else {
         const bool final_mb = mb == mbs_ - 1;
         if (last) dep = run_items(g, head_, false, dep, mbs);
-        if (final_mb && last) bucket += static_cast<double>(m_.hidden) * m_.vocab / par_.tp * cfg_.precision.grad_bytes;
+        if (final_mb && last) {
+          // The LM head's gradient (unless it is the embedding's, counted on the first stage) and the final norm's.
+          const bool own_head = !m_.tied_embeddings || par_.pp > 1;
+          bucket += (own_head ? static_cast<double>(m_.hidden) * m_.vocab / par_.tp : 0.0) * cfg_.precision.grad_bytes +
+                    static_cast<double>(m_.hidden) * cfg_.precision.grad_bytes;
+        }
         for (int l = per_stage_ - 1; l >= 0; --l) {
           const int layer = stage * per_stage_ + l;
           const auto& items = is_moe_layer(layer) ? moe_layer_ : dense_layer_;

@@ -23,7 +23,7 @@ using TaskId = Id<TaskTag>;
 using RendezvousId = Id<RendezvousTag>;
 
 struct Task {
-  StreamId stream;
+  StreamId stream;               // none: a free task, started as soon as its dependencies are met
   Time duration{};               // for plain tasks; rendezvous members take their time from the handler
   RendezvousId rendezvous;       // valid for a member of a collective
   std::uint32_t tag = 0;         // the caller's index (an op, a collective call), for reports and traces
@@ -84,6 +84,7 @@ class StreamExecutor {
 
  private:
   void try_start(std::uint32_t stream);
+  void begin(std::uint32_t task);
   void finish(std::uint32_t task);
 
   Engine& engine_;

@@ -1,0 +1,40 @@
+#include <doctest/doctest.h>
+
+#include "workloads/compute_model.hpp"
+
+using namespace ctwin;
+
+TEST_CASE("a large GEMM runs at peak times efficiency times the shape factors, plus launch") {
+  ComputeModel cm;
+  cm.peak_flops = 1000e12;
+  cm.hbm_bytes_per_s = 3e12;
+  cm.gemm_efficiency = 0.8;
+  cm.launch_s = 2e-6;
+  cm.gemm_knee = 64;
+  const double m = 8192, n = 8192, k = 8192;
+  OpCost op{OpKind::gemm, 2 * m * n * k, 2 * (m * k + k * n + m * n), m, n, k};
+  const double f = 8192.0 / (8192 + 64);
+  CHECK(op_seconds(cm, op) == doctest::Approx(2 * m * n * k / (1000e12 * 0.8 * f * f * f) + 2e-6));
+}
+
+TEST_CASE("a skinny GEMM is memory bound and costs bytes over achievable bandwidth") {
+  ComputeModel cm;
+  cm.peak_flops = 1000e12;
+  cm.hbm_bytes_per_s = 3e12;
+  cm.hbm_efficiency = 0.85;
+  cm.launch_s = 0;
+  // Decode-like: 1 token through an 8192 x 8192 weight: 134 MB of weights, 134 MFLOP.
+  const double m = 1, n = 8192, k = 8192;
+  OpCost op{OpKind::gemm, 2 * m * n * k, 2 * (m * k + k * n + m * n), m, n, k};
+  CHECK(op_seconds(cm, op) == doctest::Approx(2 * (m * k + k * n + m * n) / (3e12 * 0.85)));
+}
+
+TEST_CASE("an elementwise kernel costs its bytes at the achievable HBM bandwidth") {
+  ComputeModel cm;
+  cm.peak_flops = 1000e12;
+  cm.hbm_bytes_per_s = 2e12;
+  cm.hbm_efficiency = 0.5;
+  cm.launch_s = 1e-6;
+  OpCost op{OpKind::elementwise, 0, 1e9};
+  CHECK(op_seconds(cm, op) == doctest::Approx(1e9 / 1e12 + 1e-6));
+}

@@ -1,0 +1,60 @@
+#include <doctest/doctest.h>
+
+#include "workloads/model.hpp"
+
+using namespace ctwin;
+
+namespace {
+ModelSpec llama(int layers, long hidden, int heads, int kv, long ffn, long vocab, bool tied) {
+  ModelSpec m;
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = kv;
+  m.ffn_hidden = ffn;
+  m.vocab = vocab;
+  m.tied_embeddings = tied;
+  m.max_seq = 4096;
+  return m;
+}
+}  // namespace
+
+// Published parameter counts, as printed by HuggingFace's model.num_parameters() for
+// meta-llama/Llama-2-7b-hf (6,738,415,616), meta-llama/Meta-Llama-3-8B (8,030,261,248) and
+// meta-llama/Llama-3.2-1B (1,235,814,400).
+TEST_CASE("parameter counts match the published Llama-2-7B, Llama-3-8B and Llama-3.2-1B totals") {
+  CHECK(count_parameters(llama(32, 4096, 32, 32, 11008, 32000, false)).total == 6738415616.0);
+  CHECK(count_parameters(llama(32, 4096, 32, 8, 14336, 128256, false)).total == 8030261248.0);
+  CHECK(count_parameters(llama(16, 2048, 32, 8, 8192, 128256, true)).total == 1235814400.0);
+}
+
+// Mixtral-8x7B: 46.7B total, 12.9B active per token (Jiang et al. 2024, "Mixtral of Experts").
+TEST_CASE("Mixtral 8x7B has 46.7B parameters and 12.9B active per token") {
+  ModelSpec m = llama(32, 4096, 32, 8, 14336, 32000, false);
+  m.moe.experts = 8;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn_hidden = 14336;
+  const auto p = count_parameters(m);
+  CHECK(p.total / 1e9 == doctest::Approx(46.7).epsilon(0.002));
+  CHECK(p.active_per_token / 1e9 == doctest::Approx(12.9).epsilon(0.005));
+}
+
+// DeepSeek-V3: 671B total, 37B activated per token (DeepSeek-V3 Technical Report, abstract and
+// Section 4.2); the 14B multi-token-prediction module comes on top and is not modelled.
+TEST_CASE("DeepSeek-V3 has 671B parameters, 37B active per token") {
+  ModelSpec m = llama(61, 7168, 128, 128, 18432, 129280, false);
+  m.mla = MlaSpec{1536, 512, 128, 64, 128};
+  m.moe = MoeSpec{256, 8, 1, 2048, 3, 1.0};
+  const auto p = count_parameters(m);
+  CHECK(p.total / 1e9 == doctest::Approx(671).epsilon(0.002));
+  CHECK(p.active_per_token / 1e9 == doctest::Approx(37).epsilon(0.03));
+}
+
+TEST_CASE("GPT-3 175B has 175B parameters (Brown et al. 2020, Table 2.1)") {
+  ModelSpec m = llama(96, 12288, 96, 96, 49152, 51200, true);
+  m.activation = Activation::gelu;
+  m.norm = Norm::layernorm;
+  m.learned_positions = true;
+  m.max_seq = 2048;
+  CHECK(count_parameters(m).total / 1e9 == doctest::Approx(175).epsilon(0.01));
+}
