@@ -8,18 +8,42 @@
 namespace ctwin {
 
 Engine::Engine() {
-  slots_.reserve(1024);
-}
-
-int Engine::bucket_of(std::uint64_t key, std::uint64_t last) {
-  // Index of the highest bit where key and last differ, plus one; 0 when equal.
-  std::uint64_t diff = key ^ last;
-  return diff == 0 ? 0 : 64 - std::countl_zero(diff);
+  generation_.reserve(1024);
 }
 
 void Engine::push_entry(const Entry& e) {
-  buckets_[bucket_of(e.time, last_)].push_back(e);
   ++entries_;
+  const std::uint64_t diff = e.time ^ last_;
+  if (diff == 0) {
+    current_.push_back(e);
+    return;
+  }
+  const int level = (63 - std::countl_zero(diff)) >> 3;
+  const int digit = static_cast<int>((e.time >> (8 * level)) & 0xff);
+  Bucket& b = bucket(level, digit);
+  if (b.tail == nullptr || b.tail->count == kBlockEntries) {
+    Block* nb = new_block();
+    if (b.tail) {
+      b.tail->next = nb;
+    } else {
+      b.head = nb;
+      mark(level, digit);
+    }
+    b.tail = nb;
+  }
+  b.tail->entries[b.tail->count++] = e;
+}
+
+Engine::Block* Engine::new_block() {
+  if (free_blocks_) {
+    Block* b = free_blocks_;
+    free_blocks_ = b->next;
+    b->next = nullptr;
+    b->count = 0;
+    return b;
+  }
+  blocks_.push_back(std::make_unique<Block>());
+  return blocks_.back().get();
 }
 
 EventId Engine::schedule_at(Time at, Callback cb) {
@@ -32,55 +56,73 @@ EventId Engine::schedule_at(Time at, Callback cb) {
     slot = free_slots_.back();
     free_slots_.pop_back();
   } else {
-    slot = static_cast<std::uint32_t>(slots_.size());
-    slots_.emplace_back();
+    slot = static_cast<std::uint32_t>(generation_.size());
+    generation_.push_back(0);
+    live_slot_.push_back(0);
   }
-  Slot& s = slots_[slot];
-  s.cb = std::move(cb);
-  push_entry(Entry{static_cast<std::uint64_t>(at.ps), next_seq_++, slot, s.generation});
+  live_slot_[slot] = 1;
+  push_entry(Entry{static_cast<std::uint64_t>(at.ps), next_seq_++, slot, generation_[slot], cb});
   ++live_;
-  return EventId{slot, s.generation};
+  return EventId{slot, generation_[slot]};
 }
 
 bool Engine::cancel(EventId id) {
-  if (!id.valid() || id.slot >= slots_.size()) return false;
-  Slot& s = slots_[id.slot];
-  if (s.generation != id.generation || !s.cb) return false;
-  s.cb.reset();
-  ++s.generation;  // the entry left in the heap no longer matches and is skipped
+  if (!id.valid() || id.slot >= generation_.size()) return false;
+  if (generation_[id.slot] != id.generation || !live_slot_[id.slot]) return false;
+  ++generation_[id.slot];  // the queued entry no longer matches and is skipped
+  live_slot_[id.slot] = 0;
   free_slots_.push_back(id.slot);
+  ++cancelled_queued_;
   --live_;
   return true;
 }
 
 bool Engine::refill(std::uint64_t limit) {
-  auto& b0 = buckets_[0];
-  if (bucket0_head_ < b0.size()) return last_ <= limit;
-  b0.clear();
-  bucket0_head_ = 0;
-  std::size_t i = 1;
-  while (i < buckets_.size() && buckets_[i].empty()) ++i;
-  if (i == buckets_.size()) return false;
-  auto& b = buckets_[i];
-  std::uint64_t m = b.front().time;
-  for (const Entry& e : b) m = std::min(m, e.time);
-  if (m > limit) return false;
-  last_ = m;
-  // Every entry of bucket i lands in a lower bucket relative to the new reference key.
-  for (const Entry& e : b) buckets_[bucket_of(e.time, last_)].push_back(e);
-  b.clear();
-  // Entries equal to the minimum may have arrived out of sequence order via redistribution.
-  if (b0.size() > 1) {
-    std::sort(b0.begin(), b0.end(), [](const Entry& x, const Entry& y) { return x.seq < y.seq; });
+  if (current_head_ < current_.size()) return last_ <= limit;
+  current_.clear();
+  current_head_ = 0;
+  // The lowest non-empty level holds the smallest times; within it, the smallest digit.
+  for (int level = 0; level < kLevels; ++level) {
+    for (int w = 0; w < 4; ++w) {
+      const std::uint64_t bits = occupied_[level][w];
+      if (bits == 0) continue;
+      const int digit = w * 64 + std::countr_zero(bits);
+      Bucket b = bucket(level, digit);
+      std::uint64_t m = b.head->entries[0].time;
+      for (Block* k = b.head; k; k = k->next) {
+        for (std::uint32_t i = 0; i < k->count; ++i) m = std::min(m, k->entries[i].time);
+      }
+      if (m > limit) return false;
+      last_ = m;
+      occupied_[level][w] &= ~(1ull << (digit & 63));
+      bucket(level, digit) = Bucket{};
+      // Every entry moves to a lower level (or to current_) relative to the new reference.
+      for (Block* k = b.head; k;) {
+        for (std::uint32_t i = 0; i < k->count; ++i) {
+          --entries_;
+          push_entry(k->entries[i]);
+        }
+        Block* next = k->next;
+        k->next = free_blocks_;
+        free_blocks_ = k;
+        k = next;
+      }
+      // Entries equal to the minimum may have arrived out of sequence order via redistribution.
+      if (current_.size() > 1) {
+        std::sort(current_.begin(), current_.end(), [](const Entry& x, const Entry& y) { return x.seq < y.seq; });
+      }
+      return true;
+    }
   }
-  return true;
+  return false;
 }
 
 bool Engine::pop_next(std::uint64_t limit, Entry& out) {
   while (refill(limit)) {
-    out = buckets_[0][bucket0_head_++];
+    out = current_[current_head_++];
     --entries_;
-    if (slots_[out.slot].generation == out.generation) return true;
+    if (cancelled_queued_ == 0 || generation_[out.slot] == out.generation) return true;
+    --cancelled_queued_;
   }
   return false;
 }
@@ -90,15 +132,14 @@ std::uint64_t Engine::run_until(Time until) {
   Entry e;
   const auto limit = static_cast<std::uint64_t>(until.ps);
   while (pop_next(limit, e)) {
-    Slot& s = slots_[e.slot];
-    Callback cb = std::move(s.cb);
-    ++s.generation;
+    ++generation_[e.slot];
+    live_slot_[e.slot] = 0;
     free_slots_.push_back(e.slot);
     --live_;
     now_ = Time{static_cast<std::int64_t>(e.time)};
     ++n;
     ++dispatched_;
-    cb();
+    e.fn();
   }
   if (until != Time::max() && now_ < until) now_ = until;
   return n;

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The whole test suite: format check, a warnings-as-errors build, every CTest test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/check-format.sh
+scripts/build.sh -DCTWIN_WERROR=ON
+ctest --test-dir build --output-on-failure --parallel "$(nproc)"
