@@ -1,0 +1,26 @@
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+#include <vector>
+
+#include "calibrate/alpha_beta.hpp"
+
+using namespace ctwin::calibrate;
+
+TEST_CASE("the alpha-beta fit recovers latency and bandwidth from exact samples") {
+  // t = 5 us + bytes / 200 GB/s, at nccl-tests sizes from 8 B to 1 GiB.
+  std::vector<double> bytes, secs;
+  for (double b = 8; b <= 1 << 30; b *= 4) {
+    bytes.push_back(b);
+    secs.push_back(5e-6 + b / 200e9);
+  }
+  const auto f = fit_alpha_beta(bytes, secs);
+  CHECK(f.alpha_s == doctest::Approx(5e-6).epsilon(1e-6));
+  CHECK(f.bandwidth_gbps == doctest::Approx(200).epsilon(1e-6));
+  CHECK(f.rms_rel_error < 1e-9);
+}
+
+TEST_CASE("the alpha-beta fit needs two distinct sizes") {
+  std::vector<double> bytes{1024, 1024}, secs{1e-5, 1.1e-5};
+  CHECK_THROWS_AS(fit_alpha_beta(bytes, secs), std::invalid_argument);
+}
