@@ -41,15 +41,27 @@ TaskClass class_of(CommGroup g) {
   return TaskClass::comm_tp;
 }
 
+// Kept small: an unfolded 16,384-GPU step has tens of millions of tasks. Display names are
+// composed from these fields only when a trace is written.
 struct TaskMeta {
-  std::uint32_t gpu = 0;   // index into the simulated GPUs
-  std::uint32_t name = 0;  // interned in the trace's string table
-  std::uint32_t kind = 0;
+  std::uint32_t gpu = 0;    // index into the simulated GPUs
+  std::uint32_t name = 0;   // interned op name ("qkv", "grad_all_reduce")
+  std::uint16_t kind = 0;   // interned kind ("gemm", "all_reduce")
+  std::int16_t layer = -1;  // -1: not a layer op
+  std::uint16_t mb = 0;     // micro-batch
   TaskClass cls = TaskClass::compute;
-  std::uint8_t stream = 0;  // 0 compute, 1 dp comm, 2 pp comm
-  double flops = 0;
+  std::uint8_t stream = 0;  // 0 compute, 1 dp comm, 2 pp transfers
+  std::int8_t activation_delta = 0;  // +1 after a forward micro-batch, -1 after a backward one
+  std::uint8_t phase = 0;            // 0 forward, 1 backward, 2 recompute, 3 step-level
+  float flops = 0;
+  float bytes = 0;
+};
+
+// A collective call as recorded at build time: the rank list is interned per group.
+struct CallRecord {
+  CollectiveOp op = CollectiveOp::all_reduce;
+  std::uint32_t group = 0;
   double bytes = 0;
-  std::int32_t activation_delta = 0;  // +1 after a forward micro-batch, -1 after a backward one
 };
 
 struct Coords {
@@ -116,10 +128,15 @@ class Builder {
 
   TaskGraph graph_;
   std::vector<TaskMeta> meta_;
-  std::vector<CollectiveCall> calls_;  // per rendezvous
+  std::vector<CallRecord> calls_;               // per rendezvous
+  std::vector<std::vector<GpuId>> groups_;      // interned rank lists
   std::vector<Coords> gpus_;
   Trace names_;  // string table shared with the trace
-  double act_per_mb_[2] = {0, 0};
+
+  CollectiveCall call(RendezvousId r) const {
+    const CallRecord& c = calls_[r.value];
+    return CollectiveCall{c.op, groups_[c.group], c.bytes};
+  }
 
  private:
   const ModelSpec& m_;
@@ -135,15 +152,60 @@ class Builder {
   std::unordered_map<int, std::uint32_t> local_of_;
   std::vector<std::array<StreamId, 3>> streams_;
   std::vector<std::array<std::uint32_t, 5>> seq_;  // collectives issued per group kind, per GPU
-  std::unordered_map<std::string, RendezvousId> rendezvous_;
+  struct Pending {
+    RendezvousId id;
+    std::uint32_t remaining;  // simulated members still to join; the entry is dropped at zero
+  };
+  std::unordered_map<std::uint64_t, Pending> rendezvous_;
+  std::unordered_map<std::uint64_t, std::uint32_t> group_index_;
+  std::uint16_t cur_mb_ = 0;
+  std::int16_t cur_layer_ = -1;
+  std::uint8_t cur_phase_ = 0;
+
+  // Joins (or opens) the rendezvous named `key` with `members` simulated members.
+  RendezvousId join(std::uint64_t key, std::uint32_t members, CollectiveOp op, std::uint32_t group, double bytes) {
+    auto it = rendezvous_.find(key);
+    if (it == rendezvous_.end()) {
+      RendezvousId r = graph_.add_rendezvous();
+      calls_.push_back(CallRecord{op, group, bytes});
+      it = rendezvous_.emplace(key, Pending{r, members}).first;
+    }
+    const RendezvousId r = it->second.id;
+    if (--it->second.remaining == 0) rendezvous_.erase(it);
+    return r;
+  }
+
+  std::uint32_t intern_group(std::uint64_t key, std::vector<GpuId> ranks) {
+    auto it = group_index_.find(key);
+    if (it != group_index_.end()) return it->second;
+    groups_.push_back(std::move(ranks));
+    const auto id = static_cast<std::uint32_t>(groups_.size() - 1);
+    group_index_.emplace(key, id);
+    return id;
+  }
+
+  void push_meta(std::uint32_t g, const std::string& name, const char* kind, TaskClass cls, int stream, double flops,
+                 double bytes) {
+    TaskMeta mt;
+    mt.gpu = g;
+    mt.name = names_.intern(name);
+    mt.kind = static_cast<std::uint16_t>(names_.intern(kind));
+    mt.layer = cur_layer_;
+    mt.mb = cur_mb_;
+    mt.cls = cls;
+    mt.stream = static_cast<std::uint8_t>(stream);
+    mt.phase = cur_phase_;
+    mt.flops = static_cast<float>(flops);
+    mt.bytes = static_cast<float>(bytes);
+    meta_.push_back(mt);
+  }
 
   bool is_moe_layer(int layer) const { return m_.moe.enabled() && layer >= m_.moe.first_dense_layers; }
 
   TaskId add(std::uint32_t g, int stream, Time dur, const std::string& name, const char* kind, TaskClass cls,
              double flops, double bytes, std::span<const TaskId> deps) {
     TaskId id = graph_.add_task(streams_[g][stream], dur, 0, deps);
-    meta_.push_back(TaskMeta{g, names_.intern(name), names_.intern(kind), cls, static_cast<std::uint8_t>(stream),
-                             flops, bytes, 0});
+    push_meta(g, name, kind, cls, stream, flops, bytes);
     return id;
   }
 
@@ -179,62 +241,51 @@ class Builder {
                     const std::string& name, std::span<const TaskId> deps) {
     const Coords& c = gpus_[g];
     auto ranks = group_ranks(c, grp);
-    const auto seq = seq_[g][static_cast<int>(grp)]++;
-    std::string key = std::to_string(static_cast<int>(grp)) + ":" + std::to_string(ranks.front().value) + ":" +
-                      std::to_string(seq);
-    auto it = rendezvous_.find(key);
-    RendezvousId r;
-    if (it == rendezvous_.end()) {
-      r = graph_.add_rendezvous();
-      rendezvous_.emplace(key, r);
-      calls_.push_back(CollectiveCall{op, std::move(ranks), bytes});
-    } else {
-      r = it->second;
-    }
+    const std::uint64_t kind = static_cast<std::uint64_t>(grp);
+    const std::uint64_t first = ranks.front().value;
+    const std::uint64_t seq = seq_[g][static_cast<int>(grp)]++;
+    // Members simulated: the whole group, except DP/EP groups folded down to one replica.
+    const bool across_replicas = grp == CommGroup::dp || grp == CommGroup::ep;
+    const auto members = static_cast<std::uint32_t>(across_replicas && opt_.fold ? 1 : ranks.size());
+    const std::uint32_t group = intern_group(kind << 32 | first, std::move(ranks));
+    const RendezvousId r = join(kind << 61 | first << 37 | seq, members, op, group, bytes);
     TaskId id = graph_.add_member(streams_[g][stream], r, 0, deps);
-    meta_.push_back(TaskMeta{g, names_.intern(name), names_.intern(to_string(op)), class_of(grp),
-                             static_cast<std::uint8_t>(stream), 0, bytes, 0});
+    push_meta(g, name, to_string(op), class_of(grp), stream, 0, bytes);
     return id;
   }
 
   // A point-to-point transfer between pipeline stages: a two-member rendezvous.
   TaskId p2p(std::uint32_t g, const Coords& src, const Coords& dst, bool fwd, int mb, bool sender,
              std::span<const TaskId> deps) {
-    std::string key = std::string(fwd ? "pf:" : "pb:") + std::to_string(place_.rank(src)) + ":" +
-                      std::to_string(place_.rank(dst)) + ":" + std::to_string(mb);
-    auto it = rendezvous_.find(key);
-    RendezvousId r;
     const double bytes = shape_.tokens * static_cast<double>(m_.hidden) * cfg_.precision.weight_bytes / par_.tp;
-    if (it == rendezvous_.end()) {
-      r = graph_.add_rendezvous();
-      rendezvous_.emplace(key, r);
-      calls_.push_back(CollectiveCall{CollectiveOp::send_recv, {GpuId(place_.rank(src)), GpuId(place_.rank(dst))}, bytes});
-    } else {
-      r = it->second;
-    }
+    const std::uint64_t s = static_cast<std::uint64_t>(place_.rank(src));
+    const std::uint64_t d = static_cast<std::uint64_t>(place_.rank(dst));
+    const std::uint32_t group = intern_group(std::uint64_t{7} << 61 | s << 30 | d, {GpuId(s), GpuId(d)});
+    const RendezvousId r =
+        join(std::uint64_t{6 + (fwd ? 0u : 1u)} << 61 | s << 32 | static_cast<std::uint64_t>(mb), 2,
+             CollectiveOp::send_recv, group, bytes);
     // Transfers hold no stream: a pipeline stage posts its sends and receives as they come
     // (Megatron batches isend/irecv), so they must not serialise behind one another.
     TaskId id = graph_.add_member(StreamId::none(), r, 0, deps);
     const char* name = fwd ? (sender ? "send_activations" : "recv_activations") : (sender ? "send_grads" : "recv_grads");
-    meta_.push_back(TaskMeta{g, names_.intern(name), names_.intern("send_recv"), TaskClass::comm_pp, 2, 0, bytes, 0});
+    push_meta(g, name, "send_recv", TaskClass::comm_pp, 2, 0, bytes);
     return id;
   }
 
   // Runs `items` forward or backward on GPU g's compute stream after `dep`; returns the last task.
-  TaskId run_items(std::uint32_t g, const std::vector<LayerItem>& items, bool fwd, TaskId dep,
-                   const std::string& prefix) {
+  TaskId run_items(std::uint32_t g, const std::vector<LayerItem>& items, bool fwd, TaskId dep) {
     auto one = [&](const LayerItem& it) {
       std::vector<TaskId> deps;
       if (dep.valid()) deps.push_back(dep);
       if (it.is_comm) {
         auto op = fwd ? it.fwd_comm : it.bwd_comm;
         if (!op) return;
-        dep = collective(g, 0, it.group, *op, it.comm_bytes, prefix + it.name, deps);
+        dep = collective(g, 0, it.group, *op, it.comm_bytes, it.name, deps);
         return;
       }
       const OpCost& c = fwd ? it.fwd : it.bwd;
-      dep = add(g, 0, seconds(op_seconds(cm_, c)), prefix + it.name, to_string(c.kind), TaskClass::compute, c.flops,
-                c.bytes, deps);
+      dep = add(g, 0, seconds(op_seconds(cm_, c)), it.name, to_string(c.kind), TaskClass::compute, c.flops, c.bytes,
+                deps);
     };
     if (fwd) {
       for (const auto& it : items) one(it);
@@ -293,7 +344,9 @@ class Builder {
     };
     TaskId last_compute = TaskId::none();
     for (auto [mb, fwd] : schedule(stage)) {
-      const std::string mbs = "mb" + std::to_string(mb) + " ";
+      cur_mb_ = static_cast<std::uint16_t>(mb);
+      cur_layer_ = -1;
+      cur_phase_ = fwd ? 0 : 1;
       TaskId dep = last_compute;
       if (fwd && !first) {
         Coords prev = c;
@@ -305,15 +358,16 @@ class Builder {
         ++next.p;
         dep = p2p(g, next, c, false, mb, false, {});
       }
-      // The receive lands on the pp stream; the compute stream waits for it and for its own order.
+      // The receive is a free task; the compute stream waits for it and for its own order.
       if (fwd) {
-        if (first) dep = run_items(g, embed_, true, dep, mbs);
+        if (first) dep = run_items(g, embed_, true, dep);
         for (int l = 0; l < per_stage_; ++l) {
           const int layer = stage * per_stage_ + l;
-          dep = run_items(g, is_moe_layer(layer) ? moe_layer_ : dense_layer_, true, dep,
-                          mbs + "L" + std::to_string(layer) + " ");
+          cur_layer_ = static_cast<std::int16_t>(layer);
+          dep = run_items(g, is_moe_layer(layer) ? moe_layer_ : dense_layer_, true, dep);
         }
-        if (last) dep = run_items(g, head_, true, dep, mbs);
+        cur_layer_ = -1;
+        if (last) dep = run_items(g, head_, true, dep);
         meta_.back().activation_delta = +1;
         if (!last) {
           Coords next = c;
@@ -323,7 +377,7 @@ class Builder {
         }
       } else {
         const bool final_mb = mb == mbs_ - 1;
-        if (last) dep = run_items(g, head_, false, dep, mbs);
+        if (last) dep = run_items(g, head_, false, dep);
         if (final_mb && last) {
           // The LM head's gradient (unless it is the embedding's, counted on the first stage) and the final norm's.
           const bool own_head = !m_.tied_embeddings || par_.pp > 1;
@@ -333,16 +387,21 @@ class Builder {
         for (int l = per_stage_ - 1; l >= 0; --l) {
           const int layer = stage * per_stage_ + l;
           const auto& items = is_moe_layer(layer) ? moe_layer_ : dense_layer_;
-          const std::string pre = mbs + "L" + std::to_string(layer) + " ";
-          if (cfg_.recompute == Recompute::full) dep = run_items(g, items, true, dep, pre + "recompute ");
-          dep = run_items(g, items, false, dep, pre);
+          cur_layer_ = static_cast<std::int16_t>(layer);
+          if (cfg_.recompute == Recompute::full) {
+            cur_phase_ = 2;
+            dep = run_items(g, items, true, dep);
+            cur_phase_ = 1;
+          }
+          dep = run_items(g, items, false, dep);
           if (final_mb) {
             bucket += layer_grad_bytes(layer);
-            if (zero >= 3 || (cfg_.overlap_grad_reduce && bucket >= cfg_.grad_bucket_bytes)) flush_bucket(dep);
+            if (cfg_.overlap_grad_reduce && bucket >= cfg_.grad_bucket_bytes) flush_bucket(dep);
           }
         }
+        cur_layer_ = -1;
         if (first) {
-          dep = run_items(g, embed_, false, dep, mbs);
+          dep = run_items(g, embed_, false, dep);
           if (final_mb) bucket += static_cast<double>(m_.hidden) * m_.vocab / par_.tp * cfg_.precision.grad_bytes;
         }
         meta_.back().activation_delta = -1;
@@ -356,6 +415,8 @@ class Builder {
       }
       last_compute = dep;
     }
+    cur_phase_ = 3;
+    cur_layer_ = -1;
     // Optimizer step on this GPU's shard, once every gradient has been reduced.
     double params = stage_params(m_, cfg_, stage);
     const double shard = zero >= 1 ? params / par_.dp : params;
@@ -394,7 +455,7 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
   Engine engine;
   StreamExecutor exec(engine, b.graph_);
   exec.on_rendezvous([&](RendezvousId r, Time) {
-    const auto est = estimate_collective(cluster, b.calls_[r.value]);
+    const auto est = estimate_collective(cluster, b.call(r));
     engine.schedule_in(est.time, [&exec, r] { exec.finish_rendezvous(r); });
   });
   exec.start();
@@ -523,13 +584,29 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
       tr.add_lane(proc, "pp comm", group, static_cast<std::uint32_t>(rank), 2);
     }
     tr.events.reserve(b.meta_.size());
+    static const char* kPhase[] = {"", "bwd ", "recompute ", ""};
+    std::unordered_map<std::uint64_t, std::uint32_t> display;  // (name, layer, mb, phase) -> interned
+    auto display_name = [&](const TaskMeta& mt) {
+      const std::uint64_t key = std::uint64_t{mt.name} << 40 | std::uint64_t(static_cast<std::uint16_t>(mt.layer)) << 24 |
+                                std::uint64_t{mt.mb} << 8 | mt.phase;
+      auto it = display.find(key);
+      if (it != display.end()) return it->second;
+      std::string n;
+      if (mt.phase != 3) n.append("mb").append(std::to_string(mt.mb)).append(" ");
+      if (mt.layer >= 0) n.append("L").append(std::to_string(mt.layer)).append(" ");
+      n += kPhase[mt.phase & 3];
+      n += tr.str(mt.name);
+      const auto id = tr.intern(n);
+      display.emplace(key, id);
+      return id;
+    };
     for (std::uint32_t t = 0; t < b.meta_.size(); ++t) {
       const auto& mt = b.meta_[t];
       const auto& tm = exec.timing(TaskId(t));
       const auto& task = b.graph_.task(TaskId(t));
       TraceEvent e;
       e.lane = lane0[mt.gpu] + mt.stream;
-      e.name = mt.name;
+      e.name = display_name(mt);
       e.kind = mt.kind;
       e.start_ps = tm.start.ps;
       e.dur_ps = (tm.end - tm.start).ps;
@@ -550,7 +627,7 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
       const TaskId from_id = a_sends ? mem[0] : mem[1];
       const TaskId to_id = a_sends ? mem[1] : mem[0];
       tr.arrows.push_back(TraceArrow{lane0[from.gpu] + 2, lane0[to.gpu] + 2, exec.timing(from_id).start.ps,
-                                     exec.timing(to_id).end.ps, from.name});
+                                     exec.timing(to_id).end.ps, display_name(from)});
     }
     // Memory in use per GPU: static state plus the activations of in-flight micro-batches.
     const double static_bytes = res.memory.weights + res.memory.grads + res.memory.optimizer +
