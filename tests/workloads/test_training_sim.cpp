@@ -155,3 +155,142 @@ TEST_CASE("a 1F1B pipeline's bubble is (p-1)/m of the ideal time when comm is fr
   for (double u : r.stage_utilization) CHECK(u == doctest::Approx(ideal).epsilon(0.03));
   CHECK(r.breakdown.bubble_s / r.step_time_s == doctest::Approx(3.0 / (8 + 4 - 1)).epsilon(0.05));
 }
+
+namespace {
+
+// A balanced pipeline test bed: 16 identical layers, a tiny vocabulary, transfers ~free.
+struct PipeBed {
+  ModelSpec m = llama32_1b();
+  TrainingConfig c;
+  Cluster cl = dgx_h100();
+  PipeBed() {
+    m.tied_embeddings = false;
+    m.vocab = 256;
+    c.parallel.pp = 4;
+    c.parallel.dp = 1;
+    c.micro_batch = 1;
+    c.global_batch = 8;
+    c.seq_len = 1024;
+    cl.spec.intra_gbps = 1e9;
+    cl.spec.intra_latency_us = 0;
+  }
+  TrainingResult run() const { return simulate_training(m, c, cl, {}); }
+};
+
+int count_named(const Trace& t, const std::string& needle, const std::string& process) {
+  int n = 0;
+  for (const auto& e : t.events) {
+    if (t.str(t.lanes[e.lane].process) == process && t.str(e.name).find(needle) != std::string::npos) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("interleaving v model chunks divides the 1F1B bubble by v (Narayanan et al. 2021)") {
+  PipeBed bed;
+  const auto plain = bed.run();
+  bed.c.parallel.schedule = PipelineSchedule::interleaved;
+  bed.c.parallel.virtual_stages = 2;
+  const auto inter = bed.run();
+  // Bubble fraction of the step: ((p-1)/v) / (m + (p-1)/v) with p=4, m=8.
+  CHECK(plain.breakdown.bubble_s / plain.step_time_s == doctest::Approx(3.0 / 11).epsilon(0.05));
+  CHECK(inter.breakdown.bubble_s / inter.step_time_s == doctest::Approx(1.5 / 9.5).epsilon(0.10));
+}
+
+TEST_CASE("zero-bubble scheduling fills most of the 1F1B bubble with weight-gradient work") {
+  PipeBed bed;
+  const auto plain = bed.run();
+  bed.c.parallel.schedule = PipelineSchedule::zero_bubble;
+  const auto zb = bed.run();
+  // ZB-H1 (Qi et al. 2024): bubble (p-1)(F+B-W) instead of (p-1)(F+B+W); with F ~ B ~ W that is a third.
+  CHECK(zb.breakdown.bubble_s < 0.5 * plain.breakdown.bubble_s);
+  CHECK(zb.step_time_s < plain.step_time_s);
+  // Same work: the compute time is unchanged up to the extra wgrad kernel launches.
+  CHECK(zb.breakdown.compute_s == doctest::Approx(plain.breakdown.compute_s).epsilon(0.02));
+}
+
+TEST_CASE("GPipe and 1F1B take the same time but GPipe holds every micro-batch's activations") {
+  PipeBed bed;
+  const auto one = bed.run();
+  bed.c.parallel.schedule = PipelineSchedule::gpipe;
+  const auto gp = bed.run();
+  CHECK(gp.step_time_s == doctest::Approx(one.step_time_s).epsilon(0.01));
+  // Stage 0 activations: m = 8 micro-batches for GPipe, p = 4 for 1F1B.
+  CHECK(gp.memory.activations == doctest::Approx(one.memory.activations * 2).epsilon(0.02));
+}
+
+TEST_CASE("ZeRO-3 gathers each layer's parameters for forward and backward and reduce-scatters its gradients") {
+  auto c = dp8();
+  c.parallel.zero_stage = 3;
+  c.global_batch = 32;  // 2 micro-batches per replica
+  TrainingOptions opt;
+  opt.trace = true;
+  const auto r = simulate_training(llama32_1b(), c, dgx_h100(), opt);
+  // Per micro-batch: 16 gathers in forward, 16 in backward; 16 layer reduce-scatters per micro-batch
+  // (ZeRO-2/3 partition gradients every micro-batch), plus the embedding's.
+  CHECK(count_named(r.trace, "fsdp_all_gather", "gpu 0") == 2 * 16 * 2);
+  CHECK(count_named(r.trace, "grad_reduce_scatter", "gpu 0") == 2 * 17);
+  CHECK(count_named(r.trace, "param_all_gather", "gpu 0") == 0);
+  CHECK(r.memory.weights == doctest::Approx(estimate_memory(llama32_1b(), c, 80e9).weights));
+}
+
+TEST_CASE("context parallelism halves each GPU's attention work and gathers K/V once per layer") {
+  auto c = dp8();
+  c.parallel.dp = 4;
+  c.parallel.cp = 2;
+  c.global_batch = 8;
+  c.micro_batch = 1;
+  TrainingOptions opt;
+  opt.trace = true;
+  const auto r = simulate_training(llama32_1b(), c, dgx_h100(), opt);
+  auto base = c;
+  base.parallel.cp = 1;
+  base.parallel.dp = 8;
+  base.global_batch = 16;
+  const auto b = simulate_training(llama32_1b(), base, dgx_h100(), opt);
+  double attn_cp = 0, attn_base = 0;
+  for (const auto& e : r.trace.events) {
+    if (r.trace.str(r.trace.lanes[e.lane].process) == "gpu 0" && r.trace.str(e.kind) == "attention") attn_cp += e.flops;
+  }
+  for (const auto& e : b.trace.events) {
+    if (b.trace.str(b.trace.lanes[e.lane].process) == "gpu 0" && b.trace.str(e.kind) == "attention") attn_base += e.flops;
+  }
+  // Both run 2 sequences of 4096 per GPU-pair... per GPU: CP holds half of each of its sequences.
+  CHECK(attn_cp == doctest::Approx(attn_base / 2).epsilon(1e-6));
+  // 2 micro-batches x 16 layers, each a forward all-gather and a backward reduce-scatter.
+  CHECK(count_named(r.trace, "cp_kv_all_gather", "gpu 0") == 2 * 16 * 2);
+}
+
+TEST_CASE("noisy steps are seeded: same seed, same step times; another seed, others") {
+  auto c = dp8();
+  c.noise.steps = 5;
+  c.noise.kernel_jitter = 0.05;
+  c.noise.straggler_probability = 0.2;
+  const auto a = simulate_training(llama32_1b(), c, dgx_h100(), {});
+  const auto b = simulate_training(llama32_1b(), c, dgx_h100(), {});
+  CHECK(a.step_times_s == b.step_times_s);
+  CHECK_FALSE(a.folded);
+  c.seed = 2;
+  const auto d = simulate_training(llama32_1b(), c, dgx_h100(), {});
+  CHECK(d.step_times_s != a.step_times_s);
+  CHECK(a.step_time_p99_s >= a.step_time_p50_s);
+  // Stragglers and jitter only slow a synchronous step down relative to the noiseless one.
+  auto quiet = dp8();
+  const auto q = simulate_training(llama32_1b(), quiet, dgx_h100(), {});
+  CHECK(a.step_time_p50_s > q.step_time_s * 0.98);
+}
+
+TEST_CASE("compute overlapping a collective is slowed by the overlap factor, and only then") {
+  auto c = dp8();
+  const auto base = simulate_training(llama32_1b(), c, dgx_h100(), {});
+  c.overlap_slowdown = 0.5;
+  const auto slow = simulate_training(llama32_1b(), c, dgx_h100(), {});
+  CHECK(slow.step_time_s > base.step_time_s);
+  c.parallel.dp = 1;
+  c.global_batch = 8;
+  auto c0 = c;
+  c0.overlap_slowdown = 0;
+  CHECK(simulate_training(llama32_1b(), c, dgx_h100(), {}).step_time_s ==
+        simulate_training(llama32_1b(), c0, dgx_h100(), {}).step_time_s);
+}

@@ -15,8 +15,11 @@ const char* to_string(CommGroup g) {
 
 LayerShape layer_shape(const ModelSpec&, const TrainingConfig& cfg) {
   LayerShape s;
-  s.seq = static_cast<double>(cfg.seq_len) / cfg.parallel.cp;
-  s.tokens = cfg.micro_batch * s.seq;
+  // With context parallelism each GPU holds seq/cp tokens of every sequence but its queries
+  // attend over the whole sequence (load-balanced causal chunks, as Megatron-CP and Llama 3).
+  s.seq = static_cast<double>(cfg.seq_len);
+  s.tokens = cfg.micro_batch * s.seq / cfg.parallel.cp;
+  s.cp = cfg.parallel.cp;
   s.tp = cfg.parallel.tp;
   s.sequence_parallel = cfg.parallel.sequence_parallel && cfg.parallel.tp > 1;
   s.flash = cfg.attention == AttentionKernel::flash;
@@ -110,6 +113,18 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
                          m.heads * static_cast<double>(m.mla.qk_nope_head_dim + m.mla.v_head_dim) / t, e));
   } else {
     items.push_back(gemm("qkv", T, h, (q_dim + 2 * kv_dim) / t, e));
+  }
+  if (s.cp > 1) {
+    // Context parallelism, all-gather form (Llama 3): gather K and V of the whole sequence
+    // before attention; reduce-scatter their gradients in backward.
+    LayerItem kv;
+    kv.name = "cp_kv_all_gather";
+    kv.is_comm = true;
+    kv.group = CommGroup::cp;
+    kv.comm_bytes = s.cp * T * (kv_dim + v_dim) / t * e;
+    kv.fwd_comm = CollectiveOp::all_gather;
+    kv.bwd_comm = CollectiveOp::reduce_scatter;
+    items.push_back(kv);
   }
   {
     // Causal attention: QK^T and PV each 2*s*s*dim per sequence, half of it masked away.

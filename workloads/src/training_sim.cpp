@@ -1,7 +1,9 @@
 #include "workloads/training_sim.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -123,8 +125,11 @@ class Builder {
   }
 
   void build() {
+    if (par_.schedule == PipelineSchedule::zero_bubble) zb_order_ = zero_bubble_order();
     for (std::uint32_t g = 0; g < gpus_.size(); ++g) build_gpu(g);
   }
+
+  StreamId stream_of(std::uint32_t g, int which) const { return streams_[g][which]; }
 
   TaskGraph graph_;
   std::vector<TaskMeta> meta_;
@@ -220,8 +225,9 @@ class Builder {
       case CommGroup::cp:
         for (x.c = 0; x.c < par_.cp; ++x.c) r.emplace_back(place_.rank(x));
         break;
-      case CommGroup::dp:
-        for (x.d = 0; x.d < par_.dp; ++x.d) r.emplace_back(place_.rank(x));
+      case CommGroup::dp:  // gradients are reduced over the DP and CP ranks together
+        for (x.d = 0; x.d < par_.dp; ++x.d)
+          for (x.c = 0; x.c < par_.cp; ++x.c) r.emplace_back(place_.rank(x));
         break;
       case CommGroup::ep: {
         const int base = c.d / par_.ep * par_.ep;
@@ -245,8 +251,9 @@ class Builder {
     const std::uint64_t first = ranks.front().value;
     const std::uint64_t seq = seq_[g][static_cast<int>(grp)]++;
     // Members simulated: the whole group, except DP/EP groups folded down to one replica.
-    const bool across_replicas = grp == CommGroup::dp || grp == CommGroup::ep;
-    const auto members = static_cast<std::uint32_t>(across_replicas && opt_.fold ? 1 : ranks.size());
+    std::uint32_t members = static_cast<std::uint32_t>(ranks.size());
+    if (opt_.fold && grp == CommGroup::ep) members = 1;
+    if (opt_.fold && grp == CommGroup::dp) members = static_cast<std::uint32_t>(par_.cp);
     const std::uint32_t group = intern_group(kind << 32 | first, std::move(ranks));
     const RendezvousId r = join(kind << 61 | first << 37 | seq, members, op, group, bytes);
     TaskId id = graph_.add_member(streams_[g][stream], r, 0, deps);
@@ -255,14 +262,17 @@ class Builder {
   }
 
   // A point-to-point transfer between pipeline stages: a two-member rendezvous.
-  TaskId p2p(std::uint32_t g, const Coords& src, const Coords& dst, bool fwd, int mb, bool sender,
+  // `vs` is the receiving virtual stage, so chunks of an interleaved pipeline keep apart.
+  TaskId p2p(std::uint32_t g, const Coords& src, const Coords& dst, bool fwd, int mb, int vs, bool sender,
              std::span<const TaskId> deps) {
     const double bytes = shape_.tokens * static_cast<double>(m_.hidden) * cfg_.precision.weight_bytes / par_.tp;
     const std::uint64_t s = static_cast<std::uint64_t>(place_.rank(src));
     const std::uint64_t d = static_cast<std::uint64_t>(place_.rank(dst));
     const std::uint32_t group = intern_group(std::uint64_t{7} << 61 | s << 30 | d, {GpuId(s), GpuId(d)});
     const RendezvousId r =
-        join(std::uint64_t{6 + (fwd ? 0u : 1u)} << 61 | s << 32 | static_cast<std::uint64_t>(mb), 2,
+        join(std::uint64_t{6 + (fwd ? 0u : 1u)} << 61 | s << 32 | static_cast<std::uint64_t>(vs) << 16 |
+                 static_cast<std::uint64_t>(mb),
+             2,
              CollectiveOp::send_recv, group, bytes);
     // Transfers hold no stream: a pipeline stage posts its sends and receives as they come
     // (Megatron batches isend/irecv), so they must not serialise behind one another.
@@ -272,26 +282,46 @@ class Builder {
     return id;
   }
 
-  // Runs `items` forward or backward on GPU g's compute stream after `dep`; returns the last task.
-  TaskId run_items(std::uint32_t g, const std::vector<LayerItem>& items, bool fwd, TaskId dep) {
+  // Which part of a layer's work a run covers. Zero-bubble schedules split backward into the
+  // input gradient (B, on the critical path) and the weight gradient (W, deferrable).
+  enum class Pass { forward, backward, backward_input, backward_weight };
+
+  // Runs `items` on GPU g's compute stream after `dep` (and `extra`, if valid); returns the last task.
+  TaskId run_items(std::uint32_t g, const std::vector<LayerItem>& items, Pass pass, TaskId dep,
+                   TaskId extra = TaskId::none()) {
     auto one = [&](const LayerItem& it) {
       std::vector<TaskId> deps;
       if (dep.valid()) deps.push_back(dep);
+      if (extra.valid()) {
+        deps.push_back(extra);
+        extra = TaskId::none();
+      }
       if (it.is_comm) {
-        auto op = fwd ? it.fwd_comm : it.bwd_comm;
+        if (pass == Pass::backward_weight) return;
+        auto op = pass == Pass::forward ? it.fwd_comm : it.bwd_comm;
         if (!op) return;
         dep = collective(g, 0, it.group, *op, it.comm_bytes, it.name, deps);
         return;
       }
-      const OpCost& c = fwd ? it.fwd : it.bwd;
-      dep = add(g, 0, seconds(op_seconds(cm_, c)), it.name, to_string(c.kind), TaskClass::compute, c.flops, c.bytes,
-                deps);
+      OpCost c = pass == Pass::forward ? it.fwd : it.bwd;
+      const bool gemm = c.kind == OpKind::gemm;
+      if (pass == Pass::backward_weight) {
+        if (!gemm) return;
+        c.flops /= 2;  // wgrad: one of the two backward GEMMs
+        c.bytes /= 2;
+      } else if (pass == Pass::backward_input && gemm) {
+        c.flops /= 2;  // dgrad
+        c.bytes /= 2;
+      }
+      const std::string name = pass == Pass::backward_weight ? it.name + " wgrad" : it.name;
+      dep = add(g, 0, seconds(op_seconds(cm_, c)), name, to_string(c.kind), TaskClass::compute, c.flops, c.bytes, deps);
     };
-    if (fwd) {
+    if (pass == Pass::forward) {
       for (const auto& it : items) one(it);
     } else {
       for (auto it = items.rbegin(); it != items.rend(); ++it) one(*it);
     }
+    if (extra.valid()) graph_.add_dep(extra, dep);  // no task ran: still order after extra
     return dep;
   }
 
@@ -307,33 +337,135 @@ class Builder {
     return p * cfg_.precision.grad_bytes;
   }
 
-  std::vector<std::pair<int, bool>> schedule(int stage) const {
-    std::vector<std::pair<int, bool>> s;
-    const int m = mbs_;
+  struct Slot {
+    int mb;
+    int chunk;  // model chunk (virtual stage = chunk * pp + stage)
+    char pass;  // 'F' forward, 'B' backward (input only under zero-bubble), 'W' weight gradient
+  };
+
+  // Each stage's order of work. GPipe: all forwards then all backwards. 1F1B: pp-stage-1
+  // warm-up forwards, then one forward one backward (Narayanan et al. 2021). Interleaved:
+  // Megatron-LM's virtual-pipeline order over v model chunks. Zero-bubble (ZB-H1, Qi et al.
+  // 2024): 1F1B with each weight-gradient pass W deferred behind the next backward passes,
+  // filling the drain with W work.
+  std::vector<Slot> schedule(int stage) const {
+    std::vector<Slot> s;
+    const int m = mbs_, pp = par_.pp, v = par_.virtual_stages;
     if (par_.schedule == PipelineSchedule::gpipe) {
-      for (int i = 0; i < m; ++i) s.emplace_back(i, true);
-      for (int i = 0; i < m; ++i) s.emplace_back(i, false);
+      for (int i = 0; i < m; ++i) s.push_back({i, 0, 'F'});
+      for (int i = 0; i < m; ++i) s.push_back({i, 0, 'B'});
       return s;
     }
-    const int warm = std::min(par_.pp - stage - 1, m);
-    for (int i = 0; i < warm; ++i) s.emplace_back(i, true);
-    for (int i = 0; i < m - warm; ++i) {
-      s.emplace_back(warm + i, true);
-      s.emplace_back(i, false);
+    if (par_.schedule == PipelineSchedule::interleaved && v > 1) {
+      const int total = m * v;
+      int warm = m == pp ? total : std::min((pp - stage - 1) * 2 + (v - 1) * pp, total);
+      auto mb_of = [&](int k) { return (k / (pp * v)) * pp + k % pp; };
+      auto fchunk = [&](int k) { return (k % (pp * v)) / pp; };
+      auto bchunk = [&](int k) { return v - 1 - (k % (pp * v)) / pp; };
+      for (int k = 0; k < warm; ++k) s.push_back({mb_of(k), fchunk(k), 'F'});
+      for (int k = 0; k < total - warm; ++k) {
+        s.push_back({mb_of(warm + k), fchunk(warm + k), 'F'});
+        s.push_back({mb_of(k), bchunk(k), 'B'});
+      }
+      for (int k = total - warm; k < total; ++k) s.push_back({mb_of(k), bchunk(k), 'B'});
+      return s;
     }
-    for (int i = m - warm; i < m; ++i) s.emplace_back(i, false);
+    if (par_.schedule == PipelineSchedule::zero_bubble) return zb_order_.at(static_cast<std::size_t>(stage));
+    const int warm = std::min(pp - stage - 1, m);
+    for (int i = 0; i < warm; ++i) s.push_back({i, 0, 'F'});
+    for (int i = 0; i < m - warm; ++i) {
+      s.push_back({warm + i, 0, 'F'});
+      s.push_back({i, 0, 'B'});
+    }
+    for (int i = m - warm; i < m; ++i) s.push_back({i, 0, 'B'});
     return s;
+  }
+
+  // The zero-bubble order comes from a greedy list schedule at the layers' modelled costs
+  // (the ZB-H1 heuristic of Qi et al. 2024): a stage runs a ready B first, else a ready F
+  // while it holds fewer than pp - stage micro-batches (1F1B's memory), else a pending W to
+  // fill what would be a bubble.
+  std::vector<std::vector<Slot>> zero_bubble_order() const {
+    const int pp = par_.pp, m = mbs_;
+    double tf = 0, tb = 0, tw = 0;
+    for (const auto& it : dense_layer_) {
+      if (it.is_comm) continue;
+      tf += op_seconds(cm_, it.fwd);
+      const bool gemm = it.bwd.kind == OpKind::gemm;
+      OpCost half = it.bwd;
+      half.flops /= 2;
+      half.bytes /= 2;
+      tb += gemm ? op_seconds(cm_, half) : op_seconds(cm_, it.bwd);
+      tw += gemm ? op_seconds(cm_, half) : 0;
+    }
+    constexpr double kNever = 1e300;
+    std::vector<std::vector<double>> f_done(pp, std::vector<double>(m, kNever)), b_done = f_done;
+    std::vector<double> free_at(pp, 0);
+    std::vector<int> next_f(pp, 0), next_b(pp, 0), next_w(pp, 0);
+    std::vector<std::vector<Slot>> order(pp);
+    auto done = [&](int i) { return next_f[i] == m && next_b[i] == m && next_w[i] == m; };
+    for (;;) {
+      // Each stage's earliest possible action; run the stage that can act first.
+      int best = -1;
+      double best_t = kNever;
+      char best_pass = 0;
+      for (int i = 0; i < pp; ++i) {
+        if (done(i)) continue;
+        const double t = free_at[i];
+        double rb = kNever, rf = kNever;
+        if (next_b[i] < next_f[i]) rb = i == pp - 1 ? f_done[i][next_b[i]] : b_done[i + 1][next_b[i]];
+        if (next_f[i] < m && next_f[i] - next_b[i] < pp - i) rf = i == 0 ? 0.0 : f_done[i - 1][next_f[i]];
+        double when;
+        char pass;
+        if (rb <= t) {
+          when = t, pass = 'B';
+        } else if (rf <= t) {
+          when = t, pass = 'F';
+        } else if (next_w[i] < next_b[i]) {
+          when = t, pass = 'W';
+        } else if (std::min(rb, rf) < kNever) {
+          when = std::min(rb, rf), pass = rb <= rf ? 'B' : 'F';
+        } else {
+          continue;
+        }
+        if (when < best_t) best = i, best_t = when, best_pass = pass;
+      }
+      if (best < 0) break;
+      const int i = best;
+      if (best_pass == 'F') {
+        f_done[i][next_f[i]] = best_t + tf;
+        order[i].push_back({next_f[i]++, 0, 'F'});
+        free_at[i] = best_t + tf;
+      } else if (best_pass == 'B') {
+        b_done[i][next_b[i]] = best_t + tb;
+        order[i].push_back({next_b[i]++, 0, 'B'});
+        free_at[i] = best_t + tb;
+      } else {
+        order[i].push_back({next_w[i]++, 0, 'W'});
+        free_at[i] = best_t + tw;
+      }
+    }
+    return order;
+  }
+  std::vector<std::vector<Slot>> zb_order_;
+
+  double layer_param_bytes(int layer) const {
+    return layer_grad_bytes(layer) / cfg_.precision.grad_bytes * cfg_.precision.weight_bytes;
   }
 
   void build_gpu(std::uint32_t g) {
     const Coords c = gpus_[g];
-    const int stage = c.p;
-    const bool first = stage == 0, last = stage == par_.pp - 1;
+    const int stage = c.p, pp = par_.pp, v = par_.schedule == PipelineSchedule::interleaved ? par_.virtual_stages : 1;
+    const int chunk_layers = m_.layers / (pp * v);
     const int zero = par_.zero_stage;
+    const bool dp_comm = par_.dp * par_.cp > 1;
+    const bool zb = par_.schedule == PipelineSchedule::zero_bubble;
     std::vector<TaskId> dp_tasks;
     double bucket = 0;
+    // Gradients are reduced over DP (and CP) ranks: an all-reduce, or a reduce-scatter when
+    // ZeRO shards them.
     auto flush_bucket = [&](TaskId after) {
-      if (bucket <= 0 || par_.dp <= 1) {
+      if (bucket <= 0 || !dp_comm) {
         bucket = 0;
         return;
       }
@@ -342,75 +474,102 @@ class Builder {
       dp_tasks.push_back(collective(g, 1, CommGroup::dp, op, bucket, "grad_" + std::string(to_string(op)), deps));
       bucket = 0;
     };
+    // ZeRO-3 / FSDP gathers a layer's parameters before using it, at most two layers ahead.
+    std::array<TaskId, 2> recent{TaskId::none(), TaskId::none()};
+    auto gather = [&](int layer) -> TaskId {
+      if (zero < 3 || !dp_comm) return TaskId::none();
+      std::vector<TaskId> deps;
+      if (recent[0].valid()) deps.push_back(recent[0]);
+      return collective(g, 1, CommGroup::dp, CollectiveOp::all_gather, layer_param_bytes(layer), "fsdp_all_gather",
+                        deps);
+    };
+    auto layer_done = [&](TaskId t) {
+      recent[0] = recent[1];
+      recent[1] = t;
+    };
+    const auto plan = schedule(stage);
+    std::vector<int> backwards_left(static_cast<std::size_t>(v), mbs_);
     TaskId last_compute = TaskId::none();
-    for (auto [mb, fwd] : schedule(stage)) {
+    for (const Slot& sl : plan) {
+      const int mb = sl.mb, vs = sl.chunk * pp + stage, nvs = pp * v;
+      const bool first = vs == 0, last = vs == nvs - 1;
+      const bool fwd = sl.pass == 'F';
       cur_mb_ = static_cast<std::uint16_t>(mb);
       cur_layer_ = -1;
       cur_phase_ = fwd ? 0 : 1;
       TaskId dep = last_compute;
-      if (fwd && !first) {
-        Coords prev = c;
-        --prev.p;
-        dep = p2p(g, prev, c, true, mb, false, {});
-      }
-      if (!fwd && !last) {
-        Coords next = c;
-        ++next.p;
-        dep = p2p(g, next, c, false, mb, false, {});
-      }
-      // The receive is a free task; the compute stream waits for it and for its own order.
-      if (fwd) {
-        if (first) dep = run_items(g, embed_, true, dep);
-        for (int l = 0; l < per_stage_; ++l) {
-          const int layer = stage * per_stage_ + l;
+      // Neighbouring virtual stages: the previous and next chunks' GPUs.
+      Coords prev = c, next = c;
+      prev.p = (stage + pp - 1) % pp;
+      next.p = (stage + 1) % pp;
+      if (sl.pass == 'W') {
+        for (int l = chunk_layers - 1; l >= 0; --l) {
+          const int layer = vs * chunk_layers + l;
           cur_layer_ = static_cast<std::int16_t>(layer);
-          dep = run_items(g, is_moe_layer(layer) ? moe_layer_ : dense_layer_, true, dep);
+          dep = run_items(g, is_moe_layer(layer) ? moe_layer_ : dense_layer_, Pass::backward_weight, dep);
+        }
+        last_compute = dep;
+        continue;
+      }
+      if (fwd && !first) dep = p2p(g, prev, c, true, mb, vs, false, {});
+      if (!fwd && !last) dep = p2p(g, next, c, false, mb, vs, false, {});
+      // A receive is a free task; the compute stream waits for it and for its own order.
+      if (fwd) {
+        if (first) dep = run_items(g, embed_, Pass::forward, dep);
+        for (int l = 0; l < chunk_layers; ++l) {
+          const int layer = vs * chunk_layers + l;
+          cur_layer_ = static_cast<std::int16_t>(layer);
+          TaskId gth = gather(layer);
+          dep = run_items(g, is_moe_layer(layer) ? moe_layer_ : dense_layer_, Pass::forward, dep, gth);
+          layer_done(dep);
         }
         cur_layer_ = -1;
-        if (last) dep = run_items(g, head_, true, dep);
+        if (last) dep = run_items(g, head_, Pass::forward, dep);
         meta_.back().activation_delta = +1;
         if (!last) {
-          Coords next = c;
-          ++next.p;
           TaskId deps[] = {dep};
-          p2p(g, c, next, true, mb, true, deps);
+          p2p(g, c, next, true, mb, vs + 1, true, deps);
         }
       } else {
-        const bool final_mb = mb == mbs_ - 1;
-        if (last) dep = run_items(g, head_, false, dep);
-        if (final_mb && last) {
+        // Gradients are reduced once per step after the final micro-batch (DDP's no_sync,
+        // Megatron), or after every micro-batch when ZeRO-2/3 partitions them (DeepSpeed).
+        const bool reduce_now = --backwards_left[static_cast<std::size_t>(sl.chunk)] == 0 || zero >= 2;
+        const Pass bp = zb ? Pass::backward_input : Pass::backward;
+        if (last) dep = run_items(g, head_, bp, dep);
+        if (reduce_now && last) {
           // The LM head's gradient (unless it is the embedding's, counted on the first stage) and the final norm's.
-          const bool own_head = !m_.tied_embeddings || par_.pp > 1;
+          const bool own_head = !m_.tied_embeddings || nvs > 1;
           bucket += (own_head ? static_cast<double>(m_.hidden) * m_.vocab / par_.tp : 0.0) * cfg_.precision.grad_bytes +
                     static_cast<double>(m_.hidden) * cfg_.precision.grad_bytes;
         }
-        for (int l = per_stage_ - 1; l >= 0; --l) {
-          const int layer = stage * per_stage_ + l;
+        for (int l = chunk_layers - 1; l >= 0; --l) {
+          const int layer = vs * chunk_layers + l;
           const auto& items = is_moe_layer(layer) ? moe_layer_ : dense_layer_;
           cur_layer_ = static_cast<std::int16_t>(layer);
+          TaskId gth = gather(layer);
           if (cfg_.recompute == Recompute::full) {
             cur_phase_ = 2;
-            dep = run_items(g, items, true, dep);
+            dep = run_items(g, items, Pass::forward, dep, gth);
+            gth = TaskId::none();
             cur_phase_ = 1;
           }
-          dep = run_items(g, items, false, dep);
-          if (final_mb) {
+          dep = run_items(g, items, bp, dep, gth);
+          layer_done(dep);
+          if (reduce_now) {
             bucket += layer_grad_bytes(layer);
-            if (cfg_.overlap_grad_reduce && bucket >= cfg_.grad_bucket_bytes) flush_bucket(dep);
+            if (zero >= 3 || (cfg_.overlap_grad_reduce && bucket >= cfg_.grad_bucket_bytes)) flush_bucket(dep);
           }
         }
         cur_layer_ = -1;
         if (first) {
-          dep = run_items(g, embed_, false, dep);
-          if (final_mb) bucket += static_cast<double>(m_.hidden) * m_.vocab / par_.tp * cfg_.precision.grad_bytes;
+          dep = run_items(g, embed_, bp, dep);
+          if (reduce_now) bucket += static_cast<double>(m_.hidden) * m_.vocab / par_.tp * cfg_.precision.grad_bytes;
         }
         meta_.back().activation_delta = -1;
-        if (final_mb) flush_bucket(dep);
+        if (reduce_now) flush_bucket(dep);
         if (!first) {
-          Coords prev = c;
-          --prev.p;
           TaskId deps[] = {dep};
-          p2p(g, c, prev, false, mb, true, deps);
+          p2p(g, c, prev, false, mb, vs - 1, true, deps);
         }
       }
       last_compute = dep;
@@ -419,7 +578,7 @@ class Builder {
     cur_layer_ = -1;
     // Optimizer step on this GPU's shard, once every gradient has been reduced.
     double params = stage_params(m_, cfg_, stage);
-    const double shard = zero >= 1 ? params / par_.dp : params;
+    const double shard = zero >= 1 ? params / (par_.dp * par_.cp) : params;
     const auto& pr = cfg_.precision;
     OpCost opt{OpKind::optimizer, 0,
                shard * (pr.grad_bytes + 2 * pr.master_bytes + pr.optimizer_state_bytes * 2 + pr.weight_bytes)};
@@ -427,12 +586,11 @@ class Builder {
     deps.push_back(last_compute);
     TaskId o = add(g, 0, seconds(op_seconds(cm_, opt)), "adam_step", "optimizer", TaskClass::optimizer, 0, opt.bytes,
                    deps);
-    if ((zero == 1 || zero == 2) && par_.dp > 1) {
+    if ((zero == 1 || zero == 2) && dp_comm) {
       TaskId d2[] = {o};
       collective(g, 1, CommGroup::dp, CollectiveOp::all_gather, params * pr.weight_bytes, "param_all_gather", d2);
     }
   }
-
 };
 
 }  // namespace
@@ -440,34 +598,93 @@ class Builder {
 TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cluster,
                                  const TrainingOptions& opt) {
   const auto& par = cfg.parallel;
-  if (par.schedule == PipelineSchedule::interleaved || par.schedule == PipelineSchedule::zero_bubble) {
-    throw InputError("", "/training/parallelism/schedule",
-                     std::string("schedule \"") + to_string(par.schedule) + "\" is not simulated yet",
-                     "\"1f1b\" or \"gpipe\"");
+  if (par.schedule == PipelineSchedule::interleaved && par.virtual_stages > 1 && cfg.grad_accum() % par.pp != 0) {
+    throw InputError("", "/training/global_batch",
+                     "the interleaved schedule needs the number of micro-batches (" + std::to_string(cfg.grad_accum()) +
+                         ") to be a multiple of pp (" + std::to_string(par.pp) + ")",
+                     "global_batch / (micro_batch * dp) divisible by pp");
   }
-  if (par.cp > 1) throw InputError("", "/training/parallelism/cp", "context parallelism is not simulated yet", "1");
-  if (par.zero_stage >= 3) {
-    throw InputError("", "/training/parallelism/zero_stage", "ZeRO-3 / FSDP is not simulated yet", "0, 1 or 2");
-  }
-  Builder b(m, cfg, cluster, opt);
+  // Noise breaks the symmetry between replicas: simulate every one of them.
+  TrainingOptions eff = opt;
+  if (cfg.noise.active()) eff.fold = false;
+  Builder b(m, cfg, cluster, eff);
   b.build();
 
-  Engine engine;
-  StreamExecutor exec(engine, b.graph_);
-  exec.on_rendezvous([&](RendezvousId r, Time) {
-    const auto est = estimate_collective(cluster, b.call(r));
-    engine.schedule_in(est.time, [&exec, r] { exec.finish_rendezvous(r); });
-  });
-  exec.start();
-  engine.run();
-  if (!exec.all_done()) throw std::logic_error("simulate_training: the step graph deadlocked");
-
+  // splitmix64: a counter-based generator, so a kernel's noise depends only on (seed, step, task).
+  auto mix = [](std::uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  };
+  auto uniform = [&](std::uint64_t key) { return (static_cast<double>(mix(key) >> 11) + 0.5) * 0x1.0p-53; };
+  const int steps = std::max(1, cfg.noise.steps);
+  std::vector<double> step_times;
+  std::unique_ptr<Engine> first_engine;  // the first step is kept for the breakdown and trace
+  std::unique_ptr<StreamExecutor> first_exec;
+  std::uint64_t events = 0;
+  for (int step = 0; step < steps; ++step) {
+    auto engine_ptr = std::make_unique<Engine>();
+    auto exec_ptr = std::make_unique<StreamExecutor>(*engine_ptr, b.graph_);
+    Engine* engine = engine_ptr.get();
+    StreamExecutor* x = exec_ptr.get();
+    x->on_rendezvous([engine, x, &b, &cluster](RendezvousId r, Time) {
+      const auto est = estimate_collective(cluster, b.call(r));
+      engine->schedule_in(est.time, [x, r] { x->finish_rendezvous(r); });
+    });
+    const double slow = cfg.overlap_slowdown;
+    const auto& noise = cfg.noise;
+    if (slow > 0 || noise.active()) {
+      const std::uint64_t base = mix(cfg.seed * 0x100000001b3ull + static_cast<std::uint64_t>(step));
+      std::vector<double> gpu_factor(b.gpus_.size(), 1.0);
+      for (std::size_t g = 0; g < gpu_factor.size(); ++g) {
+        if (noise.straggler_probability > 0 && uniform(base ^ mix(g + 1)) < noise.straggler_probability) {
+          gpu_factor[g] = noise.straggler_slowdown;
+        }
+      }
+      x->on_duration([&, x, base, gpu_factor](TaskId t, Time) {
+        const Time d = b.graph_.task(t).duration;
+        const TaskMeta& mt = b.meta_[t.value];
+        if (mt.cls != TaskClass::compute && mt.cls != TaskClass::optimizer) return d;
+        double f = gpu_factor[mt.gpu];
+        if (slow > 0 && x->busy(b.stream_of(mt.gpu, 1))) f *= 1.0 + slow;
+        if (noise.kernel_jitter > 0) {
+          // Box-Muller from two uniforms keyed by the task.
+          const double u1 = uniform(base ^ mix(2 * std::uint64_t{t.value} + 1000003));
+          const double u2 = uniform(base ^ mix(2 * std::uint64_t{t.value} + 1000004));
+          const double z = std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+          f *= std::exp(noise.kernel_jitter * z);
+        }
+        return f == 1.0 ? d : Time{std::llround(static_cast<double>(d.ps) * f)};
+      });
+    }
+    x->start();
+    engine->run();
+    if (!x->all_done()) throw std::logic_error("simulate_training: the step graph deadlocked");
+    step_times.push_back(x->makespan().seconds());
+    events += engine->dispatched();
+    if (step == 0) {
+      first_engine = std::move(engine_ptr);
+      first_exec = std::move(exec_ptr);
+    }
+  }
+  const StreamExecutor& exec = *first_exec;
   TrainingResult res;
   const int gpus = par.tp * par.pp * par.dp * par.cp;
   res.gpus = gpus;
   res.simulated_gpus = static_cast<int>(b.gpus_.size());
   res.grad_accum = cfg.grad_accum();
-  res.events = engine.dispatched();
+  res.events = events;
+  res.folded = eff.fold && par.dp > 1;
+  res.step_times_s = step_times;
+  {
+    std::vector<double> sorted = step_times;
+    std::sort(sorted.begin(), sorted.end());
+    // Nearest-rank percentiles.
+    auto pct = [&](double q) { return sorted[static_cast<std::size_t>(std::ceil(q * sorted.size())) - 1]; };
+    res.step_time_p50_s = pct(0.5);
+    res.step_time_p99_s = pct(0.99);
+  }
   res.tasks = b.graph_.task_count();
   res.step_time_s = exec.makespan().seconds();
   res.tokens_per_step = static_cast<double>(cfg.global_batch) * cfg.seq_len;

@@ -76,6 +76,8 @@ class StreamExecutor {
   // Ends every member of r at the engine's current time.
   void finish_rendezvous(RendezvousId r);
 
+  // True while a task of stream s is running (or waiting on its rendezvous).
+  bool busy(StreamId s) const { return stream_busy_[s.value] != 0; }
   bool all_done() const { return done_ == graph_.task_count(); }
   std::size_t done_count() const { return done_; }
   const std::vector<TaskTiming>& timings() const { return timings_; }

@@ -33,8 +33,9 @@ struct LayerItem {
 
 struct LayerShape {
   double tokens = 0;  // tokens of one micro-batch on this GPU (micro_batch * seq_len / cp)
-  double seq = 0;     // sequence length seen by attention on this GPU
+  double seq = 0;     // sequence length attention spans (the whole sequence, also under CP)
   int tp = 1;
+  int cp = 1;
   bool sequence_parallel = false;
   bool flash = true;
   double bytes_per_elem = 2;

@@ -33,6 +33,16 @@ struct Precision {
   double optimizer_state_bytes = 8;  // Adam: two FP32 moments
 };
 
+// Run-to-run variation: several steps, each kernel's time scaled by a log-normal factor,
+// and now and then a straggling GPU. Seeded, so the same scenario gives the same numbers.
+struct NoiseSpec {
+  int steps = 1;
+  double kernel_jitter = 0;          // sigma of ln(kernel time factor)
+  double straggler_probability = 0;  // per GPU per step
+  double straggler_slowdown = 1.5;   // a straggler's kernels take this factor longer
+  bool active() const { return kernel_jitter > 0 || straggler_probability > 0; }
+};
+
 struct TrainingConfig {
   Parallelism parallel;
   Precision precision;
@@ -46,6 +56,11 @@ struct TrainingConfig {
   bool overlap_grad_reduce = true;
   double framework_overhead_bytes = 1.0 * 1024 * 1024 * 1024;  // CUDA context, allocator slack
   double comm_buffer_bytes = 0.5 * 1024 * 1024 * 1024;         // NCCL buffers
+  // Kernels running while a collective runs on the same GPU lose SMs and HBM bandwidth to
+  // it: their time is scaled by (1 + overlap_slowdown). Calibratable.
+  double overlap_slowdown = 0.0;
+  NoiseSpec noise;
+  std::uint64_t seed = 1;
 
   int grad_accum() const {
     const int per_step = micro_batch * parallel.dp;

@@ -37,7 +37,11 @@ struct StepBreakdown {
 };
 
 struct TrainingResult {
-  double step_time_s = 0;
+  double step_time_s = 0;  // the first step's; with noise, see step_time_p50_s / p99
+  std::vector<double> step_times_s;  // every simulated step
+  double step_time_p50_s = 0;
+  double step_time_p99_s = 0;
+  bool folded = false;     // one data-parallel replica stood for all
   double tokens_per_step = 0;
   double tokens_per_s = 0;
   double model_flops_per_step = 0;     // 6*N*tokens + attention (non-causal, as Megatron and PaLM count)
