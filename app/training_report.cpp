@@ -54,7 +54,16 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
                        {"exposed_dp", b.exposed_dp_s},
                        {"exposed_pp", b.exposed_pp_s}};
   j["stage_utilization"] = r.stage_utilization;
-  j["simulation"] = J{{"simulated_gpus", r.simulated_gpus}, {"tasks", r.tasks}, {"events", r.events}};
+  if (r.step_times_s.size() > 1) {
+    j["steps"] = J{{"count", r.step_times_s.size()},
+                   {"step_time_p50_s", r.step_time_p50_s},
+                   {"step_time_p99_s", r.step_time_p99_s},
+                   {"step_times_s", r.step_times_s}};
+  }
+  j["simulation"] = J{{"simulated_gpus", r.simulated_gpus},
+                      {"folded", r.folded},
+                      {"tasks", r.tasks},
+                      {"events", r.events}};
   return j;
 }
 
@@ -95,6 +104,10 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
                 sc.training.seq_len);
   o += line;
   row("step time", ms(r.step_time_s));
+  if (r.step_times_s.size() > 1) {
+    row("step time p50 / p99", ms(r.step_time_p50_s) + " / " + ms(r.step_time_p99_s) + " over " +
+                                   std::to_string(r.step_times_s.size()) + " steps");
+  }
   row("tokens/s", human_number(r.tokens_per_s));
   std::snprintf(line, sizeof line, "%.1f TFLOP/s (peak %.0f)", r.tflops_per_gpu, r.peak_tflops);
   row("model TFLOP/s per GPU", line);
@@ -135,6 +148,10 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
                 m.oom ? "OUT OF MEMORY" : "fits");
   o += line;
   if (m.oom) o += "    " + m.advice + "\n";
+  std::snprintf(line, sizeof line, "\n  simulated %d of %d GPUs%s: %llu tasks, %llu events\n", r.simulated_gpus, r.gpus,
+                r.folded ? " (identical data-parallel replicas folded into one; --no-fold to simulate all)" : "",
+                static_cast<unsigned long long>(r.tasks), static_cast<unsigned long long>(r.events));
+  o += line;
   return o;
 }
 

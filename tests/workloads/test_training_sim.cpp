@@ -294,3 +294,32 @@ TEST_CASE("compute overlapping a collective is slowed by the overlap factor, and
   CHECK(simulate_training(llama32_1b(), c, dgx_h100(), {}).step_time_s ==
         simulate_training(llama32_1b(), c0, dgx_h100(), {}).step_time_s);
 }
+
+TEST_CASE("a generic layer-list model (ResNet-50) trains data-parallel with 3x forward FLOPs") {
+  // ResNet-50 per 224x224 image, by stage: multiply-adds x2 and parameters from He et al. 2016
+  // (Table 1: 3.8e9 multiply-adds, 25.6M parameters); activation bytes are estimates.
+  ModelSpec m;
+  m.name = "resnet50";
+  m.generic_layers = {{"stem", 0.236e9, 9.4e3, 3.2e6},   {"layer1", 1.36e9, 0.216e6, 14e6},
+                      {"layer2", 2.06e9, 1.22e6, 10e6},  {"layer3", 2.94e9, 7.10e6, 8e6},
+                      {"layer4", 1.62e9, 14.96e6, 3e6},  {"fc", 4.1e6, 2.05e6, 0.1e6}};
+  TrainingConfig c;
+  c.parallel.dp = 8;
+  c.micro_batch = 128;
+  c.global_batch = 1024;
+  c.seq_len = 1;
+  TrainingOptions opt;
+  opt.trace = true;
+  const auto r = simulate_training(m, c, dgx_h100(), opt);
+  const double fwd = 0.236e9 + 1.36e9 + 2.06e9 + 2.94e9 + 1.62e9 + 4.1e6;
+  CHECK(r.model_flops_per_step == doctest::Approx(3 * fwd * 1024));
+  double grad_bytes = 0;
+  for (const auto& e : r.trace.events) {
+    if (r.trace.str(r.trace.lanes[e.lane].process) == "gpu 0" && r.trace.str(e.kind) == "all_reduce") grad_bytes += e.bytes;
+  }
+  const double params = 9.4e3 + 0.216e6 + 1.22e6 + 7.10e6 + 14.96e6 + 2.05e6;
+  CHECK(grad_bytes == doctest::Approx(2 * params).epsilon(1e-6));
+  CHECK(r.memory.weights == doctest::Approx(2 * params));
+  CHECK(r.mfu > 0.1);
+  CHECK(r.mfu < 0.72);
+}

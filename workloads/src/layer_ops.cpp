@@ -207,6 +207,16 @@ std::vector<LayerItem> head_items(const ModelSpec& m, const LayerShape& s) {
   return items;
 }
 
+LayerItem generic_layer_item(const GenericLayer& l, const TrainingConfig& cfg) {
+  LayerItem it;
+  it.name = l.name;
+  const double b = cfg.micro_batch, e = cfg.precision.weight_bytes;
+  const double bytes = l.params * e + l.activation_bytes * b;
+  it.fwd = OpCost{OpKind::gemm, l.fwd_flops * b, bytes};
+  it.bwd = OpCost{OpKind::gemm, 2 * l.fwd_flops * b, 2 * bytes};
+  return it;
+}
+
 double forward_flops(const std::vector<LayerItem>& items) {
   double f = 0;
   for (const auto& it : items) {

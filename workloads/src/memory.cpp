@@ -18,6 +18,11 @@ int moe_layers_in(const ModelSpec& m, int first, int count) {
 
 double activation_bytes_per_layer(const ModelSpec& m, const TrainingConfig& cfg, bool moe_layer) {
   const auto& p = cfg.parallel;
+  if (m.is_generic()) {
+    double total = 0;
+    for (const auto& l : m.generic_layers) total += l.activation_bytes;
+    return total / static_cast<double>(m.generic_layers.size()) * cfg.micro_batch;  // the mean layer
+  }
   const double s = static_cast<double>(cfg.seq_len) / p.cp, b = cfg.micro_batch, h = static_cast<double>(m.hidden);
   const double t = p.tp, a = m.heads, e = cfg.precision.weight_bytes;
   const bool sp = p.sequence_parallel && p.tp > 1;
@@ -49,6 +54,12 @@ double activation_bytes_per_layer(const ModelSpec& m, const TrainingConfig& cfg,
 
 double stage_params(const ModelSpec& m, const TrainingConfig& cfg, int stage) {
   const auto& p = cfg.parallel;
+  if (m.is_generic()) {
+    const int per_stage = static_cast<int>(m.generic_layers.size()) / p.pp;
+    double params = 0;
+    for (int l = stage * per_stage; l < (stage + 1) * per_stage; ++l) params += m.generic_layers[l].params;
+    return params;
+  }
   const int per_stage = m.layers / p.pp, first = stage * per_stage;
   const int moe_layers = moe_layers_in(m, first, per_stage);
   const int dense_layers = per_stage - moe_layers;
@@ -91,7 +102,8 @@ MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainingConfig& cfg, d
     mb.weights = params * pr.weight_bytes / (p.zero_stage >= 3 ? dp : 1);
     mb.grads = params * pr.grad_bytes / (p.zero_stage >= 2 ? dp : 1);
     mb.optimizer = params * (pr.master_bytes + pr.optimizer_state_bytes) / (p.zero_stage >= 1 ? dp : 1);
-    const int per_stage = m.layers / p.pp;
+    const int layers = m.is_generic() ? static_cast<int>(m.generic_layers.size()) : m.layers;
+    const int per_stage = layers / p.pp;
     const int moe_layers = moe_layers_in(m, stage * per_stage, per_stage);
     const double per_mb = (per_stage - moe_layers) * activation_bytes_per_layer(m, cfg, false) +
                           moe_layers * activation_bytes_per_layer(m, cfg, true);
@@ -99,7 +111,7 @@ MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainingConfig& cfg, d
     // stage s holds p - s of them.
     const double inflight = std::max(1.0, inflight_microbatches(cfg) - stage);
     mb.activations = per_mb * inflight;
-    if (stage == p.pp - 1) {
+    if (stage == p.pp - 1 && !m.is_generic()) {
       // Logits in the compute dtype plus FP32 copies for the loss, for one micro-batch.
       const double tokens = cfg.micro_batch * static_cast<double>(cfg.seq_len) / p.cp;
       mb.activations += tokens * static_cast<double>(m.vocab) / p.tp * (pr.weight_bytes + 4);

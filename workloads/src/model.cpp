@@ -33,6 +33,13 @@ double dense_mlp_params(const ModelSpec& m, std::int64_t ffn) {
 
 ParamCounts count_parameters(const ModelSpec& m) {
   ParamCounts p;
+  if (m.is_generic()) {
+    for (const auto& l : m.generic_layers) p.total += l.params;
+    p.mlp = p.total;
+    p.active_per_token = p.total;
+    p.matmul_per_token = p.total;
+    return p;
+  }
   const double h = static_cast<double>(m.hidden), v = static_cast<double>(m.vocab), L = m.layers;
   p.embedding = v * h + (m.learned_positions ? static_cast<double>(m.max_seq) * h : 0);
   p.lm_head = m.tied_embeddings ? 0 : v * h;

@@ -18,6 +18,11 @@
 namespace ctwin {
 
 double model_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
+  if (m.is_generic()) {
+    double fwd = 0;
+    for (const auto& l : m.generic_layers) fwd += l.fwd_flops;
+    return 3.0 * fwd * cfg.global_batch;  // forward plus a backward of twice its FLOPs
+  }
   const ParamCounts pc = count_parameters(m);
   const double tokens = static_cast<double>(cfg.global_batch) * cfg.seq_len;
   const double q_dim = m.mla.enabled() ? m.heads * static_cast<double>(m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim)
@@ -104,10 +109,15 @@ class Builder {
       : m_(m), cfg_(cfg), cl_(cl), opt_(opt), par_(cfg.parallel), place_(cfg.parallel) {
     cm_ = default_compute_model(cl.spec.gpu, cfg.precision.compute);
     shape_ = layer_shape(m, cfg);
-    dense_layer_ = transformer_layer(m, shape_, false, par_.ep);
-    moe_layer_ = transformer_layer(m, shape_, true, par_.ep);
-    embed_ = embedding_items(m, shape_);
-    head_ = head_items(m, shape_);
+    if (m.is_generic()) {
+      for (const auto& l : m.generic_layers) generic_.push_back({generic_layer_item(l, cfg)});
+    } else {
+      dense_layer_ = transformer_layer(m, shape_, false, par_.ep);
+      moe_layer_ = transformer_layer(m, shape_, true, par_.ep);
+      embed_ = embedding_items(m, shape_);
+      head_ = head_items(m, shape_);
+    }
+    layers_ = m.is_generic() ? static_cast<int>(m.generic_layers.size()) : m.layers;
     mbs_ = std::max(1, cfg.grad_accum());
     per_stage_ = m.layers / par_.pp;
     replicas_ = opt.fold ? 1 : par_.dp;
@@ -153,6 +163,13 @@ class Builder {
   ComputeModel cm_;
   LayerShape shape_;
   std::vector<LayerItem> dense_layer_, moe_layer_, embed_, head_;
+  std::vector<std::vector<LayerItem>> generic_;  // one item list per layer of a generic model
+  int layers_ = 0;
+
+  const std::vector<LayerItem>& items_for(int layer) const {
+    if (!generic_.empty()) return generic_[static_cast<std::size_t>(layer)];
+    return is_moe_layer(layer) ? moe_layer_ : dense_layer_;
+  }
   int mbs_ = 1, per_stage_ = 1, replicas_ = 1;
   std::unordered_map<int, std::uint32_t> local_of_;
   std::vector<std::array<StreamId, 3>> streams_;
@@ -326,6 +343,7 @@ class Builder {
   }
 
   double layer_grad_bytes(int layer) const {
+    if (m_.is_generic()) return m_.generic_layers[static_cast<std::size_t>(layer)].params * cfg_.precision.grad_bytes;
     const double t = par_.tp;
     double p = attention_params_per_layer(m_) / t + 2.0 * static_cast<double>(m_.hidden);
     if (is_moe_layer(layer)) {
@@ -456,7 +474,7 @@ class Builder {
   void build_gpu(std::uint32_t g) {
     const Coords c = gpus_[g];
     const int stage = c.p, pp = par_.pp, v = par_.schedule == PipelineSchedule::interleaved ? par_.virtual_stages : 1;
-    const int chunk_layers = m_.layers / (pp * v);
+    const int chunk_layers = layers_ / (pp * v);
     const int zero = par_.zero_stage;
     const bool dp_comm = par_.dp * par_.cp > 1;
     const bool zb = par_.schedule == PipelineSchedule::zero_bubble;
@@ -506,7 +524,7 @@ class Builder {
         for (int l = chunk_layers - 1; l >= 0; --l) {
           const int layer = vs * chunk_layers + l;
           cur_layer_ = static_cast<std::int16_t>(layer);
-          dep = run_items(g, is_moe_layer(layer) ? moe_layer_ : dense_layer_, Pass::backward_weight, dep);
+          dep = run_items(g, items_for(layer), Pass::backward_weight, dep);
         }
         last_compute = dep;
         continue;
@@ -520,7 +538,7 @@ class Builder {
           const int layer = vs * chunk_layers + l;
           cur_layer_ = static_cast<std::int16_t>(layer);
           TaskId gth = gather(layer);
-          dep = run_items(g, is_moe_layer(layer) ? moe_layer_ : dense_layer_, Pass::forward, dep, gth);
+          dep = run_items(g, items_for(layer), Pass::forward, dep, gth);
           layer_done(dep);
         }
         cur_layer_ = -1;
@@ -536,7 +554,7 @@ class Builder {
         const bool reduce_now = --backwards_left[static_cast<std::size_t>(sl.chunk)] == 0 || zero >= 2;
         const Pass bp = zb ? Pass::backward_input : Pass::backward;
         if (last) dep = run_items(g, head_, bp, dep);
-        if (reduce_now && last) {
+        if (reduce_now && last && !m_.is_generic()) {
           // The LM head's gradient (unless it is the embedding's, counted on the first stage) and the final norm's.
           const bool own_head = !m_.tied_embeddings || nvs > 1;
           bucket += (own_head ? static_cast<double>(m_.hidden) * m_.vocab / par_.tp : 0.0) * cfg_.precision.grad_bytes +
@@ -544,7 +562,7 @@ class Builder {
         }
         for (int l = chunk_layers - 1; l >= 0; --l) {
           const int layer = vs * chunk_layers + l;
-          const auto& items = is_moe_layer(layer) ? moe_layer_ : dense_layer_;
+          const auto& items = items_for(layer);
           cur_layer_ = static_cast<std::int16_t>(layer);
           TaskId gth = gather(layer);
           if (cfg_.recompute == Recompute::full) {
@@ -561,7 +579,7 @@ class Builder {
           }
         }
         cur_layer_ = -1;
-        if (first) {
+        if (first && !m_.is_generic()) {
           dep = run_items(g, embed_, bp, dep);
           if (reduce_now) bucket += static_cast<double>(m_.hidden) * m_.vocab / par_.tp * cfg_.precision.grad_bytes;
         }

@@ -51,6 +51,10 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
 std::vector<LayerItem> embedding_items(const ModelSpec& m, const LayerShape& s);
 std::vector<LayerItem> head_items(const ModelSpec& m, const LayerShape& s);
 
+// A generic model's layer for one micro-batch: a tensor-core kernel of its FLOPs reading its
+// weights and writing its activations; backward costs twice the forward.
+LayerItem generic_layer_item(const GenericLayer& l, const TrainingConfig& cfg);
+
 // Forward FLOPs of one layer for one micro-batch on this GPU (sum over compute items).
 double forward_flops(const std::vector<LayerItem>& items);
 

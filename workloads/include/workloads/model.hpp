@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace ctwin {
 
@@ -31,8 +32,19 @@ struct MlaSpec {
   bool enabled() const { return kv_lora_rank > 0; }
 };
 
+// One layer of a generic (non-transformer) model, per sample: a CNN, an MLP, anything a user
+// can describe by its FLOPs, parameters and stored activations.
+struct GenericLayer {
+  std::string name;
+  double fwd_flops = 0;         // forward FLOPs per sample (2 per multiply-add)
+  double params = 0;
+  double activation_bytes = 0;  // bytes kept for backward per sample
+};
+
 struct ModelSpec {
   std::string name;
+  // Non-empty: a generic model given layer by layer (the transformer fields are unused).
+  std::vector<GenericLayer> generic_layers;
   int layers = 0;
   std::int64_t hidden = 0;
   int heads = 0;
@@ -49,6 +61,7 @@ struct ModelSpec {
   MlaSpec mla;
   std::string source;
 
+  bool is_generic() const { return !generic_layers.empty(); }
   int effective_head_dim() const { return head_dim > 0 ? head_dim : static_cast<int>(hidden / heads); }
 };
 
