@@ -15,6 +15,15 @@ namespace ctwin {
 
 enum class NetworkFidelity { analytical, flow };
 
+// A published measurement a validation scenario reproduces (/validation).
+struct ValidationTarget {
+  std::string source;
+  std::string metric;  // "tflops_per_gpu", "step_time_s", "tokens_per_s_per_gpu", "mfu"
+  double published = 0;
+  std::string notes;
+  bool present() const { return !metric.empty(); }
+};
+
 struct Scenario {
   std::string file;          // where it came from, for messages
   std::string name;          // /name
@@ -24,6 +33,7 @@ struct Scenario {
   ModelSpec model;           // /model
   TrainingConfig training;   // /training
   NetworkFidelity fidelity = NetworkFidelity::analytical;  // /network/fidelity
+  ValidationTarget validation;  // /validation
 };
 
 // A "--set /json/pointer=value" override. The value is parsed as JSON when it is valid

@@ -123,7 +123,7 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
     o += line;
   };
   part("compute", b.compute_s);
-  part("exposed TP comm", b.exposed_tp_s);
+  if (p.tp > 1) part("exposed TP comm", b.exposed_tp_s);
   if (p.cp > 1) part("exposed CP comm", b.exposed_cp_s);
   if (p.ep > 1) part("exposed EP comm", b.exposed_ep_s);
   part("exposed DP comm", b.exposed_dp_s);

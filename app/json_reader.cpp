@@ -1,0 +1,153 @@
+#include "json_reader.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/error.hpp"
+
+namespace ctwin {
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_d = std::max<std::size_t>(2, word.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    const std::size_t d = edit_distance(word, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::string shown(const Json& v) {
+  std::string s = v.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+std::string line_column(const std::string& text, std::size_t byte) {
+  std::size_t line = 1, col = 1;
+  for (std::size_t i = 0; i < std::min(byte, text.size()); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(col);
+}
+
+JsonObject::JsonObject(const Json& j, std::string path, const std::string& file)
+    : j_(j), path_(std::move(path)), file_(file) {
+  if (!j_.is_object()) {
+    throw InputError(file_, path_.empty() ? "/" : path_, "found " + shown(j_), "a JSON object");
+  }
+}
+
+void JsonObject::fail(const std::string& key, const std::string& problem, const std::string& expected) const {
+  throw InputError(file_, key.empty() ? path_ : child(key), problem, expected);
+}
+
+void JsonObject::only(std::initializer_list<const char*> allowed) const {
+  std::vector<std::string> names(allowed.begin(), allowed.end());
+  for (const auto& [k, v] : j_.items()) {
+    if (!k.empty() && k[0] == '_') continue;
+    if (std::find(names.begin(), names.end(), k) != names.end()) continue;
+    const std::string guess = closest(k, names);
+    std::string known;
+    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+    if (!guess.empty()) {
+      fail(k, "unknown key; did you mean \"" + guess + "\"?", "one of " + known);
+    }
+    fail(k, "unknown key", "one of " + known);
+  }
+}
+
+const Json& JsonObject::at(const std::string& key, const char* what) const {
+  if (!j_.contains(key)) fail(key, "missing required key", what);
+  return j_.at(key);
+}
+
+std::string JsonObject::string(const std::string& key, const std::optional<std::string>& def) const {
+  if (!j_.contains(key) && def) return *def;
+  const Json& v = at(key, "a string");
+  if (!v.is_string()) fail(key, "found " + shown(v), "a string");
+  return v.get<std::string>();
+}
+
+std::string JsonObject::choice(const std::string& key, std::initializer_list<const char*> choices,
+                               const std::optional<std::string>& def) const {
+  std::string list;
+  for (const char* c : choices) list += std::string(list.empty() ? "" : ", ") + "\"" + c + "\"";
+  if (!j_.contains(key) && def) return *def;
+  const Json& v = at(key, ("one of " + list).c_str());
+  if (!v.is_string()) fail(key, "found " + shown(v), "one of " + list);
+  const std::string s = v.get<std::string>();
+  for (const char* c : choices) {
+    if (s == c) return s;
+  }
+  const std::string guess = closest(s, std::vector<std::string>(choices.begin(), choices.end()));
+  fail(key, "found " + shown(v) + (guess.empty() ? "" : "; did you mean \"" + guess + "\"?"), "one of " + list);
+}
+
+double JsonObject::number(const std::string& key, const std::optional<double>& def, double min, double max,
+                          bool min_exclusive) const {
+  if (!j_.contains(key) && def) return *def;
+  const Json& v = at(key, "a number");
+  if (!v.is_number()) fail(key, "found " + shown(v), "a number");
+  const double d = v.get<double>();
+  const bool low = min_exclusive ? !(d > min) : d < min;
+  if (low || d > max || !std::isfinite(d)) {
+    std::string range = min_exclusive ? "a number > " + shown(Json(min)) : "a number >= " + shown(Json(min));
+    if (max < 1e300) range += " and <= " + shown(Json(max));
+    fail(key, "found " + shown(v) + ", out of range", range);
+  }
+  return d;
+}
+
+long long JsonObject::integer(const std::string& key, const std::optional<long long>& def, long long min,
+                              long long max) const {
+  if (!j_.contains(key) && def) return *def;
+  const Json& v = at(key, "an integer");
+  const bool integral = v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+  if (!integral) fail(key, "found " + shown(v), "an integer");
+  const double d = v.get<double>();
+  if (d < static_cast<double>(min) || d > static_cast<double>(max)) {
+    std::string range = "an integer >= " + std::to_string(min);
+    if (max < (1ll << 53)) range += " and <= " + std::to_string(max);
+    fail(key, "found " + shown(v) + ", out of range", range);
+  }
+  return static_cast<long long>(d);
+}
+
+bool JsonObject::boolean(const std::string& key, const std::optional<bool>& def) const {
+  if (!j_.contains(key) && def) return *def;
+  const Json& v = at(key, "true or false");
+  if (!v.is_boolean()) fail(key, "found " + shown(v), "true or false");
+  return v.get<bool>();
+}
+
+JsonObject JsonObject::object(const std::string& key) const {
+  const Json& v = at(key, "a JSON object");
+  if (!v.is_object()) fail(key, "found " + shown(v), "a JSON object");
+  return JsonObject(v, child(key), file_);
+}
+
+}  // namespace ctwin
