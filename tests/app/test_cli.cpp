@@ -1,0 +1,136 @@
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Run {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::filesystem::path temp_dir() {
+  auto d = std::filesystem::temp_directory_path() / ("ctwin_cli_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+// Runs ctwin with `args` from the source tree; captures stdout, stderr and the exit status.
+Run ctwin(const std::string& args) {
+  const auto d = temp_dir();
+  const std::string out = (d / "out").string(), err = (d / "err").string();
+  const std::string cmd = std::string("cd ") + CTWIN_SOURCE_DIR + " && " + CTWIN_EXE + " " + args + " >" + out + " 2>" + err;
+  Run r;
+  const int rc = std::system(cmd.c_str());
+  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+int lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("ctwin run on the quickstart matches hand-computed FLOPs, throughput and memory") {
+  const Run r = ctwin("run scenarios/quickstart.json --json");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["kind"] == "training");
+  // Llama-3.2-1B: 16 layers, h 2048, 8 KV heads of 64, FFN 8192, vocab 128256 tied; 64 x 4096 tokens.
+  const double n_matmul = 16 * (2 * 2048.0 * 2048 + 2 * 2048.0 * 512 + 3 * 2048.0 * 8192) + 128256.0 * 2048;
+  const double tokens = 64.0 * 4096;
+  const double flops = 6 * n_matmul * tokens + 12 * 16 * 4096.0 * 2048 * tokens;
+  const double step = j["step_time_s"].get<double>();
+  CHECK(j["tokens_per_s"].get<double>() == doctest::Approx(tokens / step));
+  CHECK(j["tflops_per_gpu"].get<double>() == doctest::Approx(flops / step / 8 / 1e12));
+  CHECK(j["mfu"].get<double>() == doctest::Approx(flops / step / 8 / 989e12));
+  // Mixed-precision Adam, no ZeRO: 2 + 2 + 12 bytes for each of the 1,235,814,400 parameters.
+  const double params = 1235814400.0;
+  CHECK(j["memory"]["by_kind"]["weights"].get<double>() == doctest::Approx(2 * params));
+  CHECK(j["memory"]["by_kind"]["grads"].get<double>() == doctest::Approx(2 * params));
+  CHECK(j["memory"]["by_kind"]["optimizer"].get<double>() == doctest::Approx(12 * params));
+  CHECK(j["memory"]["oom"] == false);
+  const auto& b = j["breakdown_s"];
+  CHECK(b["compute"].get<double>() + b["exposed_comm"].get<double>() + b["bubble"].get<double>() +
+            b["other"].get<double>() ==
+        doctest::Approx(step));
+}
+
+TEST_CASE("the same scenario gives byte-identical reports and traces") {
+  const auto d = temp_dir();
+  const std::string t1 = (d / "a.json").string(), t2 = (d / "b.json").string();
+  std::filesystem::remove(t1);
+  std::filesystem::remove(t2);
+  const Run a = ctwin("run scenarios/quickstart.json --json --trace " + t1);
+  const Run b = ctwin("run scenarios/quickstart.json --json --trace " + t2);
+  REQUIRE(a.status == 0);
+  REQUIRE(b.status == 0);
+  CHECK(a.out == b.out);
+  const std::string ta = slurp(t1), tb = slurp(t2);
+  CHECK(ta.size() > 1000);
+  CHECK(ta == tb);
+  CHECK_NOTHROW((void)nlohmann::json::parse(ta));  // loads in Perfetto: valid Chrome JSON
+}
+
+TEST_CASE("bad input exits 2 with one line naming the file and the JSON path") {
+  const auto d = temp_dir();
+  const std::string bad = (d / "bad.json").string();
+  std::ofstream(bad) << R"({"name":"x","kind":"training","cluster":{"preset":"dgx-h100"},"model":"llama3-8b",
+    "training":{"global_batch":8,"seq_len":1024,"parallelism":{"tp":3}}})";
+  const Run r = ctwin("run " + bad);
+  CHECK(r.status == 2);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find(bad + ": /training/parallelism/") != std::string::npos);
+  CHECK(r.out.empty());
+}
+
+TEST_CASE("--set is validated like the file and names the pointer") {
+  const Run r = ctwin("run scenarios/quickstart.json --set /training/parallelism/dp=3");
+  CHECK(r.status == 2);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find("/training/parallelism/dp") != std::string::npos);
+}
+
+TEST_CASE("an existing trace file is not overwritten without --force") {
+  const auto d = temp_dir();
+  const std::string t = (d / "keep.json").string();
+  std::ofstream(t) << "precious";
+  const Run r = ctwin("run scenarios/quickstart.json --trace " + t);
+  CHECK(r.status == 2);
+  CHECK(slurp(t) == "precious");
+  const Run f = ctwin("run scenarios/quickstart.json --trace " + t + " --force");
+  CHECK(f.status == 0);
+  CHECK(slurp(t) != "precious");
+}
+
+TEST_CASE("help and unknown options") {
+  CHECK(ctwin("--help").status == 0);
+  CHECK(ctwin("run --help").status == 0);
+  const Run u = ctwin("run scenarios/quickstart.json --jsn");
+  CHECK(u.status == 2);
+  CHECK(u.err.find("--jsn") != std::string::npos);
+  CHECK(ctwin("frobnicate").status == 2);
+  const Run missing = ctwin("run no/such/file.json");
+  CHECK(missing.status == 2);
+  CHECK(missing.err.find("no/such/file.json") != std::string::npos);
+}

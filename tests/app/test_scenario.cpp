@@ -1,0 +1,214 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "scenario.hpp"
+#include "sim/error.hpp"
+
+using namespace ctwin;
+using nlohmann::json;
+
+namespace {
+
+json base() {
+  return json::parse(R"({
+    "name": "t", "kind": "training",
+    "cluster": {"preset": "dgx-h100", "nodes": 1},
+    "model": "llama3-8b",
+    "training": {"micro_batch": 1, "global_batch": 16, "seq_len": 4096,
+                 "parallelism": {"tp": 2, "pp": 1, "dp": 4}}
+  })");
+}
+
+// Parses and returns the InputError, failing the test if none is thrown.
+InputError error_of(const json& j, const std::vector<Override>& ov = {}) {
+  try {
+    parse_scenario(j.dump(), "bad.json", ov);
+  } catch (const InputError& e) {
+    return e;
+  }
+  FAIL("no InputError for " << j.dump());
+  return InputError("", "", "");
+}
+
+InputError error_of_text(const std::string& text) {
+  try {
+    parse_scenario(text, "bad.json");
+  } catch (const InputError& e) {
+    return e;
+  }
+  FAIL("no InputError");
+  return InputError("", "", "");
+}
+
+}  // namespace
+
+TEST_CASE("a good scenario loads the catalog's values into typed structs") {
+  const Scenario s = parse_scenario(base().dump(), "good.json");
+  // topology/catalog/gpus.json, H100-SXM; workloads/catalog/models.json, llama3-8b.
+  CHECK(s.cluster.gpu.name == "H100-SXM");
+  CHECK(s.cluster.gpu.bf16_tflops == 989);
+  CHECK(s.cluster.gpus_per_node == 8);
+  CHECK(s.cluster.nic_gbps == 50);
+  CHECK(s.model.layers == 32);
+  CHECK(s.model.kv_heads == 8);
+  CHECK(s.model.ffn_hidden == 14336);
+  CHECK(s.model.vocab == 128256);
+  CHECK(s.training.parallel.tp == 2);
+  CHECK(s.training.parallel.dp == 4);
+  CHECK(s.training.grad_accum() == 4);
+  CHECK(s.training.recompute == Recompute::none);  // documented default
+}
+
+TEST_CASE("--set overrides any key and is validated like the file") {
+  const Scenario s = parse_scenario(base().dump(), "good.json",
+                                    {parse_override("/training/parallelism/tp=4"),
+                                     parse_override("/training/parallelism/dp=2"), parse_override("/model/layers=2")});
+  CHECK(s.training.parallel.tp == 4);
+  CHECK(s.model.layers == 2);
+  CHECK(s.model.hidden == 4096);  // the rest of the preset stays
+  auto e = error_of(base(), {parse_override("/training/parallelism/tp=3")});
+  CHECK(e.path == "/training/parallelism/dp");
+  auto e2 = error_of(base(), {parse_override("/training/nothing/here=1")});
+  CHECK(e2.path == "/training/nothing/here");
+  CHECK(std::string(e2.what()).find("does not exist") != std::string::npos);
+  CHECK_THROWS_AS(parse_override("training.tp=2"), InputError);
+}
+
+TEST_CASE("bad scenarios each give one error naming the path, what was found and what is expected") {
+  struct Case {
+    const char* what;
+    std::function<void(json&)> mutate;
+    const char* path;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"unknown top-level key", [](json& j) { j["clustr"] = j["cluster"]; }, "/clustr",
+       "bad.json: /clustr: unknown key; did you mean \"cluster\"?"},
+      {"unknown nested key", [](json& j) { j["training"]["micro_bach"] = 1; }, "/training/micro_bach",
+       "unknown key; did you mean \"micro_batch\"?"},
+      {"wrong type", [](json& j) { j["training"]["micro_batch"] = "two"; }, "/training/micro_batch",
+       "found \"two\"; expected an integer"},
+      {"fractional integer", [](json& j) { j["training"]["seq_len"] = 4096.5; }, "/training/seq_len",
+       "found 4096.5; expected an integer"},
+      {"out of range", [](json& j) { j["cluster"]["nodes"] = 0; }, "/cluster/nodes",
+       "found 0, out of range; expected an integer >= 1"},
+      {"missing required key", [](json& j) { j["training"].erase("global_batch"); }, "/training/global_batch",
+       "missing required key; expected an integer"},
+      {"missing section", [](json& j) { j.erase("cluster"); }, "/cluster", "missing required key; expected a JSON object"},
+      {"gpu count mismatch", [](json& j) { j["training"]["parallelism"]["dp"] = 8; }, "/training/parallelism/dp",
+       "tp*pp*dp*cp = 2*1*8*1 = 16, but the cluster has 8 GPUs; expected tp*pp*dp*cp equal to nodes*gpus_per_node = 8"},
+      {"tp not dividing heads", [](json& j) {
+         j["training"]["parallelism"]["tp"] = 3;
+         j["training"]["parallelism"].erase("dp");
+         j["cluster"]["preset"] = "dgx-h100";
+         j["cluster"]["gpus_per_node"] = 3;
+       },
+       "/training/parallelism/tp", "found 3, which does not divide the model's 32 attention heads"},
+      {"batch not divisible", [](json& j) { j["training"]["global_batch"] = 10; }, "/training/global_batch",
+       "found 10, not a multiple of micro_batch*dp = 1*4 = 4"},
+      {"unknown preset with suggestion", [](json& j) { j["cluster"]["preset"] = "dgx-h10"; }, "/cluster/preset",
+       "unknown cluster preset \"dgx-h10\"; did you mean \"dgx-h100\"?"},
+      {"unknown model", [](json& j) { j["model"] = "lama3-8b"; }, "/model/preset",
+       "unknown model \"lama3-8b\"; did you mean \"llama3-8b\"?"},
+      {"unknown GPU", [](json& j) { j["cluster"]["gpu"] = "H300"; }, "/cluster/gpu", "unknown GPU \"H300\""},
+      {"bad enum with suggestion", [](json& j) { j["training"]["recompute"] = "ful"; }, "/training/recompute",
+       "found \"ful\"; did you mean \"full\"?"},
+      {"seq longer than the model", [](json& j) { j["training"]["seq_len"] = 16384; }, "/training/seq_len",
+       "found 16384, longer than the model's max_seq 8192"},
+      {"layers not splitting into stages", [](json& j) {
+         j["training"]["parallelism"] = {{"tp", 1}, {"pp", 3}, {"dp", 1}};
+         j["cluster"]["gpus_per_node"] = 3;
+         j["training"]["global_batch"] = 3;
+       },
+       "/training/parallelism/pp", "the model's 32 layers do not split evenly into pp*virtual_stages = 3 chunks"},
+      {"virtual stages without interleaving", [](json& j) {
+         j["training"]["parallelism"] = {{"tp", 1}, {"pp", 2}, {"dp", 4}, {"virtual_stages", 2}};
+       },
+       "/training/parallelism/virtual_stages", "found 2 with schedule \"1f1b\""},
+      {"expert parallel on a dense model", [](json& j) { j["training"]["parallelism"]["ep"] = 2; },
+       "/training/parallelism/ep", "found 2 but the model has no experts"},
+      {"zero stage out of range", [](json& j) { j["training"]["parallelism"]["zero_stage"] = 4; },
+       "/training/parallelism/zero_stage", "found 4, out of range; expected an integer >= 0 and <= 3"},
+      {"sequence parallel without tp", [](json& j) {
+         j["training"]["parallelism"] = {{"tp", 1}, {"dp", 8}, {"sequence_parallel", true}};
+       },
+       "/training/parallelism/sequence_parallel", "true with tp 1"},
+      {"bad order string", [](json& j) { j["training"]["parallelism"]["order"] = "tp-dp-pp"; },
+       "/training/parallelism/order", "found \"tp-dp-pp\"; expected the five of tp, cp, ep, dp, pp"},
+      {"fp8 on a GPU without FP8", [](json& j) {
+         j["cluster"]["preset"] = "dgx-a100";
+         j["training"]["precision"] = {{"compute", "fp8"}};
+       },
+       "/training/precision/compute", "has no FP8 tensor cores"},
+      {"unknown kind", [](json& j) { j["kind"] = "serving"; }, "/kind", "found \"serving\"; expected one of \"training\""},
+      {"catalog entry of the wrong type", [](json& j) { j["catalog"] = {{"gpus", {{"X", 3}}}}; }, "/catalog/gpus/X",
+       "found 3; expected a JSON object"},
+      {"catalog override out of range", [](json& j) {
+         j["catalog"] = {{"gpus", {{"H100-SXM", {{"gemm_efficiency", 1.5}}}}}};
+       },
+       "/catalog/gpus/H100-SXM/gemm_efficiency", "found 1.5, out of range"},
+      {"model object missing a field", [](json& j) {
+         j["model"] = {{"layers", 2}, {"hidden", 256}, {"heads", 4}, {"ffn_hidden", 512}, {"vocab", 1000}};
+       },
+       "/model/max_seq", "missing required key"},
+      {"kv heads not dividing heads", [](json& j) { j["model"] = {{"preset", "llama3-8b"}, {"kv_heads", 5}}; },
+       "/model/kv_heads", "found 5, which does not divide heads 32"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.what);
+    json j = base();
+    c.mutate(j);
+    const InputError e = error_of(j);
+    CHECK(e.path == c.path);
+    CHECK(e.file == "bad.json");
+    const std::string msg = e.what();
+    CHECK_MESSAGE(msg.find(c.message) != std::string::npos, msg);
+    CHECK(msg.find('\n') == std::string::npos);  // one line
+  }
+}
+
+TEST_CASE("malformed JSON reports its line and column") {
+  const auto e = error_of_text("{\n  \"name\": \"x\",\n  \"kind\": training\n}\n");
+  // The parser stops inside the bad literal "training" (which starts at column 11).
+  CHECK(std::string(e.what()).find("bad.json: malformed JSON at line 3, column 1") == 0);
+}
+
+TEST_CASE("a HuggingFace config.json gives the same model as the catalog's llama3-8b") {
+  // tests/app/scenarios/llama3-8b-config.json holds the public values of
+  // meta-llama/Meta-Llama-3-8B/config.json.
+  json j = base();
+  j["model"] = {{"hf_config", "llama3-8b-config.json"}};
+  const Scenario hf = parse_scenario(j.dump(), std::string(CTWIN_SOURCE_DIR) + "/tests/app/scenarios/s.json");
+  const Scenario cat = parse_scenario(base().dump(), "good.json");
+  CHECK(hf.model.layers == cat.model.layers);
+  CHECK(hf.model.hidden == cat.model.hidden);
+  CHECK(hf.model.heads == cat.model.heads);
+  CHECK(hf.model.kv_heads == cat.model.kv_heads);
+  CHECK(hf.model.ffn_hidden == cat.model.ffn_hidden);
+  CHECK(hf.model.vocab == cat.model.vocab);
+  CHECK(hf.model.max_seq == cat.model.max_seq);
+  CHECK(hf.model.tied_embeddings == cat.model.tied_embeddings);
+  CHECK(hf.model.activation == Activation::swiglu);
+  CHECK_FALSE(hf.model.moe.enabled());
+}
+
+TEST_CASE("a HuggingFace Mixtral config maps its experts") {
+  json j = base();
+  j["model"] = {{"hf_config", "mixtral-config.json"}};
+  const Scenario s = parse_scenario(j.dump(), std::string(CTWIN_SOURCE_DIR) + "/tests/app/scenarios/s.json");
+  CHECK(s.model.moe.experts == 8);
+  CHECK(s.model.moe.top_k == 2);
+  CHECK(s.model.moe.expert_ffn_hidden == 14336);
+}
+
+TEST_CASE("the builtin catalogs parse and carry a source for every entry") {
+  const auto gpus = builtin_gpus();
+  const auto models = builtin_models();
+  CHECK(gpus.gpus.size() == 7);
+  CHECK(models.models.size() >= 10);
+  for (const auto& [n, g] : gpus.gpus) CHECK_MESSAGE(!g.source.empty(), n);
+  for (const auto& [n, m] : models.models) CHECK_MESSAGE(!m.source.empty(), n);
+}
