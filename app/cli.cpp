@@ -35,12 +35,18 @@ double parse_bytes(const std::string& text, const std::string& what) {
   double d = std::strtod(text.c_str(), &end);
   double mult = 1;
   std::string suffix = end ? std::string(end) : std::string();
-  if (suffix == "" || suffix == "B") mult = 1;
-  else if (suffix == "K" || suffix == "KB" || suffix == "KiB") mult = 1024.0;
-  else if (suffix == "M" || suffix == "MB" || suffix == "MiB") mult = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "GB" || suffix == "GiB") mult = 1024.0 * 1024 * 1024;
-  else if (suffix == "T" || suffix == "TB" || suffix == "TiB") mult = 1024.0 * 1024 * 1024 * 1024;
-  else d = NAN;
+  if (suffix == "" || suffix == "B")
+    mult = 1;
+  else if (suffix == "K" || suffix == "KB" || suffix == "KiB")
+    mult = 1024.0;
+  else if (suffix == "M" || suffix == "MB" || suffix == "MiB")
+    mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "GB" || suffix == "GiB")
+    mult = 1024.0 * 1024 * 1024;
+  else if (suffix == "T" || suffix == "TB" || suffix == "TiB")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else
+    d = NAN;
   if (text.empty() || end == text.c_str() || !std::isfinite(d) || d < 0) {
     throw InputError("", what, "'" + text + "' is not a size", "a byte count such as 8, 64K, 1M or 8G");
   }

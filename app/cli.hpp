@@ -12,8 +12,8 @@
 namespace ctwin {
 
 struct FlagSpec {
-  std::string name;       // "--json"
-  std::string value;      // "" for a switch; otherwise the value's name, e.g. "FILE"
+  std::string name;   // "--json"
+  std::string value;  // "" for a switch; otherwise the value's name, e.g. "FILE"
   std::string help;
   bool repeatable = false;
 };

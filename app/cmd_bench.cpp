@@ -1,5 +1,5 @@
-#include <cstdio>
 #include <unistd.h>
+#include <cstdio>
 
 #include "bench.hpp"
 #include "cli.hpp"
@@ -21,17 +21,23 @@ int cmd_bench(const Args& args) {
                       {{"--json", "", "print the figures as JSON on stdout"},
                        {"--quick", "", "small sizes (for a smoke test of the benchmark itself)"}});
   if (!p) return kExitOk;
-  if (p->positional.size() != 1) throw InputError("", "NAME", "expected exactly one benchmark name", "engine, network, viewer or training");
+  if (p->positional.size() != 1)
+    throw InputError("", "NAME", "expected exactly one benchmark name", "engine, network, viewer or training");
   BenchOptions o;
   o.quick = p->has("--quick");
   o.progress = isatty(STDERR_FILENO);
   const std::string& name = p->positional[0];
   nlohmann::ordered_json j;
-  if (name == "engine") j = bench_engine(o);
-  else if (name == "network") j = bench_network(o);
-  else if (name == "viewer") j = bench_viewer(o);
-  else if (name == "training") j = bench_training(o);
-  else throw InputError("", "NAME", "unknown benchmark '" + name + "'", "engine, network, viewer or training");
+  if (name == "engine")
+    j = bench_engine(o);
+  else if (name == "network")
+    j = bench_network(o);
+  else if (name == "viewer")
+    j = bench_viewer(o);
+  else if (name == "training")
+    j = bench_training(o);
+  else
+    throw InputError("", "NAME", "unknown benchmark '" + name + "'", "engine, network, viewer or training");
   if (p->has("--json")) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {

@@ -16,12 +16,13 @@ int cmd_run(const Args& args) {
       "usage: ctwin run SCENARIO.json [--json] [--trace OUT.json|OUT.ctt] [--set /pointer=value]...\n\n"
       "Simulates the scenario and prints a report: step time, tokens/s, TFLOP/s per GPU, MFU,\n"
       "where the time goes and memory per GPU. Keys are documented in docs/scenarios.md.";
-  auto p = parse_args(args, usage,
-                      {{"--json", "", "print the machine-readable report on stdout"},
-                       {"--trace", "FILE", "write a trace: .json (Chrome/Perfetto) or .ctt (ClusterTwin binary)"},
-                       {"--set", "/POINTER=VALUE", "override a scenario key, e.g. --set /training/parallelism/tp=2", true},
-                       {"--no-fold", "", "simulate every data-parallel replica instead of one representative"},
-                       {"--force", "", "overwrite an existing trace file"}});
+  auto p =
+      parse_args(args, usage,
+                 {{"--json", "", "print the machine-readable report on stdout"},
+                  {"--trace", "FILE", "write a trace: .json (Chrome/Perfetto) or .ctt (ClusterTwin binary)"},
+                  {"--set", "/POINTER=VALUE", "override a scenario key, e.g. --set /training/parallelism/tp=2", true},
+                  {"--no-fold", "", "simulate every data-parallel replica instead of one representative"},
+                  {"--force", "", "overwrite an existing trace file"}});
   if (!p) return kExitOk;
   if (p->positional.size() != 1) {
     throw InputError("", "SCENARIO", "expected exactly one scenario file", "ctwin run SCENARIO.json");

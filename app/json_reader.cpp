@@ -126,7 +126,8 @@ long long JsonObject::integer(const std::string& key, const std::optional<long l
                               long long max) const {
   if (!j_.contains(key) && def) return *def;
   const Json& v = at(key, "an integer");
-  const bool integral = v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+  const bool integral =
+      v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
   if (!integral) fail(key, "found " + shown(v), "an integer");
   const double d = v.get<double>();
   if (d < static_cast<double>(min) || d > static_cast<double>(max)) {

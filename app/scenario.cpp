@@ -117,7 +117,7 @@ void parse_model_fields(const JsonObject& o, ModelSpec& m, bool required) {
   m.head_dim = static_cast<int>(o.integer("head_dim", m.head_dim, 0, 1 << 16));
   m.ffn_hidden = o.integer("ffn_hidden", req(static_cast<long long>(m.ffn_hidden)), 1, 1ll << 30);
   m.activation = o.choice("activation", {"swiglu", "gelu"}, to_string(m.activation)) == "swiglu" ? Activation::swiglu
-                                                                                                  : Activation::gelu;
+                                                                                                 : Activation::gelu;
   m.norm = o.choice("norm", {"rmsnorm", "layernorm"}, m.norm == Norm::rmsnorm ? "rmsnorm" : "layernorm") == "rmsnorm"
                ? Norm::rmsnorm
                : Norm::layernorm;
@@ -130,13 +130,13 @@ void parse_model_fields(const JsonObject& o, ModelSpec& m, bool required) {
   if (o.has("moe")) {
     const JsonObject e = o.object("moe");
     e.only({"experts", "top_k", "shared_experts", "expert_ffn_hidden", "first_dense_layers", "capacity_factor"});
-    m.moe.experts = static_cast<int>(e.integer("experts", m.moe.experts > 0 ? std::nullopt : std::optional<long long>(),
-                                               1, 1 << 16));
+    m.moe.experts = static_cast<int>(
+        e.integer("experts", m.moe.experts > 0 ? std::nullopt : std::optional<long long>(), 1, 1 << 16));
     if (m.moe.experts == 0) m.moe.experts = static_cast<int>(e.integer("experts", std::nullopt, 1, 1 << 16));
     m.moe.top_k = static_cast<int>(e.integer("top_k", m.moe.top_k > 0 ? m.moe.top_k : 2, 1, m.moe.experts));
     m.moe.shared_experts = static_cast<int>(e.integer("shared_experts", m.moe.shared_experts, 0, 1 << 10));
-    m.moe.expert_ffn_hidden = e.integer("expert_ffn_hidden", m.moe.expert_ffn_hidden > 0 ? m.moe.expert_ffn_hidden : m.ffn_hidden,
-                                        1, 1ll << 30);
+    m.moe.expert_ffn_hidden = e.integer(
+        "expert_ffn_hidden", m.moe.expert_ffn_hidden > 0 ? m.moe.expert_ffn_hidden : m.ffn_hidden, 1, 1ll << 30);
     m.moe.first_dense_layers = static_cast<int>(e.integer("first_dense_layers", m.moe.first_dense_layers, 0, m.layers));
     m.moe.capacity_factor = e.number("capacity_factor", m.moe.capacity_factor, 0, 64, true);
   }
@@ -184,7 +184,8 @@ ModelSpec model_from_hf(const std::string& path, const std::string& scenario_fil
   m.vocab = need("vocab_size").get<long long>();
   m.max_seq = static_cast<int>(opt_int("max_position_embeddings", 4096));
   m.tied_embeddings = j.value("tie_word_embeddings", false);
-  const std::string act = j.contains("hidden_act") && j["hidden_act"].is_string() ? j["hidden_act"].get<std::string>() : "silu";
+  const std::string act =
+      j.contains("hidden_act") && j["hidden_act"].is_string() ? j["hidden_act"].get<std::string>() : "silu";
   m.activation = act.rfind("gelu", 0) == 0 ? Activation::gelu : Activation::swiglu;
   const std::string type = j.value("model_type", "");
   m.norm = type == "gpt2" || type == "gpt_neox" ? Norm::layernorm : Norm::rmsnorm;
@@ -250,10 +251,9 @@ ModelSpec parse_model(const Json& root, const std::string& file, const std::map<
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const JsonObject l(layers[i], "/model/generic_layers/" + std::to_string(i), file);
       l.only({"name", "fwd_flops", "params", "activation_bytes"});
-      m.generic_layers.push_back(GenericLayer{l.string("name", "layer " + std::to_string(i)),
-                                              l.number("fwd_flops", std::nullopt, 0, 1e20),
-                                              l.number("params", std::nullopt, 0, 1e15),
-                                              l.number("activation_bytes", std::nullopt, 0, 1e15)});
+      m.generic_layers.push_back(
+          GenericLayer{l.string("name", "layer " + std::to_string(i)), l.number("fwd_flops", std::nullopt, 0, 1e20),
+                       l.number("params", std::nullopt, 0, 1e15), l.number("activation_bytes", std::nullopt, 0, 1e15)});
     }
     m.layers = static_cast<int>(m.generic_layers.size());
     m.source = o.string("source", std::string());
@@ -267,7 +267,8 @@ ModelSpec parse_model(const Json& root, const std::string& file, const std::map<
              "heads dividing hidden, or an explicit head_dim");
     }
     if (m.heads % m.kv_heads != 0) {
-      o.fail("kv_heads", "found " + std::to_string(m.kv_heads) + ", which does not divide heads " + std::to_string(m.heads),
+      o.fail("kv_heads",
+             "found " + std::to_string(m.kv_heads) + ", which does not divide heads " + std::to_string(m.heads),
              "a divisor of heads");
     }
   }
@@ -299,11 +300,13 @@ ClusterSpec parse_cluster(const JsonObject& o, const std::map<std::string, Catal
     if (!preset_cluster(preset, nodes, gpus, c)) {
       const auto names = preset_cluster_names();
       const std::string guess = closest(preset, names);
-      o.fail("preset", "unknown cluster preset \"" + preset + "\"" + (guess.empty() ? "" : "; did you mean \"" + guess + "\"?"),
+      o.fail("preset",
+             "unknown cluster preset \"" + preset + "\"" + (guess.empty() ? "" : "; did you mean \"" + guess + "\"?"),
              "one of " + list_of(names));
     }
   } else {
-    if (!o.has("gpu")) o.fail("gpu", "missing required key (no preset given)", "a GPU name from the catalog, or a preset");
+    if (!o.has("gpu"))
+      o.fail("gpu", "missing required key (no preset given)", "a GPU name from the catalog, or a preset");
     c.name = "custom";
     c.nodes = nodes;
     c.gpus_per_node = static_cast<int>(o.integer("gpus_per_node", std::nullopt, 1, 1024));
@@ -319,7 +322,8 @@ ClusterSpec parse_cluster(const JsonObject& o, const std::map<std::string, Catal
     }
   }
   c.gpus_per_node = static_cast<int>(o.integer("gpus_per_node", c.gpus_per_node, 1, 1024));
-  if (o.has("intra")) c.intra = o.choice("intra", {"nvswitch", "pcie"}) == "nvswitch" ? IntraNodeFabric::nvswitch : IntraNodeFabric::pcie;
+  if (o.has("intra"))
+    c.intra = o.choice("intra", {"nvswitch", "pcie"}) == "nvswitch" ? IntraNodeFabric::nvswitch : IntraNodeFabric::pcie;
   c.intra_gbps = o.number("intra_gbps", c.intra_gbps, 0, 1e6, true);
   c.intra_latency_us = o.number("intra_latency_us", c.intra_latency_us, 0, 1e6);
   c.nic_gbps = o.number("nic_gbps", c.nic_gbps, 0, 1e6, true);
@@ -342,12 +346,12 @@ TrainingConfig parse_training(const JsonObject& o, const ModelSpec& m, const Clu
   TrainingConfig t;
   t.micro_batch = static_cast<int>(o.integer("micro_batch", 1, 1, 1 << 20));
   t.global_batch = static_cast<int>(o.integer("global_batch", std::nullopt, 1, 1ll << 30));
-  t.seq_len = static_cast<int>(o.integer("seq_len", m.is_generic() ? std::optional<long long>(1) : std::nullopt, 1,
-                                         1ll << 30));
+  t.seq_len =
+      static_cast<int>(o.integer("seq_len", m.is_generic() ? std::optional<long long>(1) : std::nullopt, 1, 1ll << 30));
   const std::string rc = o.choice("recompute", {"none", "selective", "full"}, "none");
   t.recompute = rc == "none" ? Recompute::none : rc == "selective" ? Recompute::selective : Recompute::full;
   t.attention = o.choice("attention", {"flash", "standard"}, "flash") == "flash" ? AttentionKernel::flash
-                                                                                  : AttentionKernel::standard;
+                                                                                 : AttentionKernel::standard;
   t.dropout = o.boolean("dropout", false);
   t.grad_bucket_bytes = o.number("grad_bucket_mb", 25.0, 0, 1e6, true) * 1024 * 1024;
   t.overlap_grad_reduce = o.boolean("overlap_grad_reduce", true);
@@ -389,7 +393,7 @@ TrainingConfig parse_training(const JsonObject& o, const ModelSpec& m, const Clu
     par.sequence_parallel = p.boolean("sequence_parallel", false);
     par.zero_stage = static_cast<int>(p.integer("zero_stage", 0, 0, 3));
     const std::string sch = p.choice("schedule", {"1f1b", "gpipe", "interleaved", "zero_bubble"}, "1f1b");
-    par.schedule = sch == "gpipe" ? PipelineSchedule::gpipe
+    par.schedule = sch == "gpipe"         ? PipelineSchedule::gpipe
                    : sch == "interleaved" ? PipelineSchedule::interleaved
                    : sch == "zero_bubble" ? PipelineSchedule::zero_bubble
                                           : PipelineSchedule::one_f_one_b;
@@ -402,7 +406,8 @@ TrainingConfig parse_training(const JsonObject& o, const ModelSpec& m, const Clu
     std::vector<std::string> sorted = dims;
     std::sort(sorted.begin(), sorted.end());
     if (sorted != std::vector<std::string>{"cp", "dp", "ep", "pp", "tp"}) {
-      p.fail("order", "found " + shown(Json(par.order)), "the five of tp, cp, ep, dp, pp joined by '-', innermost first");
+      p.fail("order", "found " + shown(Json(par.order)),
+             "the five of tp, cp, ep, dp, pp joined by '-', innermost first");
     }
     auto bad = [&](const std::string& key, const std::string& problem, const std::string& expected) {
       throw InputError(file, par_path + "/" + key, problem, expected);
@@ -410,29 +415,34 @@ TrainingConfig parse_training(const JsonObject& o, const ModelSpec& m, const Clu
     const long long product = 1ll * par.tp * par.pp * par.dp * par.cp;
     if (product != gpus) {
       bad(p.has("dp") ? "dp" : "tp",
-          "tp*pp*dp*cp = " + std::to_string(par.tp) + "*" + std::to_string(par.pp) + "*" + std::to_string(par.dp) + "*" +
-              std::to_string(par.cp) + " = " + std::to_string(product) + ", but the cluster has " + std::to_string(gpus) +
-              " GPUs",
+          "tp*pp*dp*cp = " + std::to_string(par.tp) + "*" + std::to_string(par.pp) + "*" + std::to_string(par.dp) +
+              "*" + std::to_string(par.cp) + " = " + std::to_string(product) + ", but the cluster has " +
+              std::to_string(gpus) + " GPUs",
           "tp*pp*dp*cp equal to nodes*gpus_per_node = " + std::to_string(gpus));
     }
     if (m.is_generic() && (par.tp > 1 || par.cp > 1 || par.ep > 1)) {
-      bad(par.tp > 1 ? "tp" : par.cp > 1 ? "cp" : "ep", "a generic layer-list model cannot be split by tp, cp or ep",
-          "1 (use dp and pp)");
+      bad(par.tp > 1   ? "tp"
+          : par.cp > 1 ? "cp"
+                       : "ep",
+          "a generic layer-list model cannot be split by tp, cp or ep", "1 (use dp and pp)");
     }
     if (!m.is_generic()) {
       if (m.heads % par.tp != 0) {
-        bad("tp", "found " + std::to_string(par.tp) + ", which does not divide the model's " + std::to_string(m.heads) +
-                      " attention heads",
+        bad("tp",
+            "found " + std::to_string(par.tp) + ", which does not divide the model's " + std::to_string(m.heads) +
+                " attention heads",
             "a divisor of " + std::to_string(m.heads));
       }
       if (m.kv_heads % par.tp != 0 && par.tp % m.kv_heads != 0) {
-        bad("tp", "found " + std::to_string(par.tp) + "; the model's " + std::to_string(m.kv_heads) +
-                      " KV heads can neither be split nor replicated evenly",
+        bad("tp",
+            "found " + std::to_string(par.tp) + "; the model's " + std::to_string(m.kv_heads) +
+                " KV heads can neither be split nor replicated evenly",
             "a divisor or a multiple of " + std::to_string(m.kv_heads));
       }
       if (par.cp > 1 && t.seq_len % (2 * par.cp) != 0) {
-        bad("cp", "seq_len " + std::to_string(t.seq_len) + " does not split into 2*cp = " + std::to_string(2 * par.cp) +
-                      " load-balanced chunks",
+        bad("cp",
+            "seq_len " + std::to_string(t.seq_len) + " does not split into 2*cp = " + std::to_string(2 * par.cp) +
+                " load-balanced chunks",
             "seq_len divisible by 2*cp");
       }
     }
@@ -447,15 +457,16 @@ TrainingConfig parse_training(const JsonObject& o, const ModelSpec& m, const Clu
     }
     if (layers % (par.pp * vs) != 0) {
       bad(vs > 1 ? "virtual_stages" : "pp",
-          "the model's " + std::to_string(layers) + " layers do not split evenly into pp*virtual_stages = " +
-              std::to_string(par.pp * vs) + " chunks",
+          "the model's " + std::to_string(layers) +
+              " layers do not split evenly into pp*virtual_stages = " + std::to_string(par.pp * vs) + " chunks",
           "pp*virtual_stages dividing " + std::to_string(layers));
     }
     if (par.ep > 1) {
       if (!m.moe.enabled()) bad("ep", "found " + std::to_string(par.ep) + " but the model has no experts", "1");
       if (m.moe.experts % par.ep != 0) {
-        bad("ep", "found " + std::to_string(par.ep) + ", which does not divide the " + std::to_string(m.moe.experts) +
-                      " experts",
+        bad("ep",
+            "found " + std::to_string(par.ep) + ", which does not divide the " + std::to_string(m.moe.experts) +
+                " experts",
             "a divisor of " + std::to_string(m.moe.experts));
       }
       if (par.dp % par.ep != 0) {
@@ -471,12 +482,14 @@ TrainingConfig parse_training(const JsonObject& o, const ModelSpec& m, const Clu
   }
   if (t.global_batch % (t.micro_batch * par.dp) != 0) {
     o.fail("global_batch",
-           "found " + std::to_string(t.global_batch) + ", not a multiple of micro_batch*dp = " +
-               std::to_string(t.micro_batch) + "*" + std::to_string(par.dp) + " = " + std::to_string(t.micro_batch * par.dp),
+           "found " + std::to_string(t.global_batch) +
+               ", not a multiple of micro_batch*dp = " + std::to_string(t.micro_batch) + "*" + std::to_string(par.dp) +
+               " = " + std::to_string(t.micro_batch * par.dp),
            "a multiple of " + std::to_string(t.micro_batch * par.dp));
   }
   if (!m.is_generic() && t.seq_len > m.max_seq) {
-    o.fail("seq_len", "found " + std::to_string(t.seq_len) + ", longer than the model's max_seq " + std::to_string(m.max_seq),
+    o.fail("seq_len",
+           "found " + std::to_string(t.seq_len) + ", longer than the model's max_seq " + std::to_string(m.max_seq),
            "at most " + std::to_string(m.max_seq) + " (or raise /model/max_seq)");
   }
   if (par.schedule == PipelineSchedule::interleaved && par.virtual_stages > 1 && (t.grad_accum() % par.pp) != 0) {
@@ -575,7 +588,7 @@ Scenario parse_scenario(const std::string& text, const std::string& path, const 
     const JsonObject n = top.object("network");
     n.only({"fidelity"});
     sc.fidelity = n.choice("fidelity", {"analytical", "flow"}, "analytical") == "flow" ? NetworkFidelity::flow
-                                                                                        : NetworkFidelity::analytical;
+                                                                                       : NetworkFidelity::analytical;
   }
   if (top.has("validation")) {
     const JsonObject v = top.object("validation");

@@ -25,15 +25,15 @@ struct ValidationTarget {
 };
 
 struct Scenario {
-  std::string file;          // where it came from, for messages
-  std::string name;          // /name
-  std::string kind;          // /kind: "training" (serving later)
-  std::uint64_t seed = 1;    // /seed
-  ClusterSpec cluster;       // /cluster
-  ModelSpec model;           // /model
-  TrainingConfig training;   // /training
+  std::string file;                                        // where it came from, for messages
+  std::string name;                                        // /name
+  std::string kind;                                        // /kind: "training" (serving later)
+  std::uint64_t seed = 1;                                  // /seed
+  ClusterSpec cluster;                                     // /cluster
+  ModelSpec model;                                         // /model
+  TrainingConfig training;                                 // /training
   NetworkFidelity fidelity = NetworkFidelity::analytical;  // /network/fidelity
-  ValidationTarget validation;  // /validation
+  ValidationTarget validation;                             // /validation
 };
 
 // A "--set /json/pointer=value" override. The value is parsed as JSON when it is valid

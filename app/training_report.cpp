@@ -34,25 +34,19 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
   j["memory"] = J{{"peak_bytes", m.peak},
                   {"capacity_bytes", m.capacity},
                   {"oom", m.oom},
-                  {"by_kind",
-                   J{{"weights", m.weights},
-                     {"grads", m.grads},
-                     {"optimizer", m.optimizer},
-                     {"activations", m.activations},
-                     {"comm_buffers", m.comm_buffers},
-                     {"overhead", m.overhead}}}};
+                  {"by_kind", J{{"weights", m.weights},
+                                {"grads", m.grads},
+                                {"optimizer", m.optimizer},
+                                {"activations", m.activations},
+                                {"comm_buffers", m.comm_buffers},
+                                {"overhead", m.overhead}}}};
   if (m.oom) j["memory"]["advice"] = m.advice;
   const auto& b = r.breakdown;
-  j["breakdown_s"] = J{{"compute", b.compute_s},
-                       {"exposed_comm", b.exposed_comm_s()},
-                       {"bubble", b.bubble_s},
-                       {"other", b.other_s + b.optimizer_s},
-                       {"optimizer", b.optimizer_s},
-                       {"exposed_tp", b.exposed_tp_s},
-                       {"exposed_cp", b.exposed_cp_s},
-                       {"exposed_ep", b.exposed_ep_s},
-                       {"exposed_dp", b.exposed_dp_s},
-                       {"exposed_pp", b.exposed_pp_s}};
+  j["breakdown_s"] = J{{"compute", b.compute_s},       {"exposed_comm", b.exposed_comm_s()},
+                       {"bubble", b.bubble_s},         {"other", b.other_s + b.optimizer_s},
+                       {"optimizer", b.optimizer_s},   {"exposed_tp", b.exposed_tp_s},
+                       {"exposed_cp", b.exposed_cp_s}, {"exposed_ep", b.exposed_ep_s},
+                       {"exposed_dp", b.exposed_dp_s}, {"exposed_pp", b.exposed_pp_s}};
   j["stage_utilization"] = r.stage_utilization;
   if (r.step_times_s.size() > 1) {
     j["steps"] = J{{"count", r.step_times_s.size()},
@@ -60,10 +54,8 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
                    {"step_time_p99_s", r.step_time_p99_s},
                    {"step_times_s", r.step_times_s}};
   }
-  j["simulation"] = J{{"simulated_gpus", r.simulated_gpus},
-                      {"folded", r.folded},
-                      {"tasks", r.tasks},
-                      {"events", r.events}};
+  j["simulation"] =
+      J{{"simulated_gpus", r.simulated_gpus}, {"folded", r.folded}, {"tasks", r.tasks}, {"events", r.events}};
   return j;
 }
 
@@ -98,10 +90,10 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
     o += line;
   };
   o += "ClusterTwin training step: " + sc.name + "\n";
-  std::snprintf(line, sizeof line, "  %s on %d x %s (%s, %d node%s); TP%d PP%d DP%d; micro-batch %d x %d accum; seq %d\n\n",
-                sc.model.name.c_str(), r.gpus, sc.cluster.gpu.name.c_str(), sc.cluster.name.c_str(), sc.cluster.nodes,
-                sc.cluster.nodes == 1 ? "" : "s", p.tp, p.pp, p.dp, sc.training.micro_batch, r.grad_accum,
-                sc.training.seq_len);
+  std::snprintf(
+      line, sizeof line, "  %s on %d x %s (%s, %d node%s); TP%d PP%d DP%d; micro-batch %d x %d accum; seq %d\n\n",
+      sc.model.name.c_str(), r.gpus, sc.cluster.gpu.name.c_str(), sc.cluster.name.c_str(), sc.cluster.nodes,
+      sc.cluster.nodes == 1 ? "" : "s", p.tp, p.pp, p.dp, sc.training.micro_batch, r.grad_accum, sc.training.seq_len);
   o += line;
   row("step time", ms(r.step_time_s));
   if (r.step_times_s.size() > 1) {

@@ -7,7 +7,7 @@
 namespace ctwin {
 
 struct BenchOptions {
-  bool quick = false;  // smaller sizes, for tests of the benchmark itself
+  bool quick = false;     // smaller sizes, for tests of the benchmark itself
   bool progress = false;  // print progress on stderr (a terminal)
 };
 

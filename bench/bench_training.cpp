@@ -1,9 +1,9 @@
 // Simulation speed of whole training steps at scale. The baseline is the same step simulated
 // unfolded (every data-parallel replica) in the same process: the folded/unfolded ratio is
 // what exploiting symmetry buys.
+#include <sys/resource.h>
 #include <chrono>
 #include <cstdio>
-#include <sys/resource.h>
 
 #include "bench.hpp"
 #include "topology/cluster.hpp"

@@ -7,9 +7,7 @@
 
 namespace ctwin {
 
-Engine::Engine() {
-  generation_.reserve(1024);
-}
+Engine::Engine() { generation_.reserve(1024); }
 
 void Engine::push_entry(const Entry& e) {
   ++entries_;
@@ -145,8 +143,6 @@ std::uint64_t Engine::run_until(Time until) {
   return n;
 }
 
-std::uint64_t Engine::run() {
-  return run_until(Time::max());
-}
+std::uint64_t Engine::run() { return run_until(Time::max()); }
 
 }  // namespace ctwin

@@ -5,9 +5,7 @@
 
 namespace ctwin {
 
-StreamId TaskGraph::add_stream() {
-  return StreamId{static_cast<std::uint32_t>(streams_++)};
-}
+StreamId TaskGraph::add_stream() { return StreamId{static_cast<std::uint32_t>(streams_++)}; }
 
 TaskId TaskGraph::add_task(StreamId stream, Time duration, std::uint32_t tag, std::span<const TaskId> deps) {
   if (stream.valid() && stream.value >= streams_) throw std::logic_error("TaskGraph::add_task: unknown stream");

@@ -144,7 +144,8 @@ Trace read_trace_binary(std::istream& in, const std::string& what) {
   }
   auto version = r.get<std::uint32_t>();
   if (version != kVersion) {
-    throw InputError(what, "", "trace format version " + std::to_string(version), "version " + std::to_string(kVersion));
+    throw InputError(what, "", "trace format version " + std::to_string(version),
+                     "version " + std::to_string(kVersion));
   }
   constexpr std::uint64_t kMax = 1ull << 32;
   Trace t;
@@ -213,10 +214,18 @@ void put_json_string(std::ostream& out, const std::string& s) {
   out << '"';
   for (char c : s) {
     switch (c) {
-      case '"': out << "\\\""; break;
-      case '\\': out << "\\\\"; break;
-      case '\n': out << "\\n"; break;
-      case '\t': out << "\\t"; break;
+      case '"':
+        out << "\\\"";
+        break;
+      case '\\':
+        out << "\\\\";
+        break;
+      case '\n':
+        out << "\\n";
+        break;
+      case '\t':
+        out << "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -272,8 +281,7 @@ void write_chrome_trace(const Trace& t, std::ostream& out) {
           << ",\"tid\":0,\"args\":{\"sort_index\":" << l.pid << "}}";
     }
     sep();
-    out << "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" << l.pid << ",\"tid\":" << l.tid
-        << ",\"args\":{\"name\":";
+    out << "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" << l.pid << ",\"tid\":" << l.tid << ",\"args\":{\"name\":";
     put_json_string(out, t.str(l.thread));
     out << "}}";
   }

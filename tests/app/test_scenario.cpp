@@ -97,10 +97,12 @@ TEST_CASE("bad scenarios each give one error naming the path, what was found and
        "found 0, out of range; expected an integer >= 1"},
       {"missing required key", [](json& j) { j["training"].erase("global_batch"); }, "/training/global_batch",
        "missing required key; expected an integer"},
-      {"missing section", [](json& j) { j.erase("cluster"); }, "/cluster", "missing required key; expected a JSON object"},
+      {"missing section", [](json& j) { j.erase("cluster"); }, "/cluster",
+       "missing required key; expected a JSON object"},
       {"gpu count mismatch", [](json& j) { j["training"]["parallelism"]["dp"] = 8; }, "/training/parallelism/dp",
        "tp*pp*dp*cp = 2*1*8*1 = 16, but the cluster has 8 GPUs; expected tp*pp*dp*cp equal to nodes*gpus_per_node = 8"},
-      {"tp not dividing heads", [](json& j) {
+      {"tp not dividing heads",
+       [](json& j) {
          j["training"]["parallelism"]["tp"] = 3;
          j["training"]["parallelism"].erase("dp");
          j["cluster"]["preset"] = "dgx-h100";
@@ -118,13 +120,15 @@ TEST_CASE("bad scenarios each give one error naming the path, what was found and
        "found \"ful\"; did you mean \"full\"?"},
       {"seq longer than the model", [](json& j) { j["training"]["seq_len"] = 16384; }, "/training/seq_len",
        "found 16384, longer than the model's max_seq 8192"},
-      {"layers not splitting into stages", [](json& j) {
+      {"layers not splitting into stages",
+       [](json& j) {
          j["training"]["parallelism"] = {{"tp", 1}, {"pp", 3}, {"dp", 1}};
          j["cluster"]["gpus_per_node"] = 3;
          j["training"]["global_batch"] = 3;
        },
        "/training/parallelism/pp", "the model's 32 layers do not split evenly into pp*virtual_stages = 3 chunks"},
-      {"virtual stages without interleaving", [](json& j) {
+      {"virtual stages without interleaving",
+       [](json& j) {
          j["training"]["parallelism"] = {{"tp", 1}, {"pp", 2}, {"dp", 4}, {"virtual_stages", 2}};
        },
        "/training/parallelism/virtual_stages", "found 2 with schedule \"1f1b\""},
@@ -132,29 +136,40 @@ TEST_CASE("bad scenarios each give one error naming the path, what was found and
        "/training/parallelism/ep", "found 2 but the model has no experts"},
       {"zero stage out of range", [](json& j) { j["training"]["parallelism"]["zero_stage"] = 4; },
        "/training/parallelism/zero_stage", "found 4, out of range; expected an integer >= 0 and <= 3"},
-      {"sequence parallel without tp", [](json& j) {
+      {"sequence parallel without tp",
+       [](json& j) {
          j["training"]["parallelism"] = {{"tp", 1}, {"dp", 8}, {"sequence_parallel", true}};
        },
        "/training/parallelism/sequence_parallel", "true with tp 1"},
       {"bad order string", [](json& j) { j["training"]["parallelism"]["order"] = "tp-dp-pp"; },
        "/training/parallelism/order", "found \"tp-dp-pp\"; expected the five of tp, cp, ep, dp, pp"},
-      {"fp8 on a GPU without FP8", [](json& j) {
+      {"fp8 on a GPU without FP8",
+       [](json& j) {
          j["cluster"]["preset"] = "dgx-a100";
          j["training"]["precision"] = {{"compute", "fp8"}};
        },
        "/training/precision/compute", "has no FP8 tensor cores"},
-      {"unknown kind", [](json& j) { j["kind"] = "serving"; }, "/kind", "found \"serving\"; expected one of \"training\""},
-      {"catalog entry of the wrong type", [](json& j) { j["catalog"] = {{"gpus", {{"X", 3}}}}; }, "/catalog/gpus/X",
-       "found 3; expected a JSON object"},
-      {"catalog override out of range", [](json& j) {
+      {"unknown kind", [](json& j) { j["kind"] = "serving"; }, "/kind",
+       "found \"serving\"; expected one of \"training\""},
+      {"catalog entry of the wrong type",
+       [](json& j) {
+         j["catalog"] = {{"gpus", {{"X", 3}}}};
+       },
+       "/catalog/gpus/X", "found 3; expected a JSON object"},
+      {"catalog override out of range",
+       [](json& j) {
          j["catalog"] = {{"gpus", {{"H100-SXM", {{"gemm_efficiency", 1.5}}}}}};
        },
        "/catalog/gpus/H100-SXM/gemm_efficiency", "found 1.5, out of range"},
-      {"model object missing a field", [](json& j) {
+      {"model object missing a field",
+       [](json& j) {
          j["model"] = {{"layers", 2}, {"hidden", 256}, {"heads", 4}, {"ffn_hidden", 512}, {"vocab", 1000}};
        },
        "/model/max_seq", "missing required key"},
-      {"kv heads not dividing heads", [](json& j) { j["model"] = {{"preset", "llama3-8b"}, {"kv_heads", 5}}; },
+      {"kv heads not dividing heads",
+       [](json& j) {
+         j["model"] = {{"preset", "llama3-8b"}, {"kv_heads", 5}};
+       },
        "/model/kv_heads", "found 5, which does not divide heads 32"},
   };
   for (const auto& c : cases) {

@@ -113,7 +113,8 @@ TEST_CASE("a random hold workload dispatches in the same order as a stable sort"
     e.schedule_at(Time{t}, [&fire, nid] { fire(nid); });
   }
   e.run();
-  std::stable_sort(expected.begin(), expected.end(),
-                   [](const auto& a, const auto& b) { return a.first != b.first ? a.first < b.first : a.second < b.second; });
+  std::stable_sort(expected.begin(), expected.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second < b.second;
+  });
   CHECK(got == expected);
 }

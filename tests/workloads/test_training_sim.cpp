@@ -254,7 +254,8 @@ TEST_CASE("context parallelism halves each GPU's attention work and gathers K/V 
     if (r.trace.str(r.trace.lanes[e.lane].process) == "gpu 0" && r.trace.str(e.kind) == "attention") attn_cp += e.flops;
   }
   for (const auto& e : b.trace.events) {
-    if (b.trace.str(b.trace.lanes[e.lane].process) == "gpu 0" && b.trace.str(e.kind) == "attention") attn_base += e.flops;
+    if (b.trace.str(b.trace.lanes[e.lane].process) == "gpu 0" && b.trace.str(e.kind) == "attention")
+      attn_base += e.flops;
   }
   // Both run 2 sequences of 4096 per GPU-pair... per GPU: CP holds half of each of its sequences.
   CHECK(attn_cp == doctest::Approx(attn_base / 2).epsilon(1e-6));
@@ -300,9 +301,9 @@ TEST_CASE("a generic layer-list model (ResNet-50) trains data-parallel with 3x f
   // (Table 1: 3.8e9 multiply-adds, 25.6M parameters); activation bytes are estimates.
   ModelSpec m;
   m.name = "resnet50";
-  m.generic_layers = {{"stem", 0.236e9, 9.4e3, 3.2e6},   {"layer1", 1.36e9, 0.216e6, 14e6},
-                      {"layer2", 2.06e9, 1.22e6, 10e6},  {"layer3", 2.94e9, 7.10e6, 8e6},
-                      {"layer4", 1.62e9, 14.96e6, 3e6},  {"fc", 4.1e6, 2.05e6, 0.1e6}};
+  m.generic_layers = {{"stem", 0.236e9, 9.4e3, 3.2e6},  {"layer1", 1.36e9, 0.216e6, 14e6},
+                      {"layer2", 2.06e9, 1.22e6, 10e6}, {"layer3", 2.94e9, 7.10e6, 8e6},
+                      {"layer4", 1.62e9, 14.96e6, 3e6}, {"fc", 4.1e6, 2.05e6, 0.1e6}};
   TrainingConfig c;
   c.parallel.dp = 8;
   c.micro_batch = 128;
@@ -315,7 +316,8 @@ TEST_CASE("a generic layer-list model (ResNet-50) trains data-parallel with 3x f
   CHECK(r.model_flops_per_step == doctest::Approx(3 * fwd * 1024));
   double grad_bytes = 0;
   for (const auto& e : r.trace.events) {
-    if (r.trace.str(r.trace.lanes[e.lane].process) == "gpu 0" && r.trace.str(e.kind) == "all_reduce") grad_bytes += e.bytes;
+    if (r.trace.str(r.trace.lanes[e.lane].process) == "gpu 0" && r.trace.str(e.kind) == "all_reduce")
+      grad_bytes += e.bytes;
   }
   const double params = 9.4e3 + 0.216e6 + 1.22e6 + 7.10e6 + 14.96e6 + 2.05e6;
   CHECK(grad_bytes == doctest::Approx(2 * params).epsilon(1e-6));

@@ -4,20 +4,28 @@ namespace ctwin {
 
 double GpuSpec::peak_flops(Dtype d) const {
   switch (d) {
-    case Dtype::bf16: return bf16_tflops * 1e12;
-    case Dtype::fp16: return fp16_tflops * 1e12;
-    case Dtype::fp8: return fp8_tflops * 1e12;
-    case Dtype::fp32: return tf32_tflops * 1e12;
+    case Dtype::bf16:
+      return bf16_tflops * 1e12;
+    case Dtype::fp16:
+      return fp16_tflops * 1e12;
+    case Dtype::fp8:
+      return fp8_tflops * 1e12;
+    case Dtype::fp32:
+      return tf32_tflops * 1e12;
   }
   return 0;
 }
 
 const char* to_string(Dtype d) {
   switch (d) {
-    case Dtype::bf16: return "bf16";
-    case Dtype::fp16: return "fp16";
-    case Dtype::fp8: return "fp8";
-    case Dtype::fp32: return "fp32";
+    case Dtype::bf16:
+      return "bf16";
+    case Dtype::fp16:
+      return "fp16";
+    case Dtype::fp8:
+      return "fp8";
+    case Dtype::fp32:
+      return "fp32";
   }
   return "?";
 }

@@ -8,13 +8,20 @@ namespace ctwin {
 
 const char* to_string(CollectiveOp op) {
   switch (op) {
-    case CollectiveOp::all_reduce: return "all_reduce";
-    case CollectiveOp::all_gather: return "all_gather";
-    case CollectiveOp::reduce_scatter: return "reduce_scatter";
-    case CollectiveOp::broadcast: return "broadcast";
-    case CollectiveOp::reduce: return "reduce";
-    case CollectiveOp::all_to_all: return "all_to_all";
-    case CollectiveOp::send_recv: return "send_recv";
+    case CollectiveOp::all_reduce:
+      return "all_reduce";
+    case CollectiveOp::all_gather:
+      return "all_gather";
+    case CollectiveOp::reduce_scatter:
+      return "reduce_scatter";
+    case CollectiveOp::broadcast:
+      return "broadcast";
+    case CollectiveOp::reduce:
+      return "reduce";
+    case CollectiveOp::all_to_all:
+      return "all_to_all";
+    case CollectiveOp::send_recv:
+      return "send_recv";
   }
   return "?";
 }
@@ -23,13 +30,16 @@ double bus_factor(CollectiveOp op, int n) {
   if (n <= 1) return 0;
   const double dn = n;
   switch (op) {
-    case CollectiveOp::all_reduce: return 2.0 * (dn - 1) / dn;
+    case CollectiveOp::all_reduce:
+      return 2.0 * (dn - 1) / dn;
     case CollectiveOp::all_gather:
     case CollectiveOp::reduce_scatter:
-    case CollectiveOp::all_to_all: return (dn - 1) / dn;
+    case CollectiveOp::all_to_all:
+      return (dn - 1) / dn;
     case CollectiveOp::broadcast:
     case CollectiveOp::reduce:
-    case CollectiveOp::send_recv: return 1.0;
+    case CollectiveOp::send_recv:
+      return 1.0;
   }
   return 1.0;
 }

@@ -6,13 +6,20 @@ namespace ctwin {
 
 const char* to_string(OpKind k) {
   switch (k) {
-    case OpKind::gemm: return "gemm";
-    case OpKind::attention: return "attention";
-    case OpKind::elementwise: return "elementwise";
-    case OpKind::norm: return "norm";
-    case OpKind::embedding: return "embedding";
-    case OpKind::loss: return "loss";
-    case OpKind::optimizer: return "optimizer";
+    case OpKind::gemm:
+      return "gemm";
+    case OpKind::attention:
+      return "attention";
+    case OpKind::elementwise:
+      return "elementwise";
+    case OpKind::norm:
+      return "norm";
+    case OpKind::embedding:
+      return "embedding";
+    case OpKind::loss:
+      return "loss";
+    case OpKind::optimizer:
+      return "optimizer";
   }
   return "?";
 }

@@ -4,11 +4,16 @@ namespace ctwin {
 
 const char* to_string(CommGroup g) {
   switch (g) {
-    case CommGroup::tp: return "tp";
-    case CommGroup::cp: return "cp";
-    case CommGroup::ep: return "ep";
-    case CommGroup::dp: return "dp";
-    case CommGroup::pp: return "pp";
+    case CommGroup::tp:
+      return "tp";
+    case CommGroup::cp:
+      return "cp";
+    case CommGroup::ep:
+      return "ep";
+    case CommGroup::dp:
+      return "dp";
+    case CommGroup::pp:
+      return "pp";
   }
   return "?";
 }
@@ -151,8 +156,8 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
   auto mlp = [&](const std::string& prefix, double tokens, double ffn) {
     const double up_n = (swiglu ? 2 : 1) * ffn / t;
     items.push_back(gemm(prefix + "up", tokens, h, up_n, e));
-    items.push_back(streaming(prefix + (swiglu ? "swiglu" : "gelu"), OpKind::elementwise, tokens * up_n,
-                              tokens * ffn / t, e));
+    items.push_back(
+        streaming(prefix + (swiglu ? "swiglu" : "gelu"), OpKind::elementwise, tokens * up_n, tokens * ffn / t, e));
     items.push_back(gemm(prefix + "down", tokens, ffn / t, h, e));
   };
   if (t > 1) items.push_back(comm_f(s, h));

@@ -81,12 +81,14 @@ double inflight_microbatches(const TrainingConfig& cfg) {
   const auto& p = cfg.parallel;
   const double m = std::max(1, cfg.grad_accum());
   switch (p.schedule) {
-    case PipelineSchedule::gpipe: return m;  // all forwards before any backward
+    case PipelineSchedule::gpipe:
+      return m;  // all forwards before any backward
     case PipelineSchedule::interleaved:
       // Korthikanti et al. 2022, Section 4.2.3: (1 + (p-1)/(p*v)) times the 1F1B amount.
       return std::min(m, static_cast<double>(p.pp)) * (1.0 + (p.pp - 1.0) / (p.pp * p.virtual_stages));
     case PipelineSchedule::one_f_one_b:
-    case PipelineSchedule::zero_bubble: return std::min(m, static_cast<double>(p.pp));
+    case PipelineSchedule::zero_bubble:
+      return std::min(m, static_cast<double>(p.pp));
   }
   return 1;
 }
@@ -126,7 +128,9 @@ MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainingConfig& cfg, d
   struct Term {
     const char* name;
     double v;
-  } terms[] = {{"weights", best.weights}, {"grads", best.grads}, {"optimizer", best.optimizer},
+  } terms[] = {{"weights", best.weights},
+               {"grads", best.grads},
+               {"optimizer", best.optimizer},
                {"activations", best.activations}};
   const Term* top = &terms[0];
   for (const auto& t : terms) {
@@ -136,12 +140,15 @@ MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainingConfig& cfg, d
   if (best.oom) {
     char buf[256];
     const double over = best.peak - capacity_bytes;
-    std::snprintf(buf, sizeof buf, "needs %.1f GiB more than the %.1f GiB available; %s dominate (%.1f GiB): ",
-                  over / (1u << 30), capacity_bytes / (1u << 30), top->name, top->v / (1u << 30));
+    std::snprintf(buf, sizeof buf,
+                  "needs %.1f GiB more than the %.1f GiB available; %s dominate (%.1f GiB): ", over / (1u << 30),
+                  capacity_bytes / (1u << 30), top->name, top->v / (1u << 30));
     best.advice = buf;
     if (best.dominant == "activations") {
-      best.advice += cfg.recompute != Recompute::full ? "try recompute \"full\" or \"selective\", a smaller micro_batch, sequence_parallel or more tp"
-                                                      : "try a smaller micro_batch, more tp or cp";
+      best.advice +=
+          cfg.recompute != Recompute::full
+              ? "try recompute \"full\" or \"selective\", a smaller micro_batch, sequence_parallel or more tp"
+              : "try a smaller micro_batch, more tp or cp";
     } else if (p.zero_stage < 3 && p.dp > 1) {
       best.advice += "try zero_stage " + std::to_string(p.zero_stage + 1) + " or more pp/tp";
     } else {

@@ -39,11 +39,16 @@ enum class TaskClass : std::uint8_t { compute, optimizer, comm_tp, comm_cp, comm
 
 TaskClass class_of(CommGroup g) {
   switch (g) {
-    case CommGroup::tp: return TaskClass::comm_tp;
-    case CommGroup::cp: return TaskClass::comm_cp;
-    case CommGroup::ep: return TaskClass::comm_ep;
-    case CommGroup::dp: return TaskClass::comm_dp;
-    case CommGroup::pp: return TaskClass::comm_pp;
+    case CommGroup::tp:
+      return TaskClass::comm_tp;
+    case CommGroup::cp:
+      return TaskClass::comm_cp;
+    case CommGroup::ep:
+      return TaskClass::comm_ep;
+    case CommGroup::dp:
+      return TaskClass::comm_dp;
+    case CommGroup::pp:
+      return TaskClass::comm_pp;
   }
   return TaskClass::comm_tp;
 }
@@ -57,7 +62,7 @@ struct TaskMeta {
   std::int16_t layer = -1;  // -1: not a layer op
   std::uint16_t mb = 0;     // micro-batch
   TaskClass cls = TaskClass::compute;
-  std::uint8_t stream = 0;  // 0 compute, 1 dp comm, 2 pp transfers
+  std::uint8_t stream = 0;           // 0 compute, 1 dp comm, 2 pp transfers
   std::int8_t activation_delta = 0;  // +1 after a forward micro-batch, -1 after a backward one
   std::uint8_t phase = 0;            // 0 forward, 1 backward, 2 recompute, 3 step-level
   float flops = 0;
@@ -78,7 +83,7 @@ struct Coords {
 // Rank placement from an order string such as "tp-cp-ep-dp-pp", innermost first. EP groups
 // are carved from consecutive DP ranks, so "ep" takes no dimension of its own.
 struct Placement {
-  std::array<int, 4> size{};    // tp, cp, dp, pp
+  std::array<int, 4> size{};  // tp, cp, dp, pp
   std::array<int, 4> stride{};
   Placement(const Parallelism& par) {
     size = {par.tp, par.cp, par.dp, par.pp};
@@ -86,10 +91,14 @@ struct Placement {
     std::stringstream ss(par.order);
     std::string tok;
     while (std::getline(ss, tok, '-')) {
-      if (tok == "tp") order.push_back(0);
-      else if (tok == "cp") order.push_back(1);
-      else if (tok == "dp") order.push_back(2);
-      else if (tok == "pp") order.push_back(3);
+      if (tok == "tp")
+        order.push_back(0);
+      else if (tok == "cp")
+        order.push_back(1);
+      else if (tok == "dp")
+        order.push_back(2);
+      else if (tok == "pp")
+        order.push_back(3);
     }
     for (int dim = 0; dim < 4; ++dim) {
       if (std::find(order.begin(), order.end(), dim) == order.end()) order.push_back(dim);
@@ -143,8 +152,8 @@ class Builder {
 
   TaskGraph graph_;
   std::vector<TaskMeta> meta_;
-  std::vector<CallRecord> calls_;               // per rendezvous
-  std::vector<std::vector<GpuId>> groups_;      // interned rank lists
+  std::vector<CallRecord> calls_;           // per rendezvous
+  std::vector<std::vector<GpuId>> groups_;  // interned rank lists
   std::vector<Coords> gpus_;
   Trace names_;  // string table shared with the trace
 
@@ -260,8 +269,8 @@ class Builder {
 
   // A collective member task for GPU g: every member issues its group's collectives in the
   // same order, so (group, sequence number) names the rendezvous.
-  TaskId collective(std::uint32_t g, int stream, CommGroup grp, CollectiveOp op, double bytes,
-                    const std::string& name, std::span<const TaskId> deps) {
+  TaskId collective(std::uint32_t g, int stream, CommGroup grp, CollectiveOp op, double bytes, const std::string& name,
+                    std::span<const TaskId> deps) {
     const Coords& c = gpus_[g];
     auto ranks = group_ranks(c, grp);
     const std::uint64_t kind = static_cast<std::uint64_t>(grp);
@@ -286,15 +295,14 @@ class Builder {
     const std::uint64_t s = static_cast<std::uint64_t>(place_.rank(src));
     const std::uint64_t d = static_cast<std::uint64_t>(place_.rank(dst));
     const std::uint32_t group = intern_group(std::uint64_t{7} << 61 | s << 30 | d, {GpuId(s), GpuId(d)});
-    const RendezvousId r =
-        join(std::uint64_t{6 + (fwd ? 0u : 1u)} << 61 | s << 32 | static_cast<std::uint64_t>(vs) << 16 |
-                 static_cast<std::uint64_t>(mb),
-             2,
-             CollectiveOp::send_recv, group, bytes);
+    const RendezvousId r = join(std::uint64_t{6 + (fwd ? 0u : 1u)} << 61 | s << 32 |
+                                    static_cast<std::uint64_t>(vs) << 16 | static_cast<std::uint64_t>(mb),
+                                2, CollectiveOp::send_recv, group, bytes);
     // Transfers hold no stream: a pipeline stage posts its sends and receives as they come
     // (Megatron batches isend/irecv), so they must not serialise behind one another.
     TaskId id = graph_.add_member(StreamId::none(), r, 0, deps);
-    const char* name = fwd ? (sender ? "send_activations" : "recv_activations") : (sender ? "send_grads" : "recv_grads");
+    const char* name =
+        fwd ? (sender ? "send_activations" : "recv_activations") : (sender ? "send_grads" : "recv_grads");
     push_meta(g, name, "send_recv", TaskClass::comm_pp, 2, 0, bytes);
     return id;
   }
@@ -602,8 +610,8 @@ class Builder {
                shard * (pr.grad_bytes + 2 * pr.master_bytes + pr.optimizer_state_bytes * 2 + pr.weight_bytes)};
     std::vector<TaskId> deps = dp_tasks;
     deps.push_back(last_compute);
-    TaskId o = add(g, 0, seconds(op_seconds(cm_, opt)), "adam_step", "optimizer", TaskClass::optimizer, 0, opt.bytes,
-                   deps);
+    TaskId o =
+        add(g, 0, seconds(op_seconds(cm_, opt)), "adam_step", "optimizer", TaskClass::optimizer, 0, opt.bytes, deps);
     if ((zero == 1 || zero == 2) && dp_comm) {
       TaskId d2[] = {o};
       collective(g, 1, CommGroup::dp, CollectiveOp::all_gather, params * pr.weight_bytes, "param_all_gather", d2);
@@ -737,13 +745,27 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
       const auto& tm = exec.timing(TaskId(t));
       int what = kCompute;
       switch (mt.cls) {
-        case TaskClass::compute: what = kCompute; break;
-        case TaskClass::optimizer: what = kOpt; break;
-        case TaskClass::comm_tp: what = kTp; break;
-        case TaskClass::comm_cp: what = kCp; break;
-        case TaskClass::comm_ep: what = kEp; break;
-        case TaskClass::comm_dp: what = kDp; break;
-        case TaskClass::comm_pp: what = kPp; break;
+        case TaskClass::compute:
+          what = kCompute;
+          break;
+        case TaskClass::optimizer:
+          what = kOpt;
+          break;
+        case TaskClass::comm_tp:
+          what = kTp;
+          break;
+        case TaskClass::comm_cp:
+          what = kCp;
+          break;
+        case TaskClass::comm_ep:
+          what = kEp;
+          break;
+        case TaskClass::comm_dp:
+          what = kDp;
+          break;
+        case TaskClass::comm_pp:
+          what = kPp;
+          break;
       }
       if (mt.stream == 0 && tm.start > tm.ready) {
         edges.push_back({tm.ready.ps, kWait, +1});
@@ -822,8 +844,9 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
     static const char* kPhase[] = {"", "bwd ", "recompute ", ""};
     std::unordered_map<std::uint64_t, std::uint32_t> display;  // (name, layer, mb, phase) -> interned
     auto display_name = [&](const TaskMeta& mt) {
-      const std::uint64_t key = std::uint64_t{mt.name} << 40 | std::uint64_t(static_cast<std::uint16_t>(mt.layer)) << 24 |
-                                std::uint64_t{mt.mb} << 8 | mt.phase;
+      const std::uint64_t key = std::uint64_t{mt.name} << 40 |
+                                std::uint64_t(static_cast<std::uint16_t>(mt.layer)) << 24 | std::uint64_t{mt.mb} << 8 |
+                                mt.phase;
       auto it = display.find(key);
       if (it != display.end()) return it->second;
       std::string n;
@@ -865,8 +888,8 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
                                      exec.timing(to_id).end.ps, display_name(from)});
     }
     // Memory in use per GPU: static state plus the activations of in-flight micro-batches.
-    const double static_bytes = res.memory.weights + res.memory.grads + res.memory.optimizer +
-                                res.memory.comm_buffers + res.memory.overhead;
+    const double static_bytes =
+        res.memory.weights + res.memory.grads + res.memory.optimizer + res.memory.comm_buffers + res.memory.overhead;
     const double act = res.memory.activations / std::max(1.0, inflight_microbatches(cfg));
     for (std::uint32_t g = 0; g < n_gpu; ++g) {
       TraceCounterTrack ct;

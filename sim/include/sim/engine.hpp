@@ -111,12 +111,12 @@ class Engine {
 
   std::vector<Bucket> buckets_ = std::vector<Bucket>(kLevels * kDigits);
   std::array<std::array<std::uint64_t, 4>, kLevels> occupied_{};  // non-empty buckets per level
-  std::vector<std::unique_ptr<Block>> blocks_;  // owns every block
+  std::vector<std::unique_ptr<Block>> blocks_;                    // owns every block
   Block* free_blocks_ = nullptr;
-  std::vector<Entry> current_;    // entries whose time equals last_, consumed FIFO in sequence order
+  std::vector<Entry> current_;  // entries whose time equals last_, consumed FIFO in sequence order
   std::size_t current_head_ = 0;
-  std::uint64_t last_ = 0;        // the radix heap's reference key: the last minimum extracted
-  std::size_t entries_ = 0;       // entries in buckets (live or cancelled)
+  std::uint64_t last_ = 0;   // the radix heap's reference key: the last minimum extracted
+  std::size_t entries_ = 0;  // entries in buckets (live or cancelled)
 
   // A slot names a pending event for cancellation; its generation changes when the event is
   // dispatched or cancelled. Only consulted on pop while cancelled entries are still queued.

@@ -57,13 +57,12 @@ class InplaceFunction<R(Args...), Capacity> {
     void (*destroy)(void*);
   };
   template <class D>
-  static constexpr Ops kOps{
-      [](void* p, Args&&... a) -> R { return (*static_cast<D*>(p))(std::forward<Args>(a)...); },
-      [](void* dst, void* src) {
-        ::new (dst) D(std::move(*static_cast<D*>(src)));
-        static_cast<D*>(src)->~D();
-      },
-      [](void* p) { static_cast<D*>(p)->~D(); }};
+  static constexpr Ops kOps{[](void* p, Args&&... a) -> R { return (*static_cast<D*>(p))(std::forward<Args>(a)...); },
+                            [](void* dst, void* src) {
+                              ::new (dst) D(std::move(*static_cast<D*>(src)));
+                              static_cast<D*>(src)->~D();
+                            },
+                            [](void* p) { static_cast<D*>(p)->~D(); }};
 
   void take(InplaceFunction& o) {
     if (o.ops_) {

@@ -23,10 +23,10 @@ using TaskId = Id<TaskTag>;
 using RendezvousId = Id<RendezvousTag>;
 
 struct Task {
-  StreamId stream;               // none: a free task, started as soon as its dependencies are met
-  Time duration{};               // for plain tasks; rendezvous members take their time from the handler
-  RendezvousId rendezvous;       // valid for a member of a collective
-  std::uint32_t tag = 0;         // the caller's index (an op, a collective call), for reports and traces
+  StreamId stream;          // none: a free task, started as soon as its dependencies are met
+  Time duration{};          // for plain tasks; rendezvous members take their time from the handler
+  RendezvousId rendezvous;  // valid for a member of a collective
+  std::uint32_t tag = 0;    // the caller's index (an op, a collective call), for reports and traces
 };
 
 class TaskGraph {

@@ -33,12 +33,12 @@ struct TraceLane {
 struct TraceEvent {
   std::int64_t start_ps = 0;
   std::int64_t dur_ps = 0;
-  double flops = 0;                 // floating-point operations of this op (0 for comm)
-  double bytes = 0;                 // HBM bytes for compute ops, payload bytes for comm
-  std::uint32_t lane = 0;           // index into Trace::lanes
-  std::uint32_t name = 0;           // interned string
-  std::uint32_t kind = 0;           // interned string: "gemm", "attention", "all_reduce", ...
-  std::uint32_t group = kNoIndex;   // collective instance id (same for all members), or none
+  double flops = 0;                // floating-point operations of this op (0 for comm)
+  double bytes = 0;                // HBM bytes for compute ops, payload bytes for comm
+  std::uint32_t lane = 0;          // index into Trace::lanes
+  std::uint32_t name = 0;          // interned string
+  std::uint32_t kind = 0;          // interned string: "gemm", "attention", "all_reduce", ...
+  std::uint32_t group = kNoIndex;  // collective instance id (same for all members), or none
 };
 
 // A counter track (memory in use on one GPU, queue length) sampled at change points.
@@ -69,8 +69,8 @@ struct Trace {
 
   std::uint32_t intern(std::string_view s);
   const std::string& str(std::uint32_t i) const { return strings.at(i); }
-  std::uint32_t add_lane(std::string_view process, std::string_view thread, std::string_view group,
-                         std::uint32_t pid, std::uint32_t tid);
+  std::uint32_t add_lane(std::string_view process, std::string_view thread, std::string_view group, std::uint32_t pid,
+                         std::uint32_t tid);
 
  private:
   std::unordered_map<std::string, std::uint32_t> index_;

@@ -21,10 +21,10 @@ struct ClusterSpec {
   int nodes = 1;
   int gpus_per_node = 8;
   IntraNodeFabric intra = IntraNodeFabric::nvswitch;
-  double intra_gbps = 0;          // per GPU per direction into the node fabric (GB/s)
-  double intra_latency_us = 0;    // one hop GPU -> GPU inside a node
-  double nic_gbps = 50;           // per GPU per direction (NDR InfiniBand: 400 Gb/s = 50 GB/s)
-  double inter_latency_us = 0;    // one hop GPU -> GPU across nodes
+  double intra_gbps = 0;        // per GPU per direction into the node fabric (GB/s)
+  double intra_latency_us = 0;  // one hop GPU -> GPU inside a node
+  double nic_gbps = 50;         // per GPU per direction (NDR InfiniBand: 400 Gb/s = 50 GB/s)
+  double inter_latency_us = 0;  // one hop GPU -> GPU across nodes
 };
 
 struct Cluster {

@@ -22,12 +22,12 @@ struct OpCost {
 };
 
 struct ComputeModel {
-  double peak_flops = 0;           // dense tensor-core peak for the compute dtype, FLOP/s
-  double hbm_bytes_per_s = 0;      // HBM bandwidth, bytes/s
-  double gemm_efficiency = 0.75;   // fraction of peak a large GEMM sustains
+  double peak_flops = 0;              // dense tensor-core peak for the compute dtype, FLOP/s
+  double hbm_bytes_per_s = 0;         // HBM bandwidth, bytes/s
+  double gemm_efficiency = 0.75;      // fraction of peak a large GEMM sustains
   double attention_efficiency = 0.6;  // fraction of peak flash-attention sustains
-  double hbm_efficiency = 0.85;    // fraction of HBM bandwidth streaming kernels sustain
-  double launch_s = 2e-6;          // fixed cost per kernel
+  double hbm_efficiency = 0.85;       // fraction of HBM bandwidth streaming kernels sustain
+  double launch_s = 2e-6;             // fixed cost per kernel
   // A GEMM dimension d contributes d / (d + gemm_knee) to efficiency: small or skinny
   // shapes fill fewer SMs and waves (efficiency halves at d = gemm_knee).
   double gemm_knee = 64;

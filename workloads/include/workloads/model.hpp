@@ -36,7 +36,7 @@ struct MlaSpec {
 // can describe by its FLOPs, parameters and stored activations.
 struct GenericLayer {
   std::string name;
-  double fwd_flops = 0;         // forward FLOPs per sample (2 per multiply-add)
+  double fwd_flops = 0;  // forward FLOPs per sample (2 per multiply-add)
   double params = 0;
   double activation_bytes = 0;  // bytes kept for backward per sample
 };
@@ -67,12 +67,12 @@ struct ModelSpec {
 
 // Parameter counts, each in parameters (not bytes).
 struct ParamCounts {
-  double embedding = 0;       // input token (and learned position) embeddings
-  double lm_head = 0;         // output projection (0 when tied to the embedding)
-  double attention = 0;       // all layers
-  double mlp = 0;             // all layers: dense MLPs, routed experts and shared experts
-  double norms = 0;           // all layers plus the final norm
-  double router = 0;          // MoE gates
+  double embedding = 0;  // input token (and learned position) embeddings
+  double lm_head = 0;    // output projection (0 when tied to the embedding)
+  double attention = 0;  // all layers
+  double mlp = 0;        // all layers: dense MLPs, routed experts and shared experts
+  double norms = 0;      // all layers plus the final norm
+  double router = 0;     // MoE gates
   double total = 0;
   double active_per_token = 0;  // MoE: parameters a token actually uses (top_k experts)
   // Weights used in matrix multiplies per token, the N of the 6N FLOPs rule: everything

@@ -21,15 +21,15 @@ struct Parallelism {
   bool sequence_parallel = false;
   int zero_stage = 0;  // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (FSDP)
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
-  int virtual_stages = 1;            // interleaved 1F1B: model chunks per stage
+  int virtual_stages = 1;                // interleaved 1F1B: model chunks per stage
   std::string order = "tp-cp-ep-dp-pp";  // rank placement, innermost first (Megatron's order)
 };
 
 struct Precision {
   Dtype compute = Dtype::bf16;
-  double weight_bytes = 2;       // per parameter, the copy used in forward/backward
-  double grad_bytes = 2;         // per parameter; 4 for FP32 gradient accumulation
-  double master_bytes = 4;       // FP32 master weights kept by mixed-precision Adam
+  double weight_bytes = 2;           // per parameter, the copy used in forward/backward
+  double grad_bytes = 2;             // per parameter; 4 for FP32 gradient accumulation
+  double master_bytes = 4;           // FP32 master weights kept by mixed-precision Adam
   double optimizer_state_bytes = 8;  // Adam: two FP32 moments
 };
 
@@ -46,8 +46,8 @@ struct NoiseSpec {
 struct TrainingConfig {
   Parallelism parallel;
   Precision precision;
-  int micro_batch = 1;      // sequences per micro-batch per replica
-  int global_batch = 0;     // sequences per step over all replicas
+  int micro_batch = 1;   // sequences per micro-batch per replica
+  int global_batch = 0;  // sequences per step over all replicas
   int seq_len = 0;
   Recompute recompute = Recompute::none;
   AttentionKernel attention = AttentionKernel::flash;

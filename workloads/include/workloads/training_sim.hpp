@@ -24,24 +24,24 @@ struct TrainingOptions {
 
 // Where one GPU's step went; the parts add up to the step time.
 struct StepBreakdown {
-  double compute_s = 0;       // kernels of forward, backward (and recomputation)
-  double optimizer_s = 0;     // the optimizer step
-  double exposed_tp_s = 0;    // tensor-parallel collectives on the critical path
+  double compute_s = 0;     // kernels of forward, backward (and recomputation)
+  double optimizer_s = 0;   // the optimizer step
+  double exposed_tp_s = 0;  // tensor-parallel collectives on the critical path
   double exposed_cp_s = 0;
   double exposed_ep_s = 0;
-  double exposed_dp_s = 0;    // gradient reduction / parameter gathering not hidden by compute
-  double exposed_pp_s = 0;    // pipeline transfers not hidden
-  double bubble_s = 0;        // pipeline fill and drain
-  double other_s = 0;         // waiting on peers, anything else
+  double exposed_dp_s = 0;  // gradient reduction / parameter gathering not hidden by compute
+  double exposed_pp_s = 0;  // pipeline transfers not hidden
+  double bubble_s = 0;      // pipeline fill and drain
+  double other_s = 0;       // waiting on peers, anything else
   double exposed_comm_s() const { return exposed_tp_s + exposed_cp_s + exposed_ep_s + exposed_dp_s + exposed_pp_s; }
 };
 
 struct TrainingResult {
-  double step_time_s = 0;  // the first step's; with noise, see step_time_p50_s / p99
+  double step_time_s = 0;            // the first step's; with noise, see step_time_p50_s / p99
   std::vector<double> step_times_s;  // every simulated step
   double step_time_p50_s = 0;
   double step_time_p99_s = 0;
-  bool folded = false;     // one data-parallel replica stood for all
+  bool folded = false;  // one data-parallel replica stood for all
   double tokens_per_step = 0;
   double tokens_per_s = 0;
   double model_flops_per_step = 0;     // 6*N*tokens + attention (non-causal, as Megatron and PaLM count)
@@ -56,8 +56,8 @@ struct TrainingResult {
   int grad_accum = 0;
   std::uint64_t events = 0;
   std::uint64_t tasks = 0;
-  StepBreakdown breakdown;                 // for GPU 0 (first stage, first TP rank)
-  std::vector<double> stage_utilization;   // compute busy fraction of each pipeline stage
+  StepBreakdown breakdown;                // for GPU 0 (first stage, first TP rank)
+  std::vector<double> stage_utilization;  // compute busy fraction of each pipeline stage
   MemoryBreakdown memory;
   Trace trace;
 };
