@@ -13,5 +13,6 @@ int cmd_run(const Args& args);         // app/cmd_run.cpp
 int cmd_collective(const Args& args);  // app/cmd_collective.cpp
 int cmd_bench(const Args& args);       // app/cmd_bench.cpp
 int cmd_view(const Args& args);        // app/cmd_view.cpp
+int cmd_validate(const Args& args);    // app/cmd_validate.cpp
 
 }  // namespace ctwin

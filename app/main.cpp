@@ -15,6 +15,7 @@ usage: ctwin COMMAND [options]
 commands:
   run FILE          simulate a scenario: step time, MFU, memory (training)
   collective        predict nccl-tests figures for a collective on a cluster
+  validate PATH...  compare simulated against published measurements (scenarios/validation/)
   view TRACE        open the timeline viewer on a trace
   bench NAME        run a benchmark: engine, network, viewer, training
 
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
     if (cmd == "collective") return ctwin::cmd_collective(args);
     if (cmd == "bench") return ctwin::cmd_bench(args);
     if (cmd == "view") return ctwin::cmd_view(args);
+    if (cmd == "validate") return ctwin::cmd_validate(args);
     std::fprintf(stderr, "ctwin: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
     return ctwin::kExitBadInput;
   } catch (const ctwin::InputError& e) {

@@ -18,7 +18,9 @@ enum class NetworkFidelity { analytical, flow };
 // A published measurement a validation scenario reproduces (/validation).
 struct ValidationTarget {
   std::string source;
-  std::string metric;  // "tflops_per_gpu", "step_time_s", "tokens_per_s_per_gpu", "mfu"
+  // "tflops_per_gpu" (model FLOPs), "hardware_tflops_per_gpu" (with recomputation, as
+  // Megatron-LM's papers count), "step_time_s", "tokens_per_s_per_gpu", "mfu"
+  std::string metric;
   double published = 0;
   std::string notes;
   bool present() const { return !metric.empty(); }

@@ -28,6 +28,7 @@ LayerShape layer_shape(const ModelSpec&, const TrainingConfig& cfg) {
   s.tp = cfg.parallel.tp;
   s.sequence_parallel = cfg.parallel.sequence_parallel && cfg.parallel.tp > 1;
   s.flash = cfg.attention == AttentionKernel::flash;
+  s.dropout = cfg.dropout;
   s.bytes_per_elem = cfg.precision.weight_bytes;
   return s;
 }
@@ -139,14 +140,34 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
     const double qk_dim = q_dim / m.heads;
     const double pv_dim = m.mla.enabled() ? static_cast<double>(m.mla.v_head_dim) : d;
     const double flops = seqs * heads_local * s.seq * s.seq * (qk_dim + pv_dim);  // 2*s^2*(dq+dv)/2
-    LayerItem it;
-    it.name = "attention";
-    double io = e * T * (q_dim + kv_dim + v_dim + o_in) / t;
-    if (!s.flash) io += e * seqs * heads_local * s.seq * s.seq * 3;  // scores, softmax out, read back
-    it.fwd = OpCost{OpKind::attention, flops, io};
-    // FlashAttention-2 backward recomputes the scores: 2.5x the forward FLOPs (Dao 2023).
-    it.bwd = OpCost{OpKind::attention, 2.5 * flops, 2 * io};
-    items.push_back(it);
+    if (s.flash) {
+      LayerItem it;
+      it.name = "attention";
+      const double io = e * T * (q_dim + kv_dim + v_dim + o_in) / t;
+      it.fwd = OpCost{OpKind::attention, flops, io};
+      // FlashAttention-2 backward recomputes the scores: 2.5x the forward FLOPs (Dao 2023).
+      it.bwd = OpCost{OpKind::attention, 2.5 * flops, 2 * io};
+      items.push_back(it);
+    } else {
+      // Unfused attention (Megatron-LM before flash attention): two batched GEMMs over the
+      // full s x s scores (the causal mask is applied after, so nothing is skipped) and a
+      // fused scale-mask-softmax(-dropout) kernel streaming the scores.
+      const double bh = seqs * heads_local;
+      LayerItem qk = gemm("attn_scores", bh * s.seq, qk_dim, s.seq, e);
+      LayerItem pv = gemm("attn_context", bh * s.seq, s.seq, pv_dim, e);
+      qk.fwd.m = qk.bwd.m = s.seq;  // per head: (s x d) @ (d x s)
+      pv.fwd.m = pv.bwd.m = s.seq;
+      const double scores = bh * s.seq * s.seq;
+      // Read scores, write probabilities (and a 1-byte mask and the dropped-out copy).
+      const double per_elem = 2 * e + (s.dropout ? 1 + e : 0);
+      LayerItem sm;
+      sm.name = "softmax";
+      sm.fwd = OpCost{OpKind::elementwise, 0, scores * per_elem};
+      sm.bwd = OpCost{OpKind::elementwise, 0, scores * (3 * e + (s.dropout ? 1 : 0))};
+      items.push_back(qk);
+      items.push_back(sm);
+      items.push_back(pv);
+    }
   }
   items.push_back(gemm("attn_out", T, o_in / t, h, e));
   if (t > 1) items.push_back(comm_g(s, h));

@@ -32,6 +32,30 @@ double model_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
   return tokens * (6.0 * pc.matmul_per_token + 12.0 * m.layers * cfg.seq_len * q_dim);
 }
 
+double recompute_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
+  const double tokens = static_cast<double>(cfg.global_batch) * cfg.seq_len;
+  if (m.is_generic()) {
+    double fwd = 0;
+    for (const auto& l : m.generic_layers) fwd += l.fwd_flops;
+    return cfg.recompute == Recompute::full ? fwd * cfg.global_batch : 0.0;
+  }
+  const ParamCounts pc = count_parameters(m);
+  const double q_dim = m.mla.enabled() ? m.heads * static_cast<double>(m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim)
+                                       : static_cast<double>(m.heads) * m.effective_head_dim();
+  // The attention core's forward (QK^T, PV) in the same non-causal convention as model FLOPs.
+  const double attention_fwd = 4.0 * m.layers * cfg.seq_len * q_dim * tokens;
+  switch (cfg.recompute) {
+    case Recompute::none: return 0;
+    case Recompute::selective: return attention_fwd;  // Korthikanti et al.: the attention core again
+    case Recompute::full: {
+      // Every layer's forward again; the LM head and embedding are not recomputed.
+      const double layer_weights = pc.active_per_token - pc.embedding - pc.lm_head - pc.norms;
+      return 2.0 * layer_weights * tokens + attention_fwd;
+    }
+  }
+  return 0;
+}
+
 namespace {
 
 // What a task is, for the breakdown and the trace.
@@ -716,9 +740,7 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
   res.tokens_per_step = static_cast<double>(cfg.global_batch) * cfg.seq_len;
   res.tokens_per_s = res.tokens_per_step / res.step_time_s;
   res.model_flops_per_step = model_flops_per_step(m, cfg);
-  double recompute_factor = 1.0;
-  if (cfg.recompute == Recompute::full) recompute_factor = 4.0 / 3.0;  // one more forward: 8N instead of 6N
-  res.hardware_flops_per_step = res.model_flops_per_step * recompute_factor;
+  res.hardware_flops_per_step = res.model_flops_per_step + recompute_flops_per_step(m, cfg);
   res.peak_tflops = cluster.spec.gpu.peak_flops(cfg.precision.compute) / 1e12;
   res.tflops_per_gpu = res.model_flops_per_step / res.step_time_s / gpus / 1e12;
   res.hw_tflops_per_gpu = res.hardware_flops_per_step / res.step_time_s / gpus / 1e12;

@@ -38,6 +38,7 @@ struct LayerShape {
   int cp = 1;
   bool sequence_parallel = false;
   bool flash = true;
+  bool dropout = false;
   double bytes_per_elem = 2;
 };
 

@@ -65,6 +65,10 @@ struct TrainingResult {
 // Model FLOPs per step by the Megatron/PaLM convention: 6 N tokens + 12 L s h_q tokens.
 double model_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg);
 
+// FLOPs spent again on recomputation per step (full: every layer's forward; selective: the
+// attention core), so hardware FLOPs = model FLOPs + this, as Megatron-LM's papers count.
+double recompute_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg);
+
 TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cluster,
                                  const TrainingOptions& opt = {});
 
