@@ -250,7 +250,7 @@ ModelSpec parse_model(const Json& root, const std::string& file, const std::map<
     }
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const JsonObject l(layers[i], "/model/generic_layers/" + std::to_string(i), file);
-      l.only({"name", "fwd_flops", "params", "activation_bytes"});
+      l.only({"name", "fwd_flops", "params", "activation_bytes", "hbm_bytes"});
       m.generic_layers.push_back(
           GenericLayer{l.string("name", "layer " + std::to_string(i)), l.number("fwd_flops", std::nullopt, 0, 1e20),
                        l.number("params", std::nullopt, 0, 1e15), l.number("activation_bytes", std::nullopt, 0, 1e15)});

@@ -237,7 +237,9 @@ LayerItem generic_layer_item(const GenericLayer& l, const TrainingConfig& cfg) {
   LayerItem it;
   it.name = l.name;
   const double b = cfg.micro_batch, e = cfg.precision.weight_bytes;
-  const double bytes = l.params * e + l.activation_bytes * b;
+  // Unless given, a layer's traffic is its activations written once and read once.
+  const double traffic = l.hbm_bytes > 0 ? l.hbm_bytes : 2 * l.activation_bytes;
+  const double bytes = l.params * e + traffic * b;
   it.fwd = OpCost{OpKind::gemm, l.fwd_flops * b, bytes};
   it.bwd = OpCost{OpKind::gemm, 2 * l.fwd_flops * b, 2 * bytes};
   return it;

@@ -39,6 +39,7 @@ struct GenericLayer {
   double fwd_flops = 0;  // forward FLOPs per sample (2 per multiply-add)
   double params = 0;
   double activation_bytes = 0;  // bytes kept for backward per sample
+  double hbm_bytes = 0;         // HBM traffic of the forward per sample; 0: 2 x activation_bytes
 };
 
 struct ModelSpec {
