@@ -1,3 +1,4 @@
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 
@@ -45,8 +46,13 @@ int cmd_run(const Args& args) {
   TrainingOptions opt;
   opt.fold = !p->has("--no-fold");
   opt.trace = trace_path.has_value();
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  if (tty) {
+    opt.progress = [](double f) { std::fprintf(stderr, "\rsimulating %5.1f%%", 100 * f); };
+  }
   const Cluster cluster = build_cluster(sc.cluster);
   TrainingResult r = simulate_training(sc.model, sc.training, cluster, opt);
+  if (tty) std::fprintf(stderr, "\r%20s\r", "");
   if (trace_path) write_trace_file(r.trace, *trace_path);
   if (p->has("--json")) {
     std::printf("%s\n", training_report_json(sc, r).dump(2).c_str());

@@ -594,7 +594,8 @@ Scenario parse_scenario(const std::string& text, const std::string& path, const 
     const JsonObject v = top.object("validation");
     v.only({"source", "metric", "published", "notes", "tolerance"});
     sc.validation.source = v.string("source");
-    sc.validation.metric = v.choice("metric", {"tflops_per_gpu", "hardware_tflops_per_gpu", "step_time_s", "tokens_per_s_per_gpu", "mfu"});
+    sc.validation.metric =
+        v.choice("metric", {"tflops_per_gpu", "hardware_tflops_per_gpu", "step_time_s", "tokens_per_s_per_gpu", "mfu"});
     sc.validation.published = v.number("published", std::nullopt, 0, 1e300, true);
     sc.validation.notes = v.string("notes", std::string());
   }

@@ -126,10 +126,17 @@ bool Engine::pop_next(std::uint64_t limit, Entry& out) {
 }
 
 std::uint64_t Engine::run_until(Time until) {
+  const std::uint64_t n = run_slice(static_cast<std::uint64_t>(until.ps), UINT64_MAX);
+  if (until != Time::max() && now_ < until) now_ = until;
+  return n;
+}
+
+std::uint64_t Engine::run_events(std::uint64_t max_events) { return run_slice(UINT64_MAX, max_events); }
+
+std::uint64_t Engine::run_slice(std::uint64_t limit, std::uint64_t max_events) {
   std::uint64_t n = 0;
   Entry e;
-  const auto limit = static_cast<std::uint64_t>(until.ps);
-  while (pop_next(limit, e)) {
+  while (n < max_events && pop_next(limit, e)) {
     ++generation_[e.slot];
     live_slot_[e.slot] = 0;
     free_slots_.push_back(e.slot);
@@ -139,7 +146,6 @@ std::uint64_t Engine::run_until(Time until) {
     ++dispatched_;
     e.fn();
   }
-  if (until != Time::max() && now_ < until) now_ = until;
   return n;
 }
 

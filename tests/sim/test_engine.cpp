@@ -118,3 +118,14 @@ TEST_CASE("a random hold workload dispatches in the same order as a stable sort"
   });
   CHECK(got == expected);
 }
+
+TEST_CASE("run_events runs at most the given number of events, in order") {
+  Engine e;
+  std::vector<int> order;
+  for (int t = 0; t < 10; ++t) e.schedule_at(Time{t}, [&order, t] { order.push_back(t); });
+  CHECK(e.run_events(4) == 4);
+  CHECK(order == std::vector<int>{0, 1, 2, 3});
+  CHECK(e.run_events(100) == 6);
+  CHECK(order.size() == 10);
+  CHECK(e.run_events(1) == 0);
+}

@@ -45,8 +45,10 @@ double recompute_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
   // The attention core's forward (QK^T, PV) in the same non-causal convention as model FLOPs.
   const double attention_fwd = 4.0 * m.layers * cfg.seq_len * q_dim * tokens;
   switch (cfg.recompute) {
-    case Recompute::none: return 0;
-    case Recompute::selective: return attention_fwd;  // Korthikanti et al.: the attention core again
+    case Recompute::none:
+      return 0;
+    case Recompute::selective:
+      return attention_fwd;  // Korthikanti et al.: the attention core again
     case Recompute::full: {
       // Every layer's forward again; the LM head and embedding are not recomputed.
       const double layer_weights = pc.active_per_token - pc.embedding - pc.lm_head - pc.norms;
@@ -709,7 +711,14 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
       });
     }
     x->start();
-    engine->run();
+    if (opt.progress) {
+      // Slices of a million events keep the progress line live on long runs.
+      while (engine->run_events(1u << 20) > 0) {
+        opt.progress((step + static_cast<double>(x->done_count()) / b.graph_.task_count()) / steps);
+      }
+    } else {
+      engine->run();
+    }
     if (!x->all_done()) throw std::logic_error("simulate_training: the step graph deadlocked");
     step_times.push_back(x->makespan().seconds());
     events += engine->dispatched();

@@ -73,6 +73,8 @@ class Engine {
   std::uint64_t run();
   // Runs events with time <= until, then sets now() to `until` (if it is later).
   std::uint64_t run_until(Time until);
+  // Runs at most max_events events (for progress reports between slices); returns how many ran.
+  std::uint64_t run_events(std::uint64_t max_events);
 
   std::size_t pending() const { return live_; }
   std::uint64_t dispatched() const { return dispatched_; }
@@ -92,6 +94,7 @@ class Engine {
   // Makes bucket 0 hold the minimum if the minimum time is <= limit; false if empty or later.
   bool refill(std::uint64_t limit);
   bool pop_next(std::uint64_t limit, Entry& out);
+  std::uint64_t run_slice(std::uint64_t limit, std::uint64_t max_events);
 
   // Buckets are chains of fixed-size blocks from a shared free list: filling never copies,
   // and emptied blocks are reused, so a long run stops allocating after its warm-up.

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@ struct TrainingOptions {
   // Simulate one data-parallel replica and scale up: exact when replicas are identical.
   bool fold = true;
   bool trace = false;  // record every op of every simulated GPU
+  // Called now and then with the fraction of work done (0..1), for a progress line.
+  std::function<void(double)> progress;
 };
 
 // Where one GPU's step went; the parts add up to the step time.
