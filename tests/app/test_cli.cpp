@@ -137,3 +137,18 @@ TEST_CASE("help and unknown options") {
   CHECK(missing.status == 2);
   CHECK(missing.err.find("no/such/file.json") != std::string::npos);
 }
+
+TEST_CASE("benchmarks report their figures and a same-process baseline as JSON") {
+  const Run r = ctwin("bench engine --quick --json");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["events_per_s"].get<double>() > 0);
+  CHECK(j["baseline_events_per_s"].get<double>() > 0);
+  CHECK(j["ratio"].get<double>() ==
+        doctest::Approx(j["events_per_s"].get<double>() / j["baseline_events_per_s"].get<double>()));
+  const Run t = ctwin("bench training --quick --json");
+  REQUIRE(t.status == 0);
+  const auto k = nlohmann::json::parse(t.out);
+  CHECK(k["folded_equals_unfolded"] == true);  // folding symmetric replicas is exact
+  CHECK(ctwin("bench nosuch").status == 2);
+}

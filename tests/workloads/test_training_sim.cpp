@@ -325,3 +325,25 @@ TEST_CASE("a generic layer-list model (ResNet-50) trains data-parallel with 3x f
   CHECK(r.mfu > 0.1);
   CHECK(r.mfu < 0.72);
 }
+
+TEST_CASE("the trace links each collective's members by arrows and pipeline sends to receives") {
+  auto c = dp8();
+  c.parallel.tp = 2;
+  c.parallel.dp = 4;
+  c.global_batch = 8;
+  TrainingOptions opt;
+  opt.trace = true;
+  const auto r = simulate_training(llama32_1b(), c, dgx_h100(), opt);
+  // One replica of 2 TP ranks: every TP collective has 2 members, so 2 arrows (0->1, 1->0).
+  int tp_arrows = 0;
+  for (const auto& a : r.trace.arrows) {
+    const std::string n = r.trace.str(a.name);
+    if (n.find("tp_") != std::string::npos) {
+      ++tp_arrows;
+      CHECK(a.from_lane != a.to_lane);
+      CHECK(a.to_ps >= a.from_ps);
+    }
+  }
+  // 16 layers x (2 forward all-reduces + 2 backward) x 1 micro-batch x 2 arrows each, plus the LM head's f.
+  CHECK(tp_arrows == (16 * 4 + 1) * 2);
+}

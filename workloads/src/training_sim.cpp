@@ -918,6 +918,19 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
       tr.arrows.push_back(TraceArrow{lane0[from.gpu] + 2, lane0[to.gpu] + 2, exec.timing(from_id).start.ps,
                                      exec.timing(to_id).end.ps, display_name(from)});
     }
+    // Collectives as arrows around their ring of members (bounded, so huge traces stay light).
+    constexpr std::size_t kMaxCollectiveArrows = 200000;
+    for (std::uint32_t r = 0; r < b.graph_.rendezvous_count() && tr.arrows.size() < kMaxCollectiveArrows; ++r) {
+      const auto& mem = b.graph_.members(RendezvousId(r));
+      if (b.calls_[r].op == CollectiveOp::send_recv || mem.size() < 2) continue;
+      for (std::size_t i = 0; i < mem.size(); ++i) {
+        const TaskId from = mem[i], to = mem[(i + 1) % mem.size()];
+        const auto& fm = b.meta_[from.value];
+        const auto& tm = b.meta_[to.value];
+        tr.arrows.push_back(TraceArrow{lane0[fm.gpu] + fm.stream, lane0[tm.gpu] + tm.stream, exec.timing(from).start.ps,
+                                       exec.timing(to).end.ps, display_name(fm)});
+      }
+    }
     // Memory in use per GPU: static state plus the activations of in-flight micro-batches.
     const double static_bytes =
         res.memory.weights + res.memory.grads + res.memory.optimizer + res.memory.comm_buffers + res.memory.overhead;
