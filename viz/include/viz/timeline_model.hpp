@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,21 +28,21 @@ namespace ctwin::viz {
 
 // ---------------------------------------------------------------- layout constants (pixels)
 // The whole-window layout (viewer.cpp) and the tests' reference arithmetic both use these.
-inline constexpr float kToolbarHeight = 32;     // search box and buttons above the canvas
-inline constexpr float kSidePanelWidth = 320;   // details, legend and summary on the right
-inline constexpr float kAxisHeight = 26;        // time axis at the top of a canvas
-inline constexpr float kMinimapHeight = 36;     // whole-run overview at the bottom of a canvas
-inline constexpr float kLabelWidth = 168;       // lane names on the left of a canvas
+inline constexpr float kToolbarHeight = 32;      // search box and buttons above the canvas
+inline constexpr float kSidePanelWidth = 320;    // details, legend and summary on the right
+inline constexpr float kAxisHeight = 26;         // time axis at the top of a canvas
+inline constexpr float kMinimapHeight = 36;      // whole-run overview at the bottom of a canvas
+inline constexpr float kLabelWidth = 168;        // lane names on the left of a canvas
 inline constexpr float kGroupHeaderHeight = 20;  // one per TraceLane::group
-inline constexpr float kLaneHeight = 18;        // an event row
-inline constexpr float kLaneGap = 2;            // space under each lane
+inline constexpr float kLaneHeight = 18;         // an event row
+inline constexpr float kLaneGap = 2;             // space under each lane
 inline constexpr float kLanePitch = kLaneHeight + kLaneGap;
-inline constexpr float kCounterHeight = 30;     // a counter track (memory per GPU)
+inline constexpr float kCounterHeight = 30;  // a counter track (memory per GPU)
 inline constexpr float kCounterPitch = kCounterHeight + kLaneGap;
-inline constexpr float kSummaryColumnPx = 4;    // utilization bars of a collapsed group
-inline constexpr float kMinVisiblePx = 3;       // narrower events are folded together
-inline constexpr float kLabelMinPx = 36;        // wider events get their name drawn
-inline constexpr int kMinimapBins = 1024;       // resolution of the precomputed overview
+inline constexpr float kSummaryColumnPx = 4;  // utilization bars of a collapsed group
+inline constexpr float kMinVisiblePx = 3;     // narrower events are folded together
+inline constexpr float kLabelMinPx = 36;      // wider events get their name drawn
+inline constexpr int kMinimapBins = 1024;     // resolution of the precomputed overview
 
 // ---------------------------------------------------------------- colours
 // Colours are 0xAABBGGRR (ImGui's IM_COL32 layout): r in the low byte.
@@ -99,16 +100,16 @@ enum class ItemKind : std::uint8_t {
   counter,       // counter bar (`index` is the counter track)
   axis,
   minimap,
-  overlay,       // selection, hover and search outlines
+  overlay,  // selection, hover and search outlines
 };
 
 struct DrawRect {
   float x0, y0, x1, y1;
   std::uint32_t color;
   ItemKind kind;
-  bool filled = true;        // false: outline only
+  bool filled = true;  // false: outline only
   std::uint32_t event = kNoIndex;
-  std::uint32_t count = 0;   // ops covered (event, merged)
+  std::uint32_t count = 0;  // ops covered (event, merged)
   std::uint32_t index = kNoIndex;
 };
 
@@ -122,7 +123,7 @@ struct DrawLine {
 struct DrawText {
   float x, y;
   std::uint32_t color;
-  float clip_x0, clip_x1;  // drawn clipped to [clip_x0, clip_x1)
+  float clip_x0, clip_x1;        // drawn clipped to [clip_x0, clip_x1)
   std::uint32_t offset, length;  // into DrawList::text
 };
 
@@ -145,9 +146,9 @@ struct Canvas {
 };
 
 struct View {
-  double t0_ps = 0;       // time at the left edge of the event area
-  double ps_per_px = 1;   // zoom
-  float scroll_y = 0;     // pixels of rows scrolled off the top
+  double t0_ps = 0;      // time at the left edge of the event area
+  double ps_per_px = 1;  // zoom
+  float scroll_y = 0;    // pixels of rows scrolled off the top
 
   double time_at(const Canvas& c, float x) const { return t0_ps + (x - c.x - kLabelWidth) * ps_per_px; }
   float x_at(const Canvas& c, double t_ps) const {
@@ -169,6 +170,7 @@ struct FrameOptions {
   bool counters = true;
   bool minimap = true;
   float range_x0 = 0, range_x1 = 0;  // a drag-selection being made, drawn when x1 > x0
+  std::string_view title;            // shown in the axis' left cell instead of the view's span
 };
 
 // ---------------------------------------------------------------- model
@@ -215,6 +217,9 @@ class TimelineModel {
   std::pair<std::size_t, std::size_t> visible_range(std::uint32_t lane, double t0_ps, double t1_ps) const;
   // Busy picoseconds of a lane in [0, t) (events assumed not to overlap within a lane).
   double busy_before(std::uint32_t lane, double t_ps) const;
+  // Same, for a left-to-right sweep: `cursor` starts at an index whose start is < t_ps (or
+  // the lane's first) and is advanced; each call gallops forward from it.
+  double busy_before(std::uint32_t lane, double t_ps, std::size_t& cursor) const;
   // The event of `lane` under time t, allowing `tolerance_ps` either side; the nearest one.
   std::uint32_t event_at(std::uint32_t lane, double t_ps, double tolerance_ps) const;
 
@@ -225,9 +230,9 @@ class TimelineModel {
   void set_all_collapsed(bool collapsed);
   // The row a lane is drawn in (its group's summary row when collapsed).
   std::uint32_t row_of_lane(std::uint32_t lane) const { return lane_row_[lane]; }
-  std::string lane_label(std::uint32_t lane) const;
-  std::string group_label(std::uint32_t group) const;
-  std::string counter_label(std::uint32_t counter) const;
+  const std::string& lane_label(std::uint32_t lane) const { return lane_labels_[lane]; }
+  const std::string& group_label(std::uint32_t group) const { return group_labels_[group]; }
+  const std::string& counter_label(std::uint32_t counter) const { return counter_labels_[counter]; }
   double counter_max(std::uint32_t counter) const { return counter_max_[counter]; }
   // Whole-run utilization (mean over lanes), kMinimapBins values in [0, 1].
   const std::vector<float>& overview() const { return overview_; }
@@ -255,14 +260,16 @@ class TimelineModel {
   // The vertical extent of the rows area of a canvas.
   static float rows_top(const Canvas& c) { return c.y + kAxisHeight; }
   static float rows_bottom(const Canvas& c) { return c.y + c.h - kMinimapHeight; }
+  // The minimap maps the whole run onto the event area's width.
+  double minimap_time_at(const Canvas& c, float x) const;
+  float minimap_x_at(const Canvas& c, double t_ps) const;
 
  private:
   void layout();
   void build_axis(const View& v, const Canvas& c, DrawList& out) const;
   void build_lane(std::uint32_t lane, float y, const View& v, const Canvas& c, const FrameOptions& opt,
                   DrawList& out) const;
-  void build_summary(const Group& g, std::uint32_t gi, float y, const View& v, const Canvas& c,
-                     DrawList& out) const;
+  void build_summary(const Group& g, std::uint32_t gi, float y, const View& v, const Canvas& c, DrawList& out) const;
   void build_counter(std::uint32_t counter, float y, const View& v, const Canvas& c, DrawList& out) const;
   void build_arrows(const View& v, const Canvas& c, DrawList& out) const;
   void build_minimap(const View& v, const Canvas& c, DrawList& out) const;
@@ -270,10 +277,10 @@ class TimelineModel {
 
   Trace trace_;
   std::int64_t begin_ps_ = 0, end_ps_ = 1;
-  std::vector<std::size_t> lane_begin_;       // lanes + 1 offsets into trace_.events
-  std::vector<std::int64_t> lane_max_dur_;    // longest event per lane
-  std::vector<std::int64_t> busy_prefix_;     // events + 1: sum of durations before index i
-  std::vector<std::uint32_t> kind_colors_;    // per string index
+  std::vector<std::size_t> lane_begin_;     // lanes + 1 offsets into trace_.events
+  std::vector<std::int64_t> lane_max_dur_;  // longest event per lane
+  std::vector<std::int64_t> busy_prefix_;   // events + 1: sum of durations before index i
+  std::vector<std::uint32_t> kind_colors_;  // per string index
   std::vector<std::uint32_t> kinds_;
   std::vector<Group> groups_;
   std::vector<std::uint32_t> lane_group_;
@@ -286,6 +293,12 @@ class TimelineModel {
   std::string search_;
   std::vector<std::uint8_t> name_match_;
   std::vector<std::uint32_t> matches_;
+  std::vector<std::string> lane_labels_, group_labels_, counter_labels_;
+  std::size_t summary_bins_ = 1024;
+  double bin_ps_ = 1;
+  std::vector<std::vector<double>> group_busy_;  // per group: busy ps before each grid point
+  mutable std::vector<double> scratch_;          // per-lane busy time while building a summary row
+  mutable std::vector<std::size_t> cursors_;     // per-lane search cursor for the same sweep
 };
 
 // Reads a .ctt or .json trace, reporting the fraction of the file read.

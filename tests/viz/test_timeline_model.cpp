@@ -1,0 +1,389 @@
+// The viewer's frame-building model: visible-range search, folding of narrow events, layout,
+// hit-testing, search and loading, each against a brute-force or hand-computed reference.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "sim/error.hpp"
+#include "sim/trace.hpp"
+#include "viz/timeline_model.hpp"
+#include "viz/viewer.hpp"
+
+using namespace ctwin;
+using namespace ctwin::viz;
+
+namespace {
+
+TraceEvent ev(std::uint32_t lane, std::int64_t start, std::int64_t dur, std::uint32_t name, std::uint32_t kind) {
+  TraceEvent e;
+  e.lane = lane;
+  e.start_ps = start;
+  e.dur_ps = dur;
+  e.name = name;
+  e.kind = kind;
+  return e;
+}
+
+// One lane of n back-to-back events with random durations and gaps, deterministic.
+Trace dense_trace(std::size_t n, std::uint32_t lanes = 1) {
+  Trace t;
+  for (std::uint32_t l = 0; l < lanes; ++l) t.add_lane("gpu " + std::to_string(l), "compute", "node 0", l, 0);
+  const auto gemm = t.intern("gemm"), name = t.intern("op");
+  std::mt19937_64 rng(1);
+  std::uniform_int_distribution<std::int64_t> dur(1000, 100000), gap(0, 20000);
+  for (std::uint32_t l = 0; l < lanes; ++l) {
+    std::int64_t now = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      now += gap(rng);
+      t.events.push_back(ev(l, now, dur(rng), name, gemm));
+      now += t.events.back().dur_ps;
+    }
+  }
+  return t;
+}
+
+Canvas canvas(float w = 1168, float h = 600) { return Canvas{0, 0, w, h}; }
+
+}  // namespace
+
+TEST_CASE("visible_range returns exactly the events overlapping the window (brute-force reference)") {
+  TimelineModel m(dense_trace(5000));
+  const auto& evs = m.trace().events;
+  std::mt19937_64 rng(3);
+  const double end = static_cast<double>(m.end_ps());
+  std::uniform_real_distribution<double> u(-0.1 * end, 1.1 * end);
+  for (int trial = 0; trial < 200; ++trial) {
+    double a = u(rng), b = u(rng);
+    if (a > b) std::swap(a, b);
+    const auto [first, last] = m.visible_range(0, a, b);
+    std::size_t expect_first = evs.size(), expect_count = 0;
+    for (std::size_t i = 0; i < evs.size(); ++i) {
+      const double s = static_cast<double>(evs[i].start_ps), f = s + static_cast<double>(evs[i].dur_ps);
+      if (f > a && s < b) {
+        expect_first = std::min(expect_first, i);
+        ++expect_count;
+      }
+    }
+    CHECK(last - first == expect_count);
+    if (expect_count) CHECK(first == expect_first);
+  }
+}
+
+TEST_CASE("a lane of 100k events zoomed out draws at most width/kMinVisiblePx items and accounts for every event") {
+  TimelineModel m(dense_trace(100000));
+  const Canvas c = canvas();
+  View v;
+  show_range(v, c, static_cast<double>(m.begin_ps()), static_cast<double>(m.end_ps()));
+  DrawList list;
+  m.build_frame(v, c, FrameOptions{}, list);
+  std::size_t items = 0, covered = 0;
+  for (const auto& r : list.rects) {
+    if (r.kind == ItemKind::event || r.kind == ItemKind::merged) {
+      ++items;
+      covered += r.count;
+    }
+  }
+  const float width = c.w - kLabelWidth;
+  CHECK(items > 0);
+  CHECK(items <= static_cast<std::size_t>(width / kMinVisiblePx) + 1);
+  CHECK(covered == 100000);  // folded counts add up to the lane's events: none lost, none twice
+}
+
+TEST_CASE("folded runs and single events partition the visible events in order at every zoom") {
+  TimelineModel m(dense_trace(20000));
+  const Canvas c = canvas();
+  const double span = static_cast<double>(m.end_ps() - m.begin_ps());
+  for (double frac : {1.0, 0.3, 0.05, 0.004}) {
+    View v;
+    show_range(v, c, span * 0.2, span * 0.2 + span * frac);
+    DrawList list;
+    m.build_frame(v, c, FrameOptions{}, list);
+    const auto [a, b] = m.visible_range(0, v.t0_ps, v.t1_ps(c));
+    std::size_t next = a;
+    bool contiguous = true;
+    for (const auto& r : list.rects) {
+      if (r.kind != ItemKind::event && r.kind != ItemKind::merged) continue;
+      contiguous = contiguous && r.event == next;
+      next = r.event + r.count;
+    }
+    CAPTURE(frac);
+    CHECK(contiguous);
+    CHECK(next == b);
+  }
+}
+
+TEST_CASE("a wide event is drawn at the pixels its start and end map to") {
+  Trace t;
+  t.add_lane("gpu 0", "compute", "node 0", 0, 0);
+  const auto gemm = t.intern("gemm"), n = t.intern("qkv_proj");
+  t.events.push_back(ev(0, 100'000'000, 200'000'000, n, gemm));  // 100 us .. 300 us
+  TimelineModel m(std::move(t));
+  const Canvas c = canvas(168 + 1000, 400);
+  View v;
+  show_range(v, c, 0, 1e9);  // 1 ms over 1000 px: 1 us per pixel
+  DrawList list;
+  m.build_frame(v, c, FrameOptions{}, list);
+  const auto it =
+      std::find_if(list.rects.begin(), list.rects.end(), [](const DrawRect& r) { return r.kind == ItemKind::event; });
+  REQUIRE(it != list.rects.end());
+  CHECK(it->x0 == doctest::Approx(168 + 100));
+  CHECK(it->x1 == doctest::Approx(168 + 300));
+  CHECK(it->y0 == doctest::Approx(kAxisHeight + kGroupHeaderHeight));
+  CHECK(it->y1 == doctest::Approx(kAxisHeight + kGroupHeaderHeight + kLaneHeight));
+  CHECK(it->color == kind_color("gemm"));
+  // Its name is drawn inside it.
+  bool named = false;
+  for (const auto& tx : list.texts) named = named || (list.text_of(tx) == "qkv_proj" && tx.x > it->x0 && tx.x < it->x1);
+  CHECK(named);
+}
+
+TEST_CASE("lanes outside the scroll window produce no items") {
+  TimelineModel m(dense_trace(200, 100));  // 100 lanes, 20 px each: 2000 px of rows
+  const Canvas c = canvas(1168, 300);      // room for about 11 rows
+  View v;
+  show_range(v, c, static_cast<double>(m.begin_ps()), static_cast<double>(m.end_ps()));
+  v.scroll_y = 500;
+  DrawList list;
+  m.build_frame(v, c, FrameOptions{}, list);
+  std::vector<std::uint32_t> lanes;
+  for (const auto& r : list.rects) {
+    if (r.kind == ItemKind::event || r.kind == ItemKind::merged) lanes.push_back(m.trace().events[r.event].lane);
+  }
+  REQUIRE(!lanes.empty());
+  // Row 0 is the group header; lane k sits at y = 20 + 20 k.
+  const auto lo = static_cast<std::uint32_t>(std::floor((500 - kGroupHeaderHeight) / kLanePitch));
+  const auto hi = static_cast<std::uint32_t>(
+      std::ceil((500 + TimelineModel::rows_bottom(c) - TimelineModel::rows_top(c) - kGroupHeaderHeight) / kLanePitch));
+  CHECK(*std::min_element(lanes.begin(), lanes.end()) >= lo);
+  CHECK(*std::max_element(lanes.begin(), lanes.end()) <= hi);
+}
+
+TEST_CASE("building the same frame twice does not reallocate the draw list") {
+  TimelineModel m(dense_trace(20000, 8));
+  const Canvas c = canvas();
+  View v;
+  show_range(v, c, static_cast<double>(m.begin_ps()), static_cast<double>(m.end_ps()) / 3);
+  DrawList list;
+  m.build_frame(v, c, FrameOptions{}, list);
+  const auto* r = list.rects.data();
+  const auto* t = list.texts.data();
+  const auto* s = list.text.data();
+  const auto n = list.rects.size();
+  m.build_frame(v, c, FrameOptions{}, list);
+  CHECK(list.rects.data() == r);
+  CHECK(list.texts.data() == t);
+  CHECK(list.text.data() == s);
+  CHECK(list.rects.size() == n);
+}
+
+TEST_CASE("hit_test finds the event under the cursor, nothing in a gap, and the group header row") {
+  Trace t;
+  t.add_lane("gpu 0", "compute", "node 0", 0, 0);
+  const auto gemm = t.intern("gemm"), a = t.intern("a"), b = t.intern("b");
+  t.events.push_back(ev(0, 0, 100'000'000, a, gemm));
+  t.events.push_back(ev(0, 500'000'000, 100'000'000, b, gemm));
+  TimelineModel m(std::move(t));
+  const Canvas c = canvas(168 + 1000, 400);
+  View v;
+  show_range(v, c, 0, 1e9);
+  const float lane_y = kAxisHeight + kGroupHeaderHeight + kLaneHeight / 2;
+  Hit h = m.hit_test(v, c, 168 + 550, lane_y);
+  CHECK(h.row_kind == RowKind::lane);
+  CHECK(h.event == 1);
+  CHECK(h.count == 1);
+  CHECK(m.hit_test(v, c, 168 + 50, lane_y).event == 0);
+  CHECK(m.hit_test(v, c, 168 + 300, lane_y).event == kNoIndex);
+  h = m.hit_test(v, c, 168 + 300, kAxisHeight + 5);
+  CHECK(h.row_kind == RowKind::group_header);
+  CHECK(h.row_index == 0);
+  CHECK(m.event_at(0, 5.5e8, 0) == 1);
+  CHECK(m.event_at(0, 3e8, 1e6) == kNoIndex);
+}
+
+TEST_CASE("busy_before matches a brute-force sum of clipped durations") {
+  TimelineModel m(dense_trace(3000));
+  const auto& evs = m.trace().events;
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(0, static_cast<double>(m.end_ps()) * 1.05);
+  for (int i = 0; i < 100; ++i) {
+    const double t = u(rng);
+    double ref = 0;
+    for (const auto& e : evs)
+      ref += std::clamp(t - static_cast<double>(e.start_ps), 0.0, static_cast<double>(e.dur_ps));
+    CHECK(m.busy_before(0, t) == doctest::Approx(ref).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("a collapsed group becomes one utilization row whose bar height is the group's mean busy fraction") {
+  Trace t;
+  t.add_lane("gpu 0", "compute", "node 0", 0, 0);
+  t.add_lane("gpu 1", "compute", "node 0", 1, 0);
+  t.add_lane("gpu 2", "compute", "node 1", 2, 0);
+  const auto k = t.intern("gemm"), n = t.intern("x");
+  t.events.push_back(ev(0, 0, 1'000'000'000, n, k));  // gpu 0 busy the whole 1 ms
+  t.events.push_back(ev(2, 0, 1'000'000'000, n, k));  // gpu 1 idle: node 0 is 50 % busy
+  TimelineModel m(std::move(t));
+  CHECK(m.rows().size() == 5);  // header, 2 lanes, header, 1 lane
+  m.set_collapsed(0, true);
+  REQUIRE(m.rows().size() == 4);
+  CHECK(m.rows()[1].kind == RowKind::summary);
+  CHECK(m.row_of_lane(0) == 1);
+  CHECK(m.row_of_lane(1) == 1);
+  const Canvas c = canvas();
+  View v;
+  show_range(v, c, 0, 1e9);
+  DrawList list;
+  m.build_frame(v, c, FrameOptions{}, list);
+  std::size_t bars = 0;
+  for (const auto& r : list.rects) {
+    if (r.kind != ItemKind::summary) continue;
+    ++bars;
+    CHECK(r.y1 - r.y0 == doctest::Approx(std::round(0.5f * kLaneHeight)));
+  }
+  CHECK(bars == 1);  // equal columns merge into one bar
+}
+
+TEST_CASE("search finds names by substring and next/previous walk matches in time order, wrapping") {
+  Trace t;
+  t.add_lane("gpu 0", "compute", "", 0, 0);
+  t.add_lane("gpu 1", "compute", "", 1, 0);
+  const auto k = t.intern("gemm");
+  const auto qkv = t.intern("layer3.qkv_proj"), mlp = t.intern("mlp_up"), qkv2 = t.intern("layer9.qkv_proj");
+  t.events.push_back(ev(0, 100, 10, qkv, k));
+  t.events.push_back(ev(0, 300, 10, mlp, k));
+  t.events.push_back(ev(1, 200, 10, qkv2, k));
+  t.events.push_back(ev(1, 400, 10, qkv, k));
+  TimelineModel m(std::move(t));
+  CHECK(m.set_search("qkv") == 3);
+  CHECK(m.name_matches(qkv));
+  CHECK(!m.name_matches(mlp));
+  const auto& e = m.trace().events;
+  auto start = [&](std::uint32_t i) { return e[i].start_ps; };
+  CHECK(start(m.next_match(0, true)) == 100);
+  CHECK(start(m.next_match(100, true)) == 200);
+  CHECK(start(m.next_match(200, true)) == 400);
+  CHECK(start(m.next_match(400, true)) == 100);  // wraps
+  CHECK(start(m.next_match(400, false)) == 200);
+  CHECK(start(m.next_match(100, false)) == 400);  // wraps back
+  CHECK(m.set_search("nothing") == 0);
+  CHECK(m.next_match(0, true) == kNoIndex);
+}
+
+TEST_CASE("events out of (lane, start) order are sorted on load") {
+  Trace t;
+  t.add_lane("gpu 0", "compute", "", 0, 0);
+  t.add_lane("gpu 1", "compute", "", 1, 0);
+  const auto k = t.intern("gemm"), n = t.intern("x");
+  t.events.push_back(ev(1, 50, 5, n, k));
+  t.events.push_back(ev(0, 90, 5, n, k));
+  t.events.push_back(ev(0, 10, 5, n, k));
+  TimelineModel m(std::move(t));
+  REQUIRE(m.lane_events(0).size() == 2);
+  CHECK(m.lane_events(0)[0].start_ps == 10);
+  CHECK(m.lane_events(0)[1].start_ps == 90);
+  CHECK(m.lane_events(1)[0].start_ps == 50);
+}
+
+TEST_CASE("an event on a lane the trace does not have is an InputError") {
+  Trace t;
+  t.add_lane("gpu 0", "compute", "", 0, 0);
+  t.events.push_back(ev(3, 0, 1, 0, 0));
+  CHECK_THROWS_AS(TimelineModel(std::move(t)), InputError);
+}
+
+TEST_CASE("format_time picks the unit that keeps one to three integer digits") {
+  CHECK(format_time(0) == "0");
+  CHECK(format_time(500) == "500 ps");
+  CHECK(format_time(12'500) == "12.5 ns");
+  CHECK(format_time(3'250'000'000.0) == "3.25 ms");
+  CHECK(format_time(1.2e12) == "1.2 s");
+  CHECK(format_bytes(1536) == "1.5 KiB");
+  CHECK(format_flops(3.4e12) == "3.4 TFLOP");
+}
+
+TEST_CASE("kind colours: fixed for known kinds, distinct across compute and comm, stable for others") {
+  CHECK(kind_color("gemm") == rgba(230, 126, 34));
+  CHECK(kind_color("all_reduce") == rgba(52, 152, 219));
+  CHECK(kind_color("gemm") != kind_color("attention"));
+  CHECK(kind_color("some_new_kind") == kind_color("some_new_kind"));
+  const auto k = known_kinds();
+  for (std::size_t i = 0; i < k.size(); ++i) {
+    for (std::size_t j = i + 1; j < k.size(); ++j) CHECK(kind_color(k[i]) != kind_color(k[j]));
+  }
+}
+
+TEST_CASE("the background loader reads a .ctt written by write_trace_file and reaches progress 1") {
+  Trace t = dense_trace(1000, 3);
+  t.summary = {{"step_time_s", 0.5}};
+  const auto path = std::filesystem::temp_directory_path() / ("ctwin_test_loader_" + std::to_string(getpid()) + ".ctt");
+  write_trace_file(t, path);
+  TraceLoader loader(path.string());
+  loader.wait();
+  CHECK(loader.done());
+  CHECK(loader.progress() == doctest::Approx(1.0));
+  auto m = loader.take();
+  REQUIRE(m);
+  CHECK(m->trace().events.size() == 3000);
+  CHECK(m->trace().summary.size() == 1);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("loading a file that is not a trace reports an InputError naming the file") {
+  const auto path = std::filesystem::temp_directory_path() / ("ctwin_test_bad_" + std::to_string(getpid()) + ".ctt");
+  { std::ofstream(path) << "not a trace"; }
+  TraceLoader loader(path.string());
+  try {
+    loader.take();
+    FAIL("expected an InputError");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find(path.filename().string()) != std::string::npos);
+  }
+  std::filesystem::remove(path);
+  CHECK_THROWS_AS(read_trace_with_progress("/nonexistent/trace.ctt", {}), InputError);
+}
+
+TEST_CASE("compare layout stacks two canvases of the same width and x, so time axes align") {
+  const auto cs = canvas_layout(1600, 900, true);
+  REQUIRE(cs.size() == 2);
+  CHECK(cs[0].x == cs[1].x);
+  CHECK(cs[0].w == cs[1].w);
+  CHECK(cs[0].w == 1600 - kSidePanelWidth);
+  CHECK(cs[0].y == kToolbarHeight);
+  CHECK(cs[1].y == cs[0].y + cs[0].h);
+  CHECK(cs[0].h + cs[1].h == 900 - kToolbarHeight);
+}
+
+TEST_CASE("zoomed-out utilization bars (precomputed grid) agree with brute-force busy time within one pixel") {
+  TimelineModel m(dense_trace(4000, 4));
+  m.set_all_collapsed(true);
+  const Canvas c = canvas();
+  const auto& evs = m.trace().events;
+  for (double frac : {1.0, 0.01}) {  // grid path, then the exact sweep
+    View v;
+    const double span = static_cast<double>(m.end_ps() - m.begin_ps());
+    show_range(v, c, span * 0.3, span * 0.3 + span * frac);
+    DrawList list;
+    m.build_frame(v, c, FrameOptions{}, list);
+    std::size_t bars = 0;
+    for (const auto& r : list.rects) {
+      if (r.kind != ItemKind::summary) continue;
+      ++bars;
+      // The bar's first column, recomputed from the events.
+      const double ta = v.time_at(c, r.x0), tb = v.time_at(c, std::min(r.x0 + kSummaryColumnPx, c.x + c.w));
+      double busy = 0;
+      for (const auto& e : evs) {
+        const double s = static_cast<double>(e.start_ps), f = s + static_cast<double>(e.dur_ps);
+        busy += std::max(0.0, std::min(f, tb) - std::max(s, ta));
+      }
+      const double expect = std::round(busy / (4 * (tb - ta)) * kLaneHeight);
+      CAPTURE(frac);
+      CHECK(std::fabs((r.y1 - r.y0) - expect) <= 1.0);
+    }
+    CHECK(bars > 0);
+  }
+}

@@ -1,0 +1,24 @@
+// Built instead of viewer_gl.cpp when CTWIN_BUILD_VIEWER is OFF.
+#include <stdexcept>
+
+#include "viz/viewer.hpp"
+
+namespace ctwin::viz {
+
+bool viewer_available() { return false; }
+
+void run_viewer(const ViewerOptions&) {
+  throw std::runtime_error("this ctwin was built without the viewer (configure with -DCTWIN_BUILD_VIEWER=ON)");
+}
+
+Image render_offscreen(TimelineModel&, TimelineModel*, int, int, std::optional<std::pair<double, double>>) {
+  throw std::runtime_error("this ctwin was built without the viewer (configure with -DCTWIN_BUILD_VIEWER=ON)");
+}
+
+std::uint32_t Image::pixel(int, int) const { return 0; }
+
+void write_png(const std::string&, const Image&) {
+  throw std::runtime_error("this ctwin was built without the viewer (configure with -DCTWIN_BUILD_VIEWER=ON)");
+}
+
+}  // namespace ctwin::viz
