@@ -259,8 +259,10 @@ TimelineModel::TimelineModel(Trace trace, const ProgressFn& progress) : trace_(s
     const bool bytes = name.find("bytes") != std::string::npos || name.find("memory") != std::string::npos;
     char value[48];
     std::snprintf(value, sizeof value, "%.4g", counter_max_[ci]);
-    counter_labels_.push_back(trace_.str(c.process) + " " + name + " (max " +
-                              (bytes ? format_bytes(counter_max_[ci]) : std::string(value)) + ")");
+    std::string shown = name;
+    if (shown == "memory_bytes") shown = "memory";
+    counter_labels_.push_back(trace_.str(c.process) + " " + shown);
+    counter_max_labels_.push_back("max " + (bytes ? format_bytes(counter_max_[ci]) : std::string(value)));
   }
 
   report(0.8, "building the overview");
@@ -598,7 +600,8 @@ void TimelineModel::build_frame(const View& v, const Canvas& c, const FrameOptio
   for (double t = first_tick; t <= t1; t += step) {
     const float x = std::floor(v.x_at(c, t));
     out.rects.push_back(DrawRect{x, c.y + kAxisHeight - 7, x + 1, c.y + kAxisHeight, palette::kText, ItemKind::axis});
-    int n = std::snprintf(buf, sizeof buf, "%.0f %s", t / div, unit);
+    const double shown = std::fabs(t) < step * 1e-6 ? 0.0 : t / div;  // no "-0"
+    int n = std::snprintf(buf, sizeof buf, "%.0f %s", shown, unit);
     if (n > 0) out.add_text(x + 3, c.y + 4, palette::kText, xl, xr, std::string_view(buf, static_cast<std::size_t>(n)));
   }
   if (!opt.title.empty()) {
@@ -684,7 +687,7 @@ void TimelineModel::build_lane(std::uint32_t lane, float y, const View& v, const
       if (k == j) break;
       run_x1 = std::max(run_x1, xe(ev[k - 1]));
       j = k;
-      if (wide || run_x1 >= xr) break;
+      if (wide || run_x1 >= xr || run_x1 - x0 >= kMaxFoldPx) break;
     }
     const auto count = static_cast<std::uint32_t>(j - first);
     const float cx0 = std::max(x0, xl), cx1 = std::min(run_x1, xr);
@@ -811,6 +814,9 @@ void TimelineModel::build_counter(std::uint32_t ci, float y, const View& v, cons
     }
   }
   flush(xr);
+  if (y >= top && y + kCounterHeight <= bottom) {
+    out.add_text(xl + 4, y + 1, palette::kText, xl, xr, counter_max_labels_[ci]);
+  }
 }
 
 void TimelineModel::build_arrows(const View& v, const Canvas& c, DrawList& out) const {

@@ -90,7 +90,9 @@ ImU32 im(std::uint32_t c) { return static_cast<ImU32>(c); }
 void render_list(const DrawList& list, ImDrawList* dl) {
   for (const auto& r : list.rects) {
     if (r.filled) {
-      dl->AddRectFilled(ImVec2(r.x0, r.y0), ImVec2(r.x1, r.y1), im(r.color));
+      // A 1-pixel gap at the right of wide ops keeps back-to-back ops apart.
+      const float x1 = r.kind == ItemKind::event && r.x1 - r.x0 >= 6 ? r.x1 - 1 : r.x1;
+      dl->AddRectFilled(ImVec2(r.x0, r.y0), ImVec2(x1, r.y1), im(r.color));
     } else {
       dl->AddRect(ImVec2(r.x0 + 0.5f, r.y0 + 0.5f), ImVec2(r.x1 - 0.5f, r.y1 - 0.5f), im(r.color), 0, 0,
                   r.kind == ItemKind::overlay && r.color == palette::kSelection ? 2.f : 1.f);
@@ -369,6 +371,16 @@ void App::toolbar(int w) {
   ImGui::End();
 }
 
+// Step-breakdown entries take the colour of the ops they stand for.
+std::uint32_t breakdown_color(const std::string& key) {
+  if (key.find("compute") != std::string::npos) return kind_color("gemm");
+  if (key.find("comm") != std::string::npos) return kind_color("all_reduce");
+  if (key.find("optimizer") != std::string::npos) return kind_color("optimizer");
+  if (key.find("bubble") != std::string::npos || key.find("idle") != std::string::npos) return kind_color("idle");
+  if (key.find("other") != std::string::npos) return kind_color("memcpy");
+  return kind_color(key);
+}
+
 void summary_table(const Trace& t, const char* id) {
   double step = 0;
   for (const auto& [k, v] : t.summary) {
@@ -383,7 +395,7 @@ void summary_table(const Trace& t, const char* id) {
     for (const auto& [k, v] : t.summary) {
       if (k == "step_time_s" || k.size() < 2 || k.compare(k.size() - 2, 2, "_s") != 0 || !(v > 0)) continue;
       const float bw = static_cast<float>(std::min(1.0, v / step)) * w;
-      dl->AddRectFilled(ImVec2(x, p.y), ImVec2(std::min(x + bw, p.x + w), p.y + 14), kind_color(k));
+      dl->AddRectFilled(ImVec2(x, p.y), ImVec2(std::min(x + bw, p.x + w), p.y + 14), breakdown_color(k));
       x += bw;
     }
     ImGui::Dummy(ImVec2(w, 16));
@@ -395,7 +407,7 @@ void summary_table(const Trace& t, const char* id) {
       const bool secs = k.size() > 2 && k.compare(k.size() - 2, 2, "_s") == 0;
       if (secs && k != "step_time_s") {
         const ImVec2 p = ImGui::GetCursorScreenPos();
-        dl->AddRectFilled(p, ImVec2(p.x + 8, p.y + 12), kind_color(k));
+        dl->AddRectFilled(p, ImVec2(p.x + 8, p.y + 12), breakdown_color(k));
         ImGui::Dummy(ImVec2(10, 12));
         ImGui::SameLine();
       }
@@ -478,13 +490,14 @@ void App::side_panel(int w, int h) {
       for (auto k : panes[p].get()->kinds()) {
         const std::string& name = t.str(k);
         const std::uint32_t col = kind_color(name);
+        if (std::find(shown.begin(), shown.end(), col) != shown.end()) continue;  // once per colour
+        shown.push_back(col);
         const ImVec2 pos = ImGui::GetCursorScreenPos();
         dl->AddRectFilled(ImVec2(pos.x, pos.y + 1), ImVec2(pos.x + 12, pos.y + 13), col);
         ImGui::Dummy(ImVec2(14, 13));
         ImGui::SameLine();
         ImGui::TextUnformatted(name.empty() ? "(no kind)" : name.c_str());
       }
-      (void)shown;
     }
   }
   if (ImGui::CollapsingHeader("Shortcuts")) {
@@ -603,7 +616,8 @@ void new_frame(bool offscreen, int w, int h) {
 }  // namespace
 
 Image render_offscreen(TimelineModel& a, TimelineModel* b, int width, int height,
-                       std::optional<std::pair<double, double>> range_ps) {
+                       std::optional<std::pair<double, double>> range_ps, const std::string& name_a,
+                       const std::string& name_b) {
   if (width < 320 || height < 200 || width > 16384 || height > 16384) {
     throw InputError("", "--size", std::to_string(width) + "x" + std::to_string(height) + " is out of range",
                      "a size from 320x200 to 16384x16384");
@@ -622,10 +636,10 @@ Image render_offscreen(TimelineModel& a, TimelineModel* b, int width, int height
   App app;
   app.interactive = false;
   app.panes[0].borrowed = &a;
-  app.panes[0].name.push_back('A');
+  app.panes[0].name = name_a;
   if (b) {
     app.panes[1].borrowed = b;
-    app.panes[1].name.push_back('B');
+    app.panes[1].name = name_b;
     app.n_panes = 2;
   }
   app.initial_range = range_ps;
@@ -675,7 +689,9 @@ void run_viewer(const ViewerOptions& o) {
     auto a = load(o.trace);
     std::unique_ptr<TimelineModel> b;
     if (!o.compare.empty()) b = load(o.compare);
-    const Image img = render_offscreen(*a, b.get(), o.width, o.height, o.range_ps);
+    const Image img =
+        render_offscreen(*a, b.get(), o.width, o.height, o.range_ps, std::filesystem::path(o.trace).filename().string(),
+                         std::filesystem::path(o.compare).filename().string());
     write_png(o.screenshot, img);
     return;
   }

@@ -11,7 +11,8 @@ void run_viewer(const ViewerOptions&) {
   throw std::runtime_error("this ctwin was built without the viewer (configure with -DCTWIN_BUILD_VIEWER=ON)");
 }
 
-Image render_offscreen(TimelineModel&, TimelineModel*, int, int, std::optional<std::pair<double, double>>) {
+Image render_offscreen(TimelineModel&, TimelineModel*, int, int, std::optional<std::pair<double, double>>,
+                       const std::string&, const std::string&) {
   throw std::runtime_error("this ctwin was built without the viewer (configure with -DCTWIN_BUILD_VIEWER=ON)");
 }
 

@@ -41,6 +41,7 @@ inline constexpr float kCounterHeight = 30;  // a counter track (memory per GPU)
 inline constexpr float kCounterPitch = kCounterHeight + kLaneGap;
 inline constexpr float kSummaryColumnPx = 4;  // utilization bars of a collapsed group
 inline constexpr float kMinVisiblePx = 3;     // narrower events are folded together
+inline constexpr float kMaxFoldPx = 12;       // a folded run is cut here, so its colour stays local
 inline constexpr float kLabelMinPx = 36;      // wider events get their name drawn
 inline constexpr int kMinimapBins = 1024;     // resolution of the precomputed overview
 
@@ -293,7 +294,7 @@ class TimelineModel {
   std::string search_;
   std::vector<std::uint8_t> name_match_;
   std::vector<std::uint32_t> matches_;
-  std::vector<std::string> lane_labels_, group_labels_, counter_labels_;
+  std::vector<std::string> lane_labels_, group_labels_, counter_labels_, counter_max_labels_;
   std::size_t summary_bins_ = 1024;
   double bin_ps_ = 1;
   std::vector<std::vector<double>> group_busy_;  // per group: busy ps before each grid point

@@ -35,7 +35,8 @@ struct Image {
 // under it, if given) into an offscreen framebuffer of the given size. Needs an X display
 // (Xvfb is fine): GLFW opens a hidden window for the GL context.
 Image render_offscreen(TimelineModel& a, TimelineModel* b, int width, int height,
-                       std::optional<std::pair<double, double>> range_ps);
+                       std::optional<std::pair<double, double>> range_ps, const std::string& name_a = "A",
+                       const std::string& name_b = "B");
 
 // The canvas rectangles of the window layout: one trace, or two stacked for --compare.
 std::vector<Canvas> canvas_layout(int width, int height, bool compare);
