@@ -55,37 +55,25 @@ LayerItem streaming(std::string name, OpKind kind, double read, double write, do
 
 // Megatron's conjugate operators: f is identity forward and all-reduce backward (before a
 // column-parallel GEMM); g is all-reduce forward and identity backward (after a row-parallel
-// one). With sequence parallelism they become all-gather / reduce-scatter pairs.
-LayerItem comm_f(const LayerShape& s, double hidden) {
+// one). With sequence parallelism they become all-gather / reduce-scatter pairs. The size is
+// the whole sequence's activations either way (reduce-scatter's nccl-tests size is its input).
+LayerItem tp_conjugate(const LayerShape& s, double hidden, bool is_f) {
   LayerItem it;
-  it.name = s.sequence_parallel ? "tp_all_gather" : "tp_f";
   it.is_comm = true;
   it.group = CommGroup::tp;
   it.comm_bytes = s.tokens * hidden * s.bytes_per_elem;
   if (s.sequence_parallel) {
-    it.fwd_comm = CollectiveOp::all_gather;
-    it.bwd_comm = CollectiveOp::reduce_scatter;
+    it.name = is_f ? "tp_all_gather" : "tp_reduce_scatter";
+    it.fwd_comm = is_f ? CollectiveOp::all_gather : CollectiveOp::reduce_scatter;
+    it.bwd_comm = is_f ? CollectiveOp::reduce_scatter : CollectiveOp::all_gather;
   } else {
-    it.bwd_comm = CollectiveOp::all_reduce;
+    it.name = is_f ? "tp_f" : "tp_g";
+    (is_f ? it.bwd_comm : it.fwd_comm) = CollectiveOp::all_reduce;
   }
   return it;
 }
-
-LayerItem comm_g(const LayerShape& s, double hidden) {
-  LayerItem it;
-  it.name = s.sequence_parallel ? "tp_reduce_scatter" : "tp_g";
-  it.is_comm = true;
-  it.group = CommGroup::tp;
-  // Reduce-scatter's nccl-tests size is the input buffer: the full sequence's activations.
-  it.comm_bytes = s.tokens * hidden * s.bytes_per_elem;
-  if (s.sequence_parallel) {
-    it.fwd_comm = CollectiveOp::reduce_scatter;
-    it.bwd_comm = CollectiveOp::all_gather;
-  } else {
-    it.fwd_comm = CollectiveOp::all_reduce;
-  }
-  return it;
-}
+LayerItem comm_f(const LayerShape& s, double hidden) { return tp_conjugate(s, hidden, true); }
+LayerItem comm_g(const LayerShape& s, double hidden) { return tp_conjugate(s, hidden, false); }
 
 }  // namespace
 
