@@ -677,7 +677,8 @@ void TimelineModel::build_lane(std::uint32_t lane, float y, const View& v, const
     float run_x1 = std::max(x1, x0 + 1);
     std::size_t j = i + 1;
     for (;;) {
-      const std::size_t k0 = first_starting_at(ev, j, b, v.time_at(c, run_x1 + kMinVisiblePx));
+      std::size_t cursor = j;  // gallop: the answer is usually a few events ahead
+      const std::size_t k0 = first_starting_at_from(ev, cursor, b, v.time_at(c, run_x1 + kMinVisiblePx));
       std::size_t k = k0;
       bool wide = false;
       if (k > j && xe(ev[k - 1]) - xs(ev[k - 1]) >= kMinVisiblePx) {

@@ -483,15 +483,15 @@ void App::side_panel(int w, int h) {
   }
   ImGui::SetNextItemOpen(true, ImGuiCond_Once);
   if (ImGui::CollapsingHeader("Legend")) {
-    std::vector<std::uint32_t> shown;
+    std::vector<std::string> shown;
     ImDrawList* dl = ImGui::GetWindowDrawList();
     for (int p = 0; p < n_panes; ++p) {
       const Trace& t = panes[p].get()->trace();
       for (auto k : panes[p].get()->kinds()) {
         const std::string& name = t.str(k);
         const std::uint32_t col = kind_color(name);
-        if (std::find(shown.begin(), shown.end(), col) != shown.end()) continue;  // once per colour
-        shown.push_back(col);
+        if (std::find(shown.begin(), shown.end(), name) != shown.end()) continue;  // once per kind
+        shown.push_back(name);
         const ImVec2 pos = ImGui::GetCursorScreenPos();
         dl->AddRectFilled(ImVec2(pos.x, pos.y + 1), ImVec2(pos.x + 12, pos.y + 13), col);
         ImGui::Dummy(ImVec2(14, 13));
