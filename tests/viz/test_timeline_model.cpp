@@ -387,3 +387,34 @@ TEST_CASE("zoomed-out utilization bars (precomputed grid) agree with brute-force
     CHECK(bars > 0);
   }
 }
+
+TEST_CASE("arrows join the rows of their lanes; when crowded only the selected op's arrows are drawn") {
+  Trace t;
+  t.add_lane("gpu 0", "comm", "node 0", 0, 0);
+  t.add_lane("gpu 1", "comm", "node 0", 1, 0);
+  const auto k = t.intern("send"), n = t.intern("p2p");
+  for (int i = 0; i < 1000; ++i) {
+    t.events.push_back(ev(0, i * 1000, 500, n, k));
+    t.arrows.push_back(TraceArrow{0, 1, i * 1000, i * 1000 + 400, n});
+  }
+  TimelineModel m(std::move(t));
+  const Canvas c = canvas(168 + 1000, 400);
+  View v;
+  show_range(v, c, 0, 10'000);  // 10 arrows on screen
+  DrawList list;
+  m.build_frame(v, c, FrameOptions{}, list);
+  REQUIRE(list.lines.size() == 10);
+  const float lane0 = kAxisHeight + kGroupHeaderHeight + kLaneHeight / 2;
+  CHECK(list.lines[3].y0 == doctest::Approx(lane0));
+  CHECK(list.lines[3].y1 == doctest::Approx(lane0 + kLanePitch));
+  CHECK(list.lines[3].x0 == doctest::Approx(168 + 300));  // 3000 ps at 10 ps per pixel
+  CHECK(list.lines[3].x1 == doctest::Approx(168 + 340));
+  show_range(v, c, 0, 1'000'000);  // all 1000: crowded
+  m.build_frame(v, c, FrameOptions{}, list);
+  CHECK(list.lines.empty());
+  FrameOptions opt;
+  opt.selected_event = 500;
+  m.build_frame(v, c, opt, list);
+  REQUIRE(list.lines.size() == 1);
+  CHECK(list.lines[0].x0 == doctest::Approx(168 + 500));
+}

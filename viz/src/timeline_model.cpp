@@ -559,7 +559,7 @@ void TimelineModel::build_frame(const View& v, const Canvas& c, const FrameOptio
     else if (row.kind == RowKind::counter && opt.counters)
       build_counter(row.index, y, v, c, out);
   }
-  if (opt.arrows) build_arrows(v, c, out);
+  if (opt.arrows) build_arrows(v, c, opt, out);
 
   // Label column over everything on the left; then names.
   out.rects.push_back(DrawRect{c.x, top, xl, bottom, palette::kLabelBackground, ItemKind::background});
@@ -820,29 +820,48 @@ void TimelineModel::build_counter(std::uint32_t ci, float y, const View& v, cons
   }
 }
 
-void TimelineModel::build_arrows(const View& v, const Canvas& c, DrawList& out) const {
-  constexpr std::size_t kMaxDrawn = 2000, kMaxScanned = 50000;
+void TimelineModel::build_arrows(const View& v, const Canvas& c, const FrameOptions& opt, DrawList& out) const {
+  constexpr std::size_t kMaxScanned = 50000;
   const auto& arrows = trace_.arrows;
   if (arrows.empty()) return;
   const float xl = c.x + kLabelWidth, xr = c.x + c.w;
   const float top = rows_top(c), bottom = rows_bottom(c);
   const double t0 = v.t0_ps, t1 = v.t1_ps(c);
-  auto it = std::partition_point(arrows.begin(), arrows.end(), [&](const TraceArrow& a) {
+  const auto first = std::partition_point(arrows.begin(), arrows.end(), [&](const TraceArrow& a) {
     return static_cast<double>(a.from_ps) < t0 - static_cast<double>(arrow_max_span_);
   });
-  std::size_t drawn = 0, scanned = 0;
-  for (; it != arrows.end() && static_cast<double>(it->from_ps) <= t1; ++it) {
-    if (++scanned > kMaxScanned || drawn >= kMaxDrawn) break;
-    const auto& a = *it;
-    if (std::max(a.from_ps, a.to_ps) < t0) continue;
+  // An arrow is drawn when both ends are on screen, in rows of different lanes.
+  auto place = [&](const TraceArrow& a, DrawLine& l) {
+    if (std::max(a.from_ps, a.to_ps) < t0) return false;
     const std::uint32_t rf = lane_row_[a.from_lane], rt = lane_row_[a.to_lane];
-    if (rf == rt || rf == kNoIndex || rt == kNoIndex) continue;
-    const float yf = row_y(v, c, rf) + kLaneHeight / 2, yt = row_y(v, c, rt) + kLaneHeight / 2;
-    if ((yf < top && yt < top) || (yf > bottom && yt > bottom)) continue;
-    const float xf = v.x_at(c, static_cast<double>(a.from_ps)), xt = v.x_at(c, static_cast<double>(a.to_ps));
-    if (std::max(xf, xt) < xl || std::min(xf, xt) > xr) continue;
-    out.lines.push_back(DrawLine{xf, yf, xt, yt, palette::kArrow, 1.2f, true});
-    ++drawn;
+    if (rf == rt || rf == kNoIndex || rt == kNoIndex) return false;
+    l.y0 = row_y(v, c, rf) + kLaneHeight / 2;
+    l.y1 = row_y(v, c, rt) + kLaneHeight / 2;
+    l.x0 = v.x_at(c, static_cast<double>(a.from_ps));
+    l.x1 = v.x_at(c, static_cast<double>(a.to_ps));
+    return l.y0 >= top && l.y0 <= bottom && l.y1 >= top && l.y1 <= bottom && l.x0 >= xl && l.x0 <= xr && l.x1 >= xl &&
+           l.x1 <= xr;
+  };
+  std::size_t visible = 0, scanned = 0;
+  DrawLine l{0, 0, 0, 0, palette::kArrow, 1.2f, true};
+  for (auto it = first; it != arrows.end() && static_cast<double>(it->from_ps) <= t1 && scanned < kMaxScanned;
+       ++it, ++scanned) {
+    visible += place(*it, l);
+  }
+  // Crowded (more than kArrowBudget on screen): only the arrows of the selected or hovered op.
+  const bool crowded = visible > kArrowBudget || scanned >= kMaxScanned;
+  auto touches = [&](const TraceArrow& a, std::uint32_t ei) {
+    if (ei >= trace_.events.size()) return false;
+    const auto& e = trace_.events[ei];
+    auto within = [&](std::int64_t t) { return t >= e.start_ps && t <= e.start_ps + e.dur_ps; };
+    return (a.from_lane == e.lane && within(a.from_ps)) || (a.to_lane == e.lane && within(a.to_ps));
+  };
+  if (crowded && opt.selected_event == kNoIndex && opt.hovered_event == kNoIndex) return;
+  scanned = 0;
+  for (auto it = first; it != arrows.end() && static_cast<double>(it->from_ps) <= t1 && scanned < kMaxScanned;
+       ++it, ++scanned) {
+    if (crowded && !touches(*it, opt.selected_event) && !touches(*it, opt.hovered_event)) continue;
+    if (place(*it, l)) out.lines.push_back(l);
   }
 }
 

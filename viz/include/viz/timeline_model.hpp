@@ -39,11 +39,12 @@ inline constexpr float kLaneGap = 2;             // space under each lane
 inline constexpr float kLanePitch = kLaneHeight + kLaneGap;
 inline constexpr float kCounterHeight = 30;  // a counter track (memory per GPU)
 inline constexpr float kCounterPitch = kCounterHeight + kLaneGap;
-inline constexpr float kSummaryColumnPx = 4;  // utilization bars of a collapsed group
-inline constexpr float kMinVisiblePx = 3;     // narrower events are folded together
-inline constexpr float kMaxFoldPx = 12;       // a folded run is cut here, so its colour stays local
-inline constexpr float kLabelMinPx = 36;      // wider events get their name drawn
-inline constexpr int kMinimapBins = 1024;     // resolution of the precomputed overview
+inline constexpr float kSummaryColumnPx = 4;      // utilization bars of a collapsed group
+inline constexpr float kMinVisiblePx = 3;         // narrower events are folded together
+inline constexpr float kMaxFoldPx = 12;           // a folded run is cut here, so its colour stays local
+inline constexpr float kLabelMinPx = 36;          // wider events get their name drawn
+inline constexpr std::size_t kArrowBudget = 300;  // more on screen: only the selected op's
+inline constexpr int kMinimapBins = 1024;         // resolution of the precomputed overview
 
 // ---------------------------------------------------------------- colours
 // Colours are 0xAABBGGRR (ImGui's IM_COL32 layout): r in the low byte.
@@ -68,7 +69,7 @@ inline constexpr std::uint32_t kCounterFill = rgba(86, 156, 214, 200);
 inline constexpr std::uint32_t kSummaryFill = rgba(120, 190, 140);
 inline constexpr std::uint32_t kMinimapFill = rgba(110, 140, 200);
 inline constexpr std::uint32_t kMinimapWindow = rgba(255, 255, 255, 60);
-inline constexpr std::uint32_t kArrow = rgba(255, 210, 90, 200);
+inline constexpr std::uint32_t kArrow = rgba(235, 235, 245, 170);
 inline constexpr std::uint32_t kSelection = rgba(255, 255, 255);
 inline constexpr std::uint32_t kHover = rgba(255, 255, 255, 140);
 inline constexpr std::uint32_t kSearchHit = rgba(255, 230, 0);
@@ -272,7 +273,7 @@ class TimelineModel {
                   DrawList& out) const;
   void build_summary(const Group& g, std::uint32_t gi, float y, const View& v, const Canvas& c, DrawList& out) const;
   void build_counter(std::uint32_t counter, float y, const View& v, const Canvas& c, DrawList& out) const;
-  void build_arrows(const View& v, const Canvas& c, DrawList& out) const;
+  void build_arrows(const View& v, const Canvas& c, const FrameOptions& opt, DrawList& out) const;
   void build_minimap(const View& v, const Canvas& c, DrawList& out) const;
   float row_y(const View& v, const Canvas& c, std::uint32_t row) const;
 
