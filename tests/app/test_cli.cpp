@@ -152,3 +152,29 @@ TEST_CASE("benchmarks report their figures and a same-process baseline as JSON")
   CHECK(k["folded_equals_unfolded"] == true);  // folding symmetric replicas is exact
   CHECK(ctwin("bench nosuch").status == 2);
 }
+
+TEST_CASE("ctwin view --screenshot renders the trace ctwin run wrote into a PNG of the asked size") {
+  const auto d = temp_dir();
+  const std::string trace = (d / "v.ctt").string(), png = (d / "v.png").string();
+  std::filesystem::remove(trace);
+  std::filesystem::remove(png);
+  REQUIRE(ctwin("run scenarios/quickstart.json --trace " + trace).status == 0);
+  // Headless under Xvfb (CI installs xvfb and xauth, as scripts/install-deps.sh does).
+  const std::string cmd = std::string("cd ") + CTWIN_SOURCE_DIR + " && timeout 120 xvfb-run -a " + CTWIN_EXE +
+                          " view " + trace + " --screenshot " + png + " --size 640x360 >/dev/null 2>&1";
+  const int rc = std::system(cmd.c_str());
+  REQUIRE(WIFEXITED(rc));
+  CHECK(WEXITSTATUS(rc) == 0);
+  const std::string bytes = slurp(png);
+  REQUIRE(bytes.size() > 24);
+  // PNG signature, then the IHDR chunk's big-endian width and height (ISO/IEC 15948).
+  CHECK(bytes.substr(1, 3) == "PNG");
+  auto be32 = [&](std::size_t at) {
+    return (static_cast<unsigned>(static_cast<unsigned char>(bytes[at])) << 24) |
+           (static_cast<unsigned>(static_cast<unsigned char>(bytes[at + 1])) << 16) |
+           (static_cast<unsigned>(static_cast<unsigned char>(bytes[at + 2])) << 8) |
+           static_cast<unsigned>(static_cast<unsigned char>(bytes[at + 3]));
+  };
+  CHECK(be32(16) == 640);
+  CHECK(be32(20) == 360);
+}
