@@ -342,7 +342,7 @@ Dtype parse_dtype(const std::string& s) {
 TrainingConfig parse_training(const JsonObject& o, const ModelSpec& m, const ClusterSpec& cl, const std::string& file) {
   o.only({"micro_batch", "global_batch", "seq_len", "parallelism", "precision", "recompute", "attention", "dropout",
           "grad_bucket_mb", "overlap_grad_reduce", "overlap_slowdown", "framework_overhead_gb", "comm_buffer_gb",
-          "noise"});
+          "noise", "moe_load_imbalance"});
   TrainingConfig t;
   t.micro_batch = static_cast<int>(o.integer("micro_batch", 1, 1, 1 << 20));
   t.global_batch = static_cast<int>(o.integer("global_batch", std::nullopt, 1, 1ll << 30));
@@ -356,6 +356,7 @@ TrainingConfig parse_training(const JsonObject& o, const ModelSpec& m, const Clu
   t.grad_bucket_bytes = o.number("grad_bucket_mb", 25.0, 0, 1e6, true) * 1024 * 1024;
   t.overlap_grad_reduce = o.boolean("overlap_grad_reduce", true);
   t.overlap_slowdown = o.number("overlap_slowdown", 0.0, 0, 10);
+  t.moe_load_imbalance = o.number("moe_load_imbalance", 1.0, 1, 1000);
   t.framework_overhead_bytes = o.number("framework_overhead_gb", 1.0, 0, 1e4) * 1024 * 1024 * 1024;
   t.comm_buffer_bytes = o.number("comm_buffer_gb", 0.5, 0, 1e4) * 1024 * 1024 * 1024;
   if (o.has("precision")) {

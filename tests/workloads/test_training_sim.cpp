@@ -347,3 +347,37 @@ TEST_CASE("the trace links each collective's members by arrows and pipeline send
   // 16 layers x (2 forward all-reduces + 2 backward) x 1 micro-batch x 2 arrows each, plus the LM head's f.
   CHECK(tp_arrows == (16 * 4 + 1) * 2);
 }
+
+TEST_CASE("MoE: each token's expert work is top_k expert MLPs, scaled by load imbalance on the busiest rank") {
+  ModelSpec m = llama32_1b();
+  m.layers = 2;
+  m.moe = MoeSpec{8, 2, 0, 1024, 0, 1.0};
+  TrainingConfig c;
+  c.parallel.dp = 8;
+  c.parallel.ep = 8;
+  c.micro_batch = 1;
+  c.global_batch = 8;
+  c.seq_len = 1024;
+  TrainingOptions opt;
+  opt.trace = true;
+  auto expert_flops = [&](const TrainingResult& r) {
+    double f = 0;
+    for (const auto& e : r.trace.events) {
+      if (r.trace.str(r.trace.lanes[e.lane].process) == "gpu 0" &&
+          r.trace.str(e.name).find("expert_") != std::string::npos) {
+        f += e.flops;
+      }
+    }
+    return f;
+  };
+  const auto balanced = simulate_training(m, c, dgx_h100(), opt);
+  // Each of the T*k = 1024*2 routed tokens runs a SwiGLU expert MLP (3*h*f weights): 2 FLOPs per
+  // weight forward, 4 backward, so 6 * (T*k) * 3*h*f per layer.
+  const double per_layer = 6.0 * (1024 * 2) * 3 * 2048.0 * 1024;
+  CHECK(expert_flops(balanced) == doctest::Approx(2 * per_layer).epsilon(1e-6));
+  CHECK(count_named(balanced.trace, "ep_dispatch", "gpu 0") == 2 * 2);  // forward and backward per layer
+  c.moe_load_imbalance = 1.5;
+  const auto skewed = simulate_training(m, c, dgx_h100(), opt);
+  CHECK(expert_flops(skewed) == doctest::Approx(1.5 * expert_flops(balanced)).epsilon(1e-6));
+  CHECK(skewed.step_time_s > balanced.step_time_s);
+}

@@ -148,7 +148,7 @@ class Builder {
       for (const auto& l : m.generic_layers) generic_.push_back({generic_layer_item(l, cfg)});
     } else {
       dense_layer_ = transformer_layer(m, shape_, false, par_.ep);
-      moe_layer_ = transformer_layer(m, shape_, true, par_.ep);
+      moe_layer_ = transformer_layer(m, shape_, true, par_.ep, cfg.moe_load_imbalance);
       embed_ = embedding_items(m, shape_);
       head_ = head_items(m, shape_);
     }

@@ -59,6 +59,9 @@ struct TrainingConfig {
   // Kernels running while a collective runs on the same GPU lose SMs and HBM bandwidth to
   // it: their time is scaled by (1 + overlap_slowdown). Calibratable.
   double overlap_slowdown = 0.0;
+  // MoE: tokens routed to the busiest expert rank over the balanced share (1.0 = balanced);
+  // the step waits for that rank at every all-to-all.
+  double moe_load_imbalance = 1.0;
   NoiseSpec noise;
   std::uint64_t seed = 1;
 
