@@ -384,7 +384,8 @@ TrainingConfig parse_training(const JsonObject& o, const ModelSpec& m, const Clu
   std::string par_path = "/training/parallelism";
   if (o.has("parallelism")) {
     const JsonObject p = o.object("parallelism");
-    p.only({"tp", "pp", "dp", "cp", "ep", "sequence_parallel", "zero_stage", "schedule", "virtual_stages", "order"});
+    p.only({"tp", "pp", "dp", "cp", "ep", "sequence_parallel", "tp_comm_overlap", "zero_stage", "schedule",
+            "virtual_stages", "order"});
     par.tp = static_cast<int>(p.integer("tp", 1, 1, 1 << 20));
     par.pp = static_cast<int>(p.integer("pp", 1, 1, 1 << 20));
     par.cp = static_cast<int>(p.integer("cp", 1, 1, 1 << 20));
@@ -392,6 +393,7 @@ TrainingConfig parse_training(const JsonObject& o, const ModelSpec& m, const Clu
     const int rest = par.tp * par.pp * par.cp;
     par.dp = static_cast<int>(p.integer("dp", std::max(1, gpus / rest), 1, 1 << 24));
     par.sequence_parallel = p.boolean("sequence_parallel", false);
+    par.tp_comm_overlap = p.boolean("tp_comm_overlap", false);
     par.zero_stage = static_cast<int>(p.integer("zero_stage", 0, 0, 3));
     const std::string sch = p.choice("schedule", {"1f1b", "gpipe", "interleaved", "zero_bubble"}, "1f1b");
     par.schedule = sch == "gpipe"         ? PipelineSchedule::gpipe

@@ -381,3 +381,43 @@ TEST_CASE("MoE: each token's expert work is top_k expert MLPs, scaled by load im
   CHECK(expert_flops(skewed) == doctest::Approx(1.5 * expert_flops(balanced)).epsilon(1e-6));
   CHECK(skewed.step_time_s > balanced.step_time_s);
 }
+
+TEST_CASE("TP communication overlap hides TP collectives behind the adjacent GEMMs") {
+  ModelSpec m = llama32_1b();
+  TrainingConfig c;
+  c.parallel.tp = 8;
+  c.parallel.dp = 1;
+  c.parallel.sequence_parallel = true;
+  c.micro_batch = 4;
+  c.global_batch = 4;
+  c.seq_len = 4096;
+  Cluster cl = dgx_h100();
+  cl.spec.intra_gbps = 100;  // slow enough that TP collectives matter
+  const auto plain = simulate_training(m, c, cl, {});
+  c.parallel.tp_comm_overlap = true;
+  TrainingOptions opt;
+  opt.trace = true;
+  const auto over = simulate_training(m, c, cl, opt);
+  CHECK(plain.breakdown.exposed_tp_s > 0);
+  // Each overlapped collective hides exactly the GEMM that runs beside it (starting with it):
+  // the exposed TP time falls by the sum of min(collective, GEMM) over those pairs.
+  const auto& t = over.trace;
+  double hidden = 0;
+  for (const auto& e : t.events) {
+    if (t.str(t.lanes[e.lane].process) != "gpu 0" || t.str(t.lanes[e.lane].thread) != "tp comm") continue;
+    for (const auto& k : t.events) {
+      if (k.lane == e.lane - 3 && k.start_ps == e.start_ps && t.str(k.kind) == "gemm") {
+        hidden += std::min(e.dur_ps, k.dur_ps) * 1e-12;
+      }
+    }
+  }
+  CHECK(hidden > 0);
+  CHECK(plain.breakdown.exposed_tp_s - over.breakdown.exposed_tp_s == doctest::Approx(hidden).epsilon(0.01));
+  CHECK(over.step_time_s < plain.step_time_s);
+  // Same kernels either way: overlap moves communication, it does not remove compute.
+  CHECK(over.breakdown.compute_s == doctest::Approx(plain.breakdown.compute_s).epsilon(0.01));
+  // The overlapped collectives ran on their own lane.
+  bool tp_lane = false;
+  for (const auto& l : over.trace.lanes) tp_lane = tp_lane || over.trace.str(l.thread) == "tp comm";
+  CHECK(tp_lane);
+}

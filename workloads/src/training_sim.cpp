@@ -164,7 +164,7 @@ class Builder {
               [&](const Coords& a, const Coords& b) { return place_.rank(a) < place_.rank(b); });
     for (std::size_t i = 0; i < gpus_.size(); ++i) local_of_[place_.rank(gpus_[i])] = static_cast<std::uint32_t>(i);
     for (std::size_t i = 0; i < gpus_.size(); ++i) {
-      streams_.push_back({graph_.add_stream(), graph_.add_stream(), graph_.add_stream()});
+      streams_.push_back({graph_.add_stream(), graph_.add_stream(), graph_.add_stream(), graph_.add_stream()});
     }
     seq_.assign(gpus_.size(), {});
   }
@@ -207,7 +207,7 @@ class Builder {
   }
   int mbs_ = 1, per_stage_ = 1, replicas_ = 1;
   std::unordered_map<int, std::uint32_t> local_of_;
-  std::vector<std::array<StreamId, 3>> streams_;
+  std::vector<std::array<StreamId, 4>> streams_;   // compute, dp comm, (pp transfers are free), tp comm
   std::vector<std::array<std::uint32_t, 5>> seq_;  // collectives issued per group kind, per GPU
   struct Pending {
     RendezvousId id;
@@ -340,6 +340,11 @@ class Builder {
   // Runs `items` on GPU g's compute stream after `dep` (and `extra`, if valid); returns the last task.
   TaskId run_items(std::uint32_t g, const std::vector<LayerItem>& items, Pass pass, TaskId dep,
                    TaskId extra = TaskId::none()) {
+    // With TP communication overlap (Megatron's tp_comm_overlap), a TP collective runs on its
+    // own stream beside the GEMM that follows it (the GEMM is split into chunks that consume the
+    // collective's output as it arrives); the next kernel waits for both.
+    const bool overlap_tp = par_.tp_comm_overlap;
+    TaskId join = TaskId::none();
     auto one = [&](const LayerItem& it) {
       std::vector<TaskId> deps;
       if (dep.valid()) deps.push_back(dep);
@@ -351,6 +356,13 @@ class Builder {
         if (pass == Pass::backward_weight) return;
         auto op = pass == Pass::forward ? it.fwd_comm : it.bwd_comm;
         if (!op) return;
+        for (TaskId* j : {&join, &pending_join_}) {
+          if (j->valid()) deps.push_back(*j), *j = TaskId::none();
+        }
+        if (overlap_tp && it.group == CommGroup::tp) {
+          join = collective(g, 3, it.group, *op, it.comm_bytes, it.name, deps);
+          return;
+        }
         dep = collective(g, 0, it.group, *op, it.comm_bytes, it.name, deps);
         return;
       }
@@ -365,7 +377,18 @@ class Builder {
         c.bytes /= 2;
       }
       const std::string name = pass == Pass::backward_weight ? it.name + " wgrad" : it.name;
+      // The kernel right after an overlapped collective runs beside it; the one after that joins it.
+      const bool beside = join.valid() && gemm;
+      if (join.valid() && !beside) deps.push_back(join), join = TaskId::none();
       dep = add(g, 0, seconds(op_seconds(cm_, c)), name, to_string(c.kind), TaskClass::compute, c.flops, c.bytes, deps);
+      if (beside) {
+        // Carry the collective to the next kernel.
+        pending_join_ = join;
+        join = TaskId::none();
+      } else if (pending_join_.valid()) {
+        graph_.add_dep(pending_join_, dep);
+        pending_join_ = TaskId::none();
+      }
     };
     if (pass == Pass::forward) {
       for (const auto& it : items) one(it);
@@ -373,8 +396,16 @@ class Builder {
       for (auto it = items.rbegin(); it != items.rend(); ++it) one(*it);
     }
     if (extra.valid()) graph_.add_dep(extra, dep);  // no task ran: still order after extra
+    for (TaskId j : {join, pending_join_}) {
+      if (!j.valid()) continue;
+      // Nothing followed inside this run: join on a zero-length marker so callers see one task.
+      TaskId deps2[] = {dep, j};
+      dep = add(g, 0, Time{}, "tp_overlap_join", "elementwise", TaskClass::compute, 0, 0, deps2);
+    }
+    pending_join_ = TaskId::none();
     return dep;
   }
+  TaskId pending_join_ = TaskId::none();
 
   double layer_grad_bytes(int layer) const {
     if (m_.is_generic()) return m_.generic_layers[static_cast<std::size_t>(layer)].params * cfg_.precision.grad_bytes;
@@ -699,7 +730,7 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
         const TaskMeta& mt = b.meta_[t.value];
         if (mt.cls != TaskClass::compute && mt.cls != TaskClass::optimizer) return d;
         double f = gpu_factor[mt.gpu];
-        if (slow > 0 && x->busy(b.stream_of(mt.gpu, 1))) f *= 1.0 + slow;
+        if (slow > 0 && (x->busy(b.stream_of(mt.gpu, 1)) || x->busy(b.stream_of(mt.gpu, 3)))) f *= 1.0 + slow;
         if (noise.kernel_jitter > 0) {
           // Box-Muller from two uniforms keyed by the task.
           const double u1 = uniform(base ^ mix(2 * std::uint64_t{t.value} + 1000003));
@@ -870,6 +901,7 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
       lane0[g] = tr.add_lane(proc, "compute", group, static_cast<std::uint32_t>(rank), 0);
       tr.add_lane(proc, "dp comm", group, static_cast<std::uint32_t>(rank), 1);
       tr.add_lane(proc, "pp comm", group, static_cast<std::uint32_t>(rank), 2);
+      if (par.tp_comm_overlap) tr.add_lane(proc, "tp comm", group, static_cast<std::uint32_t>(rank), 3);
     }
     tr.events.reserve(b.meta_.size());
     static const char* kPhase[] = {"", "bwd ", "recompute ", ""};

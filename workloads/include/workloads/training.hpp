@@ -19,7 +19,8 @@ struct Parallelism {
   int cp = 1;  // context parallel
   int ep = 1;  // expert parallel (inside the data-parallel group)
   bool sequence_parallel = false;
-  int zero_stage = 0;  // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (FSDP)
+  bool tp_comm_overlap = false;  // TP collectives overlap the adjacent GEMM (Megatron tp_comm_overlap)
+  int zero_stage = 0;            // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (FSDP)
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int virtual_stages = 1;                // interleaved 1F1B: model chunks per stage
   std::string order = "tp-cp-ep-dp-pp";  // rank placement, innermost first (Megatron's order)
