@@ -24,10 +24,19 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
+// One scratch directory per test process, removed when the process exits.
 std::filesystem::path temp_dir() {
-  auto d = std::filesystem::temp_directory_path() / ("ctwin_cli_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(d);
-  return d;
+  struct Scratch {
+    std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("ctwin_cli_test_" + std::to_string(::getpid()));
+    Scratch() { std::filesystem::create_directories(dir); }
+    ~Scratch() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  };
+  static Scratch scratch;
+  return scratch.dir;
 }
 
 // Runs ctwin with `args` from the source tree; captures stdout, stderr and the exit status.
