@@ -1,0 +1,72 @@
+// Flow-level network: concurrent flows share links by max-min fairness (progressive
+// filling, Bertsekas and Gallager, Data Networks, Section 6.5.2). When a flow starts or ends,
+// rates are recomputed only for the flows connected to it through shared links; each flow's
+// completion is an engine event, rescheduled when its rate changes. Knows nothing of GPUs:
+// topology/ maps ranks and routes onto LinkIds.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "sim/engine.hpp"
+#include "sim/id.hpp"
+#include "sim/time.hpp"
+
+namespace ctwin {
+
+struct LinkTag;
+struct FlowTag;
+using LinkId = Id<LinkTag>;
+using FlowId = Id<FlowTag>;
+
+class FlowNetwork {
+ public:
+  explicit FlowNetwork(Engine& engine) : engine_(engine) {}
+  FlowNetwork(const FlowNetwork&) = delete;
+  FlowNetwork& operator=(const FlowNetwork&) = delete;
+
+  // A link (one direction) of `bytes_per_s` capacity.
+  LinkId add_link(double bytes_per_s);
+
+  // Starts moving `bytes` along `path` after `latency`; on_done runs when the last byte lands.
+  // A path of no links completes after the latency alone.
+  FlowId start(std::vector<LinkId> path, double bytes, std::function<void()> on_done, Time latency = {});
+
+  double rate_bytes_per_s(FlowId f) const { return flows_.at(f.value).rate; }
+  std::size_t active_flows() const { return active_; }
+  std::uint64_t reshares() const { return reshares_; }
+  std::uint64_t flows_reshared() const { return flows_reshared_; }
+
+ private:
+  struct Link {
+    double capacity = 0;
+    std::vector<std::uint32_t> flows;  // active flows crossing this link
+  };
+  struct Flow {
+    std::vector<std::uint32_t> links;
+    double remaining = 0;  // bytes
+    double rate = 0;       // bytes per second
+    Time updated{};
+    EventId done;
+    std::function<void()> on_done;
+    bool active = false;
+  };
+
+  void attach(std::uint32_t f);
+  void finish(std::uint32_t f);
+  // Recomputes max-min rates for the flows connected to `seeds` and reschedules completions.
+  void reshare(const std::vector<std::uint32_t>& seeds);
+
+  Engine& engine_;
+  std::vector<Link> links_;
+  std::vector<Flow> flows_;
+  std::size_t active_ = 0;
+  std::uint64_t reshares_ = 0;
+  std::uint64_t flows_reshared_ = 0;
+  // Scratch, reused between reshares.
+  std::vector<std::uint32_t> mark_flow_, mark_link_;
+  std::uint32_t epoch_ = 0;
+};
+
+}  // namespace ctwin

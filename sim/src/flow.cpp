@@ -1,0 +1,145 @@
+#include "sim/flow.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace ctwin {
+
+LinkId FlowNetwork::add_link(double bytes_per_s) {
+  if (!(bytes_per_s > 0)) throw std::invalid_argument("FlowNetwork::add_link: capacity must be positive");
+  links_.push_back(Link{bytes_per_s, {}});
+  mark_link_.push_back(0);
+  return LinkId(static_cast<std::uint32_t>(links_.size() - 1));
+}
+
+FlowId FlowNetwork::start(std::vector<LinkId> path, double bytes, std::function<void()> on_done, Time latency) {
+  const auto f = static_cast<std::uint32_t>(flows_.size());
+  Flow fl;
+  for (LinkId l : path) {
+    if (l.value >= links_.size()) throw std::invalid_argument("FlowNetwork::start: unknown link");
+    fl.links.push_back(l.value);
+  }
+  fl.remaining = std::max(0.0, bytes);
+  fl.on_done = std::move(on_done);
+  flows_.push_back(std::move(fl));
+  mark_flow_.push_back(0);
+  // The first byte leaves after the latency; only then does the flow take bandwidth.
+  engine_.schedule_in(latency, [this, f] { attach(f); });
+  return FlowId(f);
+}
+
+void FlowNetwork::attach(std::uint32_t f) {
+  Flow& fl = flows_[f];
+  if (fl.links.empty() || fl.remaining <= 0) {
+    finish(f);
+    return;
+  }
+  fl.active = true;
+  fl.updated = engine_.now();
+  ++active_;
+  for (std::uint32_t l : fl.links) links_[l].flows.push_back(f);
+  reshare({f});
+}
+
+void FlowNetwork::finish(std::uint32_t f) {
+  Flow& fl = flows_[f];
+  std::vector<std::uint32_t> neighbours;
+  if (fl.active) {
+    fl.active = false;
+    --active_;
+    for (std::uint32_t l : fl.links) {
+      auto& v = links_[l].flows;
+      v.erase(std::find(v.begin(), v.end(), f));
+      neighbours.insert(neighbours.end(), v.begin(), v.end());
+    }
+  }
+  fl.remaining = 0;
+  fl.rate = 0;
+  auto done = std::move(fl.on_done);
+  if (!neighbours.empty()) reshare(neighbours);
+  if (done) done();
+}
+
+void FlowNetwork::reshare(const std::vector<std::uint32_t>& seeds) {
+  ++reshares_;
+  ++epoch_;
+  const Time now = engine_.now();
+  // The connected component: flows reachable from the seeds through shared links.
+  std::vector<std::uint32_t> comp_flows, comp_links, stack;
+  for (std::uint32_t s : seeds) {
+    if (flows_[s].active && mark_flow_[s] != epoch_) {
+      mark_flow_[s] = epoch_;
+      stack.push_back(s);
+    }
+  }
+  while (!stack.empty()) {
+    const std::uint32_t f = stack.back();
+    stack.pop_back();
+    comp_flows.push_back(f);
+    for (std::uint32_t l : flows_[f].links) {
+      if (mark_link_[l] == epoch_) continue;
+      mark_link_[l] = epoch_;
+      comp_links.push_back(l);
+      for (std::uint32_t g : links_[l].flows) {
+        if (mark_flow_[g] != epoch_) {
+          mark_flow_[g] = epoch_;
+          stack.push_back(g);
+        }
+      }
+    }
+  }
+  flows_reshared_ += comp_flows.size();
+  // Bytes moved at the old rates up to now.
+  for (std::uint32_t f : comp_flows) {
+    Flow& fl = flows_[f];
+    fl.remaining = std::max(0.0, fl.remaining - fl.rate * (now - fl.updated).seconds());
+    fl.updated = now;
+    fl.rate = -1;  // unfrozen
+  }
+  // Progressive filling: the most constrained link fixes its flows at its fair share.
+  std::sort(comp_links.begin(), comp_links.end());  // deterministic order
+  std::vector<double> left(comp_links.size());
+  std::vector<std::uint32_t> unfrozen(comp_links.size());
+  for (std::size_t i = 0; i < comp_links.size(); ++i) {
+    left[i] = links_[comp_links[i]].capacity;
+    unfrozen[i] = static_cast<std::uint32_t>(links_[comp_links[i]].flows.size());
+  }
+  std::size_t frozen = 0;
+  while (frozen < comp_flows.size()) {
+    std::size_t best = comp_links.size();
+    double share = std::numeric_limits<double>::infinity();
+    for (std::size_t i = 0; i < comp_links.size(); ++i) {
+      if (unfrozen[i] == 0) continue;
+      const double s = left[i] / unfrozen[i];
+      if (s < share) {
+        share = s;
+        best = i;
+      }
+    }
+    if (best == comp_links.size()) break;
+    for (std::uint32_t f : links_[comp_links[best]].flows) {
+      Flow& fl = flows_[f];
+      if (fl.rate >= 0) continue;
+      fl.rate = share;
+      ++frozen;
+      for (std::uint32_t l : fl.links) {
+        const auto it = std::lower_bound(comp_links.begin(), comp_links.end(), l);
+        const std::size_t i = static_cast<std::size_t>(it - comp_links.begin());
+        left[i] = std::max(0.0, left[i] - share);
+        --unfrozen[i];
+      }
+    }
+  }
+  // New completion times.
+  for (std::uint32_t f : comp_flows) {
+    Flow& fl = flows_[f];
+    engine_.cancel(fl.done);
+    const double secs = fl.rate > 0 ? fl.remaining / fl.rate : 0.0;
+    const Time at = now + Time{static_cast<std::int64_t>(std::ceil(secs * 1e12))};
+    fl.done = engine_.schedule_at(at, [this, f] { finish(f); });
+  }
+}
+
+}  // namespace ctwin

@@ -1,0 +1,72 @@
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "sim/flow.hpp"
+
+using namespace ctwin;
+
+TEST_CASE("one flow on one link takes latency plus bytes over bandwidth") {
+  Engine e;
+  FlowNetwork net(e);
+  auto l = net.add_link(100e9);
+  Time done{};
+  net.start(
+      {l}, 1e9, [&] { done = e.now(); }, microseconds(5));
+  e.run();
+  CHECK(done.seconds() == doctest::Approx(5e-6 + 1e9 / 100e9).epsilon(1e-9));
+}
+
+TEST_CASE("two flows share a link equally; the survivor speeds up when one ends") {
+  // 1 GB/s link; A moves 1 GB and B 3 GB from t=0. Both run at 0.5 GB/s until A ends at 2 s
+  // with B at 1 GB done; B then runs alone at 1 GB/s and ends at 4 s.
+  Engine e;
+  FlowNetwork net(e);
+  auto l = net.add_link(1e9);
+  Time a{}, b{};
+  net.start({l}, 1e9, [&] { a = e.now(); });
+  net.start({l}, 3e9, [&] { b = e.now(); });
+  e.run();
+  CHECK(a.seconds() == doctest::Approx(2.0).epsilon(1e-9));
+  CHECK(b.seconds() == doctest::Approx(4.0).epsilon(1e-9));
+}
+
+TEST_CASE("max-min fairness: a flow limited elsewhere leaves its share to the others") {
+  // Link 1 (1 GB/s) carries a and b; link 2 (3 GB/s) carries b and c. Progressive filling
+  // fixes link 1 first at 0.5 each; c takes what link 2 has left: 3 - 0.5 = 2.5 GB/s.
+  Engine e;
+  FlowNetwork net(e);
+  auto l1 = net.add_link(1e9), l2 = net.add_link(3e9);
+  auto a = net.start({l1}, 1e12, [] {});
+  auto b = net.start({l1, l2}, 1e12, [] {});
+  auto c = net.start({l2}, 1e12, [] {});
+  e.run_until(Time{1});
+  CHECK(net.rate_bytes_per_s(a) == doctest::Approx(0.5e9));
+  CHECK(net.rate_bytes_per_s(b) == doctest::Approx(0.5e9));
+  CHECK(net.rate_bytes_per_s(c) == doctest::Approx(2.5e9));
+}
+
+TEST_CASE("the textbook linear network: a long flow gets 1/2 of every link it shares") {
+  // Bertsekas and Gallager, Data Networks, Section 6.5.2: links A-B, B-C, C-D of capacity 1;
+  // flow 0 crosses all three, flows 1, 2, 3 one link each: all four get 1/2.
+  Engine e;
+  FlowNetwork net(e);
+  std::vector<LinkId> l{net.add_link(1), net.add_link(1), net.add_link(1)};
+  std::vector<FlowId> f;
+  f.push_back(net.start(l, 100, [] {}));
+  for (auto x : l) f.push_back(net.start({x}, 100, [] {}));
+  e.run_until(Time{1});
+  for (auto id : f) CHECK(net.rate_bytes_per_s(id) == doctest::Approx(0.5));
+}
+
+TEST_CASE("resharing touches only the flows connected to the change") {
+  Engine e;
+  FlowNetwork net(e);
+  auto a = net.add_link(1e9), b = net.add_link(1e9);
+  for (int i = 0; i < 10; ++i) net.start({a}, 1e9, [] {});
+  e.run_until(Time{1});
+  const auto before = net.flows_reshared();
+  net.start({b}, 1e9, [] {});  // a disjoint link: its component is itself alone
+  e.run_until(Time{2});
+  CHECK(net.flows_reshared() - before == 1);
+}
