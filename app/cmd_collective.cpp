@@ -1,14 +1,128 @@
+// ctwin collective: what nccl-tests would print for a collective on a cluster, predicted.
+#include <cmath>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
 #include "commands.hpp"
+#include "scenario.hpp"
 #include "sim/error.hpp"
+#include "topology/collective.hpp"
 
 namespace ctwin {
+namespace {
 
-// Placeholder until 'ctwin collective' lands.
-int cmd_collective(const Args&) {
-  std::fputs("ctwin collective: not built yet\n", stderr);
-  return kExitInternal;
+CollectiveOp parse_op(const std::string& s) {
+  const std::pair<const char*, CollectiveOp> ops[] = {{"all_reduce", CollectiveOp::all_reduce},
+                                                      {"all_gather", CollectiveOp::all_gather},
+                                                      {"reduce_scatter", CollectiveOp::reduce_scatter},
+                                                      {"broadcast", CollectiveOp::broadcast},
+                                                      {"reduce", CollectiveOp::reduce},
+                                                      {"all_to_all", CollectiveOp::all_to_all},
+                                                      {"send_recv", CollectiveOp::send_recv}};
+  for (const auto& [name, op] : ops) {
+    if (s == name) return op;
+  }
+  throw InputError("", "--op", "unknown collective '" + s + "'",
+                   "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all or send_recv");
+}
+
+std::size_t dtype_bytes(const std::string& s) {
+  if (s == "bf16" || s == "fp16" || s == "half") return 2;
+  if (s == "fp32" || s == "float" || s == "int32") return 4;
+  if (s == "fp8" || s == "int8" || s == "uint8") return 1;
+  if (s == "fp64" || s == "double" || s == "int64") return 8;
+  throw InputError("", "--dtype", "unknown type '" + s + "'", "bf16, fp16, fp32, fp8, int8, fp64");
+}
+
+}  // namespace
+
+int cmd_collective(const Args& args) {
+  const std::string usage =
+      "usage: ctwin collective --op OP --cluster PRESET [--nodes N] [--gpus-per-node G] [--algo ring|auto]\n"
+      "                        [--dtype bf16] [--min-bytes 8] [--max-bytes 8G] [--step-factor 2] [--json]\n\n"
+      "Predicts what nccl-tests' OP_perf would print on the cluster: per size, the time, algbw and\n"
+      "busbw with nccl-tests' conventions (all_reduce busbw = algbw*2(n-1)/n; all_gather,\n"
+      "reduce_scatter and all_to_all (n-1)/n; broadcast, reduce and send_recv 1).";
+  auto p =
+      parse_args(args, usage,
+                 {{"--op", "OP", "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv"},
+                  {"--cluster", "PRESET", "dgx-a100, dgx-h100, hgx-h200, dgx-b200, l40s-pcie"},
+                  {"--nodes", "N", "nodes (default 1)"},
+                  {"--gpus-per-node", "G", "GPUs per node taking part (default: the preset's)"},
+                  {"--algo", "ALGO", "ring or auto (default auto)"},
+                  {"--dtype", "TYPE", "element type for the count column (default bf16)"},
+                  {"--min-bytes", "SIZE", "smallest size (default 8)"},
+                  {"--max-bytes", "SIZE", "largest size (default 8G)"},
+                  {"--step-factor", "F", "size multiplier between rows (default 2)"},
+                  {"--json", "", "print a JSON list of rows"}});
+  if (!p) return kExitOk;
+  if (!p->positional.empty()) throw InputError("", p->positional[0], "unexpected argument", "options only");
+  const auto op_name = p->get("--op");
+  if (!op_name) throw InputError("", "--op", "missing", "the collective to predict, e.g. --op all_reduce");
+  const CollectiveOp op = parse_op(*op_name);
+  const auto preset = p->get("--cluster");
+  if (!preset) throw InputError("", "--cluster", "missing", "a cluster preset, e.g. --cluster dgx-h100");
+  const double nodes_d = p->number("--nodes", 1);
+  if (nodes_d < 1 || nodes_d != std::floor(nodes_d))
+    throw InputError("", "--nodes", "must be a positive integer", "1, 2, ...");
+  ClusterSpec spec;
+  if (!preset_cluster(*preset, static_cast<int>(nodes_d), builtin_gpus(), spec)) {
+    std::string names;
+    for (const auto& n : preset_cluster_names()) names += (names.empty() ? "" : ", ") + n;
+    throw InputError("", "--cluster", "unknown preset '" + *preset + "'", "one of " + names);
+  }
+  const double gpn = p->number("--gpus-per-node", spec.gpus_per_node);
+  if (gpn < 1 || gpn > spec.gpus_per_node || gpn != std::floor(gpn)) {
+    throw InputError("", "--gpus-per-node", "must be an integer from 1 to " + std::to_string(spec.gpus_per_node),
+                     "at most the node's GPU count");
+  }
+  const std::string algo = p->get("--algo").value_or("auto");
+  if (algo != "ring" && algo != "auto") {
+    throw InputError("", "--algo", "algorithm '" + algo + "' is not modelled yet", "ring or auto");
+  }
+  const std::size_t elem = dtype_bytes(p->get("--dtype").value_or("bf16"));
+  const double min_b = p->bytes("--min-bytes", 8), max_b = p->bytes("--max-bytes", 8.0 * (1u << 30));
+  const double factor = p->number("--step-factor", 2);
+  if (!(factor > 1)) throw InputError("", "--step-factor", "must be greater than 1", "e.g. 2");
+  if (min_b > max_b) throw InputError("", "--min-bytes", "is larger than --max-bytes", "min <= max");
+  const Cluster cl = build_cluster(spec);
+  CollectiveCall call;
+  call.op = op;
+  for (int n = 0; n < spec.nodes; ++n) {
+    for (int g = 0; g < static_cast<int>(gpn); ++g) call.ranks.emplace_back(n * spec.gpus_per_node + g);
+  }
+  if (op == CollectiveOp::send_recv)
+    call.ranks = {GpuId(0), GpuId(call.ranks.size() > 1 ? call.ranks.back() : GpuId(0))};
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  const bool json = p->has("--json");
+  if (!json) {
+    std::printf("# ctwin collective: %s on %s, %d node(s) x %d GPUs, algo %s (analytical model)\n", op_name->c_str(),
+                preset->c_str(), spec.nodes, static_cast<int>(gpn), algo.c_str());
+    std::printf("#\n#%12s %12s %6s %10s %10s %10s %8s\n", "size", "count", "type", "time(us)", "algbw", "busbw",
+                "algo");
+    std::printf("#%12s %12s %6s %10s %10s %10s %8s\n", "(B)", "(elements)", "", "", "(GB/s)", "(GB/s)", "");
+  }
+  for (double b = min_b; b <= max_b * (1 + 1e-12); b *= factor) {
+    const double bytes = std::floor(b / elem) * elem;
+    call.bytes = bytes;
+    const CollectiveEstimate est = estimate_collective(cl, call);
+    const double t_us = est.time.micros();
+    if (json) {
+      rows.push_back({{"bytes", bytes},
+                      {"time_us", t_us},
+                      {"algbw_gbps", est.algbw_gbps},
+                      {"busbw_gbps", est.busbw_gbps},
+                      {"algo", est.algo},
+                      {"protocol", est.protocol}});
+    } else {
+      std::printf(" %12.0f %12.0f %6s %10.2f %10.2f %10.2f %8s\n", bytes, bytes / elem,
+                  p->get("--dtype").value_or("bf16").c_str(), t_us, est.algbw_gbps, est.busbw_gbps, est.algo.c_str());
+    }
+  }
+  if (json) std::printf("%s\n", rows.dump(2).c_str());
+  return kExitOk;
 }
 
 }  // namespace ctwin

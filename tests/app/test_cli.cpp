@@ -187,3 +187,26 @@ TEST_CASE("ctwin view --screenshot renders the trace ctwin run wrote into a PNG 
   CHECK(be32(16) == 640);
   CHECK(be32(20) == 360);
 }
+
+TEST_CASE("ctwin collective prints nccl-tests' columns with its busbw conventions") {
+  const Run r =
+      ctwin("collective --op all_reduce --cluster dgx-h100 --min-bytes 1M --max-bytes 64M --step-factor 4 --json");
+  REQUIRE(r.status == 0);
+  const auto rows = nlohmann::json::parse(r.out);
+  REQUIRE(rows.size() == 4);  // 1M, 4M, 16M, 64M
+  for (const auto& row : rows) {
+    const double bytes = row["bytes"].get<double>(), t = row["time_us"].get<double>() * 1e-6;
+    // Ring over 8 GPUs on NVSwitch at 450 GB/s per direction, 0.6 us per hop (the preset).
+    CHECK(t == doctest::Approx(2 * 7 * 0.6e-6 + 2.0 * 7 / 8 * bytes / 450e9).epsilon(1e-6));
+    CHECK(row["algbw_gbps"].get<double>() == doctest::Approx(bytes / t / 1e9).epsilon(1e-6));
+    CHECK(row["busbw_gbps"].get<double>() ==
+          doctest::Approx(row["algbw_gbps"].get<double>() * 2 * 7 / 8).epsilon(1e-9));
+  }
+  const Run g = ctwin("collective --op all_gather --cluster dgx-a100 --nodes 2 --min-bytes 1G --max-bytes 1G --json");
+  REQUIRE(g.status == 0);
+  const auto row = nlohmann::json::parse(g.out)[0];
+  CHECK(row["busbw_gbps"].get<double>() == doctest::Approx(row["algbw_gbps"].get<double>() * 15 / 16).epsilon(1e-9));
+  CHECK(ctwin("collective --op all_reduce --cluster dgx-h101").status == 2);
+  CHECK(ctwin("collective --op allreduce --cluster dgx-h100").status == 2);
+  CHECK(ctwin("collective --op all_reduce --cluster dgx-h100 --algo nvls").status == 2);
+}
