@@ -40,7 +40,22 @@ void FlowNetwork::attach(std::uint32_t f) {
   fl.updated = engine_.now();
   ++active_;
   for (std::uint32_t l : fl.links) links_[l].flows.push_back(f);
-  reshare({f});
+  mark_dirty(f);
+}
+
+void FlowNetwork::mark_dirty(std::uint32_t f) {
+  dirty_.push_back(f);
+  if (reshare_pending_) return;
+  reshare_pending_ = true;
+  // Same-time events run in scheduling order, so this runs after the instant's other changes.
+  engine_.schedule_in(Time{}, [this] { run_pending_reshare(); });
+}
+
+void FlowNetwork::run_pending_reshare() {
+  reshare_pending_ = false;
+  std::vector<std::uint32_t> seeds;
+  seeds.swap(dirty_);
+  reshare(seeds);
 }
 
 void FlowNetwork::finish(std::uint32_t f) {
@@ -58,7 +73,7 @@ void FlowNetwork::finish(std::uint32_t f) {
   fl.remaining = 0;
   fl.rate = 0;
   auto done = std::move(fl.on_done);
-  if (!neighbours.empty()) reshare(neighbours);
+  for (std::uint32_t g : neighbours) mark_dirty(g);
   if (done) done();
 }
 

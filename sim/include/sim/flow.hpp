@@ -1,7 +1,8 @@
 // Flow-level network: concurrent flows share links by max-min fairness (progressive
-// filling, Bertsekas and Gallager, Data Networks, Section 6.5.2). When a flow starts or ends,
-// rates are recomputed only for the flows connected to it through shared links; each flow's
-// completion is an engine event, rescheduled when its rate changes. Knows nothing of GPUs:
+// filling, Bertsekas and Gallager, Data Networks, Section 6.5.2). When flows start or end,
+// rates are recomputed only for the flows connected to them through shared links, once per
+// instant however many changed; each flow's completion is an engine event, rescheduled when
+// its rate changes. Knows nothing of GPUs:
 // topology/ maps ranks and routes onto LinkIds.
 #pragma once
 
@@ -55,6 +56,9 @@ class FlowNetwork {
 
   void attach(std::uint32_t f);
   void finish(std::uint32_t f);
+  // Changes at one instant are batched: one reshare runs after every event of that instant.
+  void mark_dirty(std::uint32_t f);
+  void run_pending_reshare();
   // Recomputes max-min rates for the flows connected to `seeds` and reschedules completions.
   void reshare(const std::vector<std::uint32_t>& seeds);
 
@@ -67,6 +71,8 @@ class FlowNetwork {
   // Scratch, reused between reshares.
   std::vector<std::uint32_t> mark_flow_, mark_link_;
   std::uint32_t epoch_ = 0;
+  std::vector<std::uint32_t> dirty_;
+  bool reshare_pending_ = false;
 };
 
 }  // namespace ctwin

@@ -25,6 +25,12 @@ struct ClusterSpec {
   double intra_latency_us = 0;  // one hop GPU -> GPU inside a node
   double nic_gbps = 50;         // per GPU per direction (NDR InfiniBand: 400 Gb/s = 50 GB/s)
   double inter_latency_us = 0;  // one hop GPU -> GPU across nodes
+  // Inter-node fabric, rail-optimised two-tier: NIC r of every node in a pod plugs into leaf r of
+  // that pod; every leaf connects to every spine. Leaf uplinks carry nodes_per_pod x nic_gbps
+  // divided by the oversubscription ratio, split over the spines.
+  int nodes_per_pod = 32;
+  int spines = 4;
+  double oversubscription = 1.0;
 };
 
 struct Cluster {
