@@ -44,6 +44,10 @@ void FlowNetwork::attach(std::uint32_t f) {
 }
 
 void FlowNetwork::mark_dirty(std::uint32_t f) {
+  if (!batch_) {
+    reshare({f});
+    return;
+  }
   dirty_.push_back(f);
   if (reshare_pending_) return;
   reshare_pending_ = true;

@@ -23,7 +23,9 @@ using FlowId = Id<FlowTag>;
 
 class FlowNetwork {
  public:
-  explicit FlowNetwork(Engine& engine) : engine_(engine) {}
+  // batch: reshare once per instant (the default); false reshares at every single change,
+  // the naive baseline of `ctwin bench network`.
+  explicit FlowNetwork(Engine& engine, bool batch = true) : engine_(engine), batch_(batch) {}
   FlowNetwork(const FlowNetwork&) = delete;
   FlowNetwork& operator=(const FlowNetwork&) = delete;
 
@@ -73,6 +75,7 @@ class FlowNetwork {
   std::uint32_t epoch_ = 0;
   std::vector<std::uint32_t> dirty_;
   bool reshare_pending_ = false;
+  bool batch_ = true;
 };
 
 }  // namespace ctwin
