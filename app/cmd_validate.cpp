@@ -53,7 +53,9 @@ int cmd_validate(const Args& args) {
   for (const auto& f : files) {
     const Scenario sc = load_scenario(f);
     if (!sc.validation.present()) continue;
-    const TrainingResult r = simulate_training(sc.model, sc.training, build_cluster(sc.cluster), {});
+    TrainingOptions opt;
+    opt.flow_network = sc.fidelity == NetworkFidelity::flow;
+    const TrainingResult r = simulate_training(sc.model, sc.training, build_cluster(sc.cluster), opt);
     const double pred = predicted_metric(sc, r);
     const double err = (pred - sc.validation.published) / sc.validation.published;
     sum_abs += std::fabs(err);

@@ -279,7 +279,7 @@ ModelSpec parse_model(const Json& root, const std::string& file, const std::map<
 
 ClusterSpec parse_cluster(const JsonObject& o, const std::map<std::string, CatalogEntry>& gpus_json) {
   o.only({"preset", "nodes", "gpu", "gpus_per_node", "intra", "intra_gbps", "intra_latency_us", "nic_gbps",
-          "inter_latency_us"});
+          "inter_latency_us", "nodes_per_pod", "spines", "oversubscription"});
   GpuCatalog gpus;
   auto gpu_named = [&](const std::string& name, const std::string& key) {
     auto it = gpus_json.find(name);
@@ -328,6 +328,9 @@ ClusterSpec parse_cluster(const JsonObject& o, const std::map<std::string, Catal
   c.intra_latency_us = o.number("intra_latency_us", c.intra_latency_us, 0, 1e6);
   c.nic_gbps = o.number("nic_gbps", c.nic_gbps, 0, 1e6, true);
   c.inter_latency_us = o.number("inter_latency_us", c.inter_latency_us, 0, 1e6);
+  c.nodes_per_pod = static_cast<int>(o.integer("nodes_per_pod", c.nodes_per_pod, 1, 1 << 20));
+  c.spines = static_cast<int>(o.integer("spines", c.spines, 1, 1 << 16));
+  c.oversubscription = o.number("oversubscription", c.oversubscription, 1, 1000);
   return c;
 }
 

@@ -421,3 +421,12 @@ TEST_CASE("TP communication overlap hides TP collectives behind the adjacent GEM
   for (const auto& l : over.trace.lanes) tp_lane = tp_lane || over.trace.str(l.thread) == "tp comm";
   CHECK(tp_lane);
 }
+
+TEST_CASE("training at flow fidelity matches the analytical network when nothing contends") {
+  TrainingOptions flow;
+  flow.flow_network = true;
+  const auto a = simulate_training(llama32_1b(), dp8(), dgx_h100(), {});
+  const auto f = simulate_training(llama32_1b(), dp8(), dgx_h100(), flow);
+  CHECK_FALSE(f.folded);  // flows need every replica's traffic on the links
+  CHECK(f.step_time_s == doctest::Approx(a.step_time_s).epsilon(0.02));
+}

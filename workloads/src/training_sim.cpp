@@ -12,6 +12,7 @@
 #include "sim/error.hpp"
 #include "sim/streams.hpp"
 #include "topology/collective.hpp"
+#include "topology/collective_flow.hpp"
 #include "workloads/compute_model.hpp"
 #include "workloads/layer_ops.hpp"
 
@@ -689,7 +690,9 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
   }
   // Noise breaks the symmetry between replicas: simulate every one of them.
   TrainingOptions eff = opt;
-  if (cfg.noise.active()) eff.fold = false;
+  // Noise breaks the symmetry between replicas, and flow fidelity needs every replica's traffic
+  // on the links: simulate all of them.
+  if (cfg.noise.active() || opt.flow_network) eff.fold = false;
   Builder b(m, cfg, cluster, eff);
   b.build();
 
@@ -711,10 +714,22 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
     auto exec_ptr = std::make_unique<StreamExecutor>(*engine_ptr, b.graph_);
     Engine* engine = engine_ptr.get();
     StreamExecutor* x = exec_ptr.get();
-    x->on_rendezvous([engine, x, &b, &cluster](RendezvousId r, Time) {
-      const auto est = estimate_collective(cluster, b.call(r));
-      engine->schedule_in(est.time, [x, r] { x->finish_rendezvous(r); });
-    });
+    // Flow fidelity: collectives become flows sharing the cluster's links with each other.
+    std::unique_ptr<FlowNetwork> net;
+    std::unique_ptr<ClusterNetwork> routes;
+    std::unique_ptr<CollectiveFlows> flows;
+    if (opt.flow_network) {
+      net = std::make_unique<FlowNetwork>(*engine);
+      routes = std::make_unique<ClusterNetwork>(cluster, *net);
+      flows = std::make_unique<CollectiveFlows>(*engine, *net, *routes, cluster);
+      x->on_rendezvous(
+          [x, &b, f = flows.get()](RendezvousId r, Time) { f->start(b.call(r), [x, r] { x->finish_rendezvous(r); }); });
+    } else {
+      x->on_rendezvous([engine, x, &b, &cluster](RendezvousId r, Time) {
+        const auto est = estimate_collective(cluster, b.call(r));
+        engine->schedule_in(est.time, [x, r] { x->finish_rendezvous(r); });
+      });
+    }
     const double slow = cfg.overlap_slowdown;
     const auto& noise = cfg.noise;
     if (slow > 0 || noise.active()) {

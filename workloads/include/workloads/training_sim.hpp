@@ -21,6 +21,9 @@ struct TrainingOptions {
   // Simulate one data-parallel replica and scale up: exact when replicas are identical.
   bool fold = true;
   bool trace = false;  // record every op of every simulated GPU
+  // Collectives as flows sharing the cluster's links (congestion between TP, DP, PP and EP
+  // traffic shows); implies simulating every replica. Else the analytical alpha-beta model.
+  bool flow_network = false;
   // Called now and then with the fraction of work done (0..1), for a progress line.
   std::function<void(double)> progress;
 };
