@@ -9,6 +9,7 @@
 #include "scenario.hpp"
 #include "sim/error.hpp"
 #include "topology/collective.hpp"
+#include "topology/collective_flow.hpp"
 
 namespace ctwin {
 namespace {
@@ -41,7 +42,8 @@ std::size_t dtype_bytes(const std::string& s) {
 int cmd_collective(const Args& args) {
   const std::string usage =
       "usage: ctwin collective --op OP --cluster PRESET [--nodes N] [--gpus-per-node G] [--algo ring|auto]\n"
-      "                        [--dtype bf16] [--min-bytes 8] [--max-bytes 8G] [--step-factor 2] [--json]\n\n"
+      "                        [--dtype bf16] [--min-bytes 8] [--max-bytes 8G] [--step-factor 2]\n"
+      "                        [--fidelity analytical|flow] [--json]\n\n"
       "Predicts what nccl-tests' OP_perf would print on the cluster: per size, the time, algbw and\n"
       "busbw with nccl-tests' conventions (all_reduce busbw = algbw*2(n-1)/n; all_gather,\n"
       "reduce_scatter and all_to_all (n-1)/n; broadcast, reduce and send_recv 1).";
@@ -56,6 +58,7 @@ int cmd_collective(const Args& args) {
                   {"--min-bytes", "SIZE", "smallest size (default 8)"},
                   {"--max-bytes", "SIZE", "largest size (default 8G)"},
                   {"--step-factor", "F", "size multiplier between rows (default 2)"},
+                  {"--fidelity", "MODE", "analytical (default) or flow (max-min flows on the cluster graph)"},
                   {"--json", "", "print a JSON list of rows"}});
   if (!p) return kExitOk;
   if (!p->positional.empty()) throw InputError("", p->positional[0], "unexpected argument", "options only");
@@ -87,6 +90,10 @@ int cmd_collective(const Args& args) {
   const double factor = p->number("--step-factor", 2);
   if (!(factor > 1)) throw InputError("", "--step-factor", "must be greater than 1", "e.g. 2");
   if (min_b > max_b) throw InputError("", "--min-bytes", "is larger than --max-bytes", "min <= max");
+  const std::string fidelity = p->get("--fidelity").value_or("analytical");
+  if (fidelity != "analytical" && fidelity != "flow") {
+    throw InputError("", "--fidelity", "unknown fidelity '" + fidelity + "'", "analytical or flow");
+  }
   const Cluster cl = build_cluster(spec);
   CollectiveCall call;
   call.op = op;
@@ -98,8 +105,8 @@ int cmd_collective(const Args& args) {
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   const bool json = p->has("--json");
   if (!json) {
-    std::printf("# ctwin collective: %s on %s, %d node(s) x %d GPUs, algo %s (analytical model)\n", op_name->c_str(),
-                preset->c_str(), spec.nodes, static_cast<int>(gpn), algo.c_str());
+    std::printf("# ctwin collective: %s on %s, %d node(s) x %d GPUs, algo %s (%s model)\n", op_name->c_str(),
+                preset->c_str(), spec.nodes, static_cast<int>(gpn), algo.c_str(), fidelity.c_str());
     std::printf("#\n#%12s %12s %6s %10s %10s %10s %8s\n", "size", "count", "type", "time(us)", "algbw", "busbw",
                 "algo");
     std::printf("#%12s %12s %6s %10s %10s %10s %8s\n", "(B)", "(elements)", "", "", "(GB/s)", "(GB/s)", "");
@@ -107,7 +114,19 @@ int cmd_collective(const Args& args) {
   for (double b = min_b; b <= max_b * (1 + 1e-12); b *= factor) {
     const double bytes = std::floor(b / elem) * elem;
     call.bytes = bytes;
-    const CollectiveEstimate est = estimate_collective(cl, call);
+    CollectiveEstimate est = estimate_collective(cl, call);
+    if (fidelity == "flow") {
+      Engine engine;
+      FlowNetwork net(engine);
+      ClusterNetwork routes(cl, net);
+      CollectiveFlows flows(engine, net, routes, cl);
+      Time end{};
+      flows.start(call, [&] { end = engine.now(); });
+      engine.run();
+      est.time = end;
+      est.algbw_gbps = bytes / end.seconds() / 1e9;
+      est.busbw_gbps = est.algbw_gbps * bus_factor(op, static_cast<int>(call.ranks.size()));
+    }
     const double t_us = est.time.micros();
     if (json) {
       rows.push_back({{"bytes", bytes},

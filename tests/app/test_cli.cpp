@@ -210,3 +210,16 @@ TEST_CASE("ctwin collective prints nccl-tests' columns with its busbw convention
   CHECK(ctwin("collective --op allreduce --cluster dgx-h100").status == 2);
   CHECK(ctwin("collective --op all_reduce --cluster dgx-h100 --algo nvls").status == 2);
 }
+
+TEST_CASE("ctwin collective at flow fidelity agrees with the analytical model on an idle cluster") {
+  const std::string args =
+      "collective --op all_reduce --cluster dgx-h100 --nodes 2 --min-bytes 256M --max-bytes 256M --json";
+  const Run a = ctwin(args);
+  const Run f = ctwin(args + " --fidelity flow");
+  REQUIRE(a.status == 0);
+  REQUIRE(f.status == 0);
+  const double ta = nlohmann::json::parse(a.out)[0]["time_us"].get<double>();
+  const double tf = nlohmann::json::parse(f.out)[0]["time_us"].get<double>();
+  CHECK(tf == doctest::Approx(ta).epsilon(0.02));
+  CHECK(ctwin(args + " --fidelity packet").status == 2);
+}
