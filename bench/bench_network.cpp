@@ -5,23 +5,13 @@
 #include <cstdio>
 
 #include "bench.hpp"
+#include "bench_clusters.hpp"
 #include "topology/collective_flow.hpp"
 
 namespace ctwin {
 namespace {
 
-ClusterSpec h100(int nodes) {
-  ClusterSpec s;
-  s.name = "dgx-h100";
-  s.gpu.pcie_gbps = 64;
-  s.nodes = nodes;
-  s.gpus_per_node = 8;
-  s.intra_gbps = 450;
-  s.intra_latency_us = 0.6;
-  s.nic_gbps = 50;
-  s.inter_latency_us = 3.0;
-  return s;
-}
+ClusterSpec h100(int nodes) { return bench_dgx_h100(nodes); }
 
 struct Outcome {
   double wall_s = 0;

@@ -6,14 +6,14 @@
 #include <cstdio>
 
 #include "bench.hpp"
+#include "bench_clusters.hpp"
 #include "topology/cluster.hpp"
 #include "workloads/training_sim.hpp"
 
 namespace ctwin {
 namespace {
 
-// Llama 3 405B / 70B shapes (meta-llama config.json) and an H100 SXM cluster of DGX nodes
-// with 8x NDR per node, written out here so the benchmark does not depend on catalog files.
+// Llama 3 405B / 70B shapes (meta-llama config.json).
 ModelSpec llama(int layers, long hidden, int heads, long ffn) {
   ModelSpec m;
   m.name = layers == 126 ? "llama3-405b" : "llama3-70b";
@@ -27,23 +27,7 @@ ModelSpec llama(int layers, long hidden, int heads, long ffn) {
   return m;
 }
 
-Cluster h100(int gpus) {
-  ClusterSpec s;
-  s.name = "dgx-h100";
-  s.gpu.name = "H100-SXM";
-  s.gpu.bf16_tflops = 989;
-  s.gpu.hbm_bytes = 85520809984;
-  s.gpu.hbm_gbps = 3350;
-  s.gpu.nvlink_gbps = 450;
-  s.gpu.gemm_efficiency = 0.72;
-  s.gpus_per_node = 8;
-  s.nodes = gpus / 8;
-  s.intra_gbps = 450;
-  s.intra_latency_us = 0.6;
-  s.nic_gbps = 50;
-  s.inter_latency_us = 3.0;
-  return build_cluster(s);
-}
+Cluster h100(int gpus) { return build_cluster(bench_dgx_h100(gpus / 8)); }
 
 double peak_rss_gib() {
   rusage u{};
