@@ -41,7 +41,7 @@ std::size_t dtype_bytes(const std::string& s) {
 
 int cmd_collective(const Args& args) {
   const std::string usage =
-      "usage: ctwin collective --op OP --cluster PRESET [--nodes N] [--gpus-per-node G] [--algo ring|auto]\n"
+      "usage: ctwin collective --op OP --cluster PRESET [--nodes N] [--gpus-per-node G] [--algo ring|nvls|auto]\n"
       "                        [--dtype bf16] [--min-bytes 8] [--max-bytes 8G] [--step-factor 2]\n"
       "                        [--fidelity analytical|flow] [--json]\n\n"
       "Predicts what nccl-tests' OP_perf would print on the cluster: per size, the time, algbw and\n"
@@ -53,7 +53,7 @@ int cmd_collective(const Args& args) {
                   {"--cluster", "PRESET", "dgx-a100, dgx-h100, hgx-h200, dgx-b200, l40s-pcie"},
                   {"--nodes", "N", "nodes (default 1)"},
                   {"--gpus-per-node", "G", "GPUs per node taking part (default: the preset's)"},
-                  {"--algo", "ALGO", "ring or auto (default auto)"},
+                  {"--algo", "ALGO", "ring, nvls or auto (default auto: NVLS for all_reduce inside an H100+ node)"},
                   {"--dtype", "TYPE", "element type for the count column (default bf16)"},
                   {"--min-bytes", "SIZE", "smallest size (default 8)"},
                   {"--max-bytes", "SIZE", "largest size (default 8G)"},
@@ -82,8 +82,8 @@ int cmd_collective(const Args& args) {
                      "at most the node's GPU count");
   }
   const std::string algo = p->get("--algo").value_or("auto");
-  if (algo != "ring" && algo != "auto") {
-    throw InputError("", "--algo", "algorithm '" + algo + "' is not modelled yet", "ring or auto");
+  if (algo != "ring" && algo != "auto" && algo != "nvls") {
+    throw InputError("", "--algo", "algorithm '" + algo + "' is not modelled yet", "ring, nvls or auto");
   }
   const std::size_t elem = dtype_bytes(p->get("--dtype").value_or("bf16"));
   const double min_b = p->bytes("--min-bytes", 8), max_b = p->bytes("--max-bytes", 8.0 * (1u << 30));
@@ -114,7 +114,17 @@ int cmd_collective(const Args& args) {
   for (double b = min_b; b <= max_b * (1 + 1e-12); b *= factor) {
     const double bytes = std::floor(b / elem) * elem;
     call.bytes = bytes;
-    CollectiveEstimate est = estimate_collective(cl, call);
+    const CollectiveAlgo chosen = algo == "ring"   ? CollectiveAlgo::ring
+                                  : algo == "nvls" ? CollectiveAlgo::nvls
+                                                   : CollectiveAlgo::automatic;
+    if (chosen == CollectiveAlgo::nvls && !nvls_eligible(cl, call)) {
+      throw InputError("", "--algo", "NVLS does not apply to this call",
+                       "an all_reduce within one node of NVLink 4 or later (H100, H200, B200)");
+    }
+    CollectiveEstimate est = estimate_collective(cl, call, chosen);
+    if (fidelity == "flow" && chosen == CollectiveAlgo::ring && nvls_eligible(cl, call)) {
+      throw InputError("", "--algo", "ring cannot be forced at flow fidelity where NVLS applies yet", "auto or nvls");
+    }
     if (fidelity == "flow") {
       Engine engine;
       FlowNetwork net(engine);

@@ -47,22 +47,45 @@ double bus_factor(CollectiveOp op, int n) {
 double ring_bandwidth_gbps(const Cluster& c, const std::vector<GpuId>& ranks) {
   std::set<int> nodes;
   for (GpuId g : ranks) nodes.insert(c.node_of(g));
-  const double intra = c.spec.intra_gbps;
+  const double intra = c.spec.intra_gbps * c.spec.intra_efficiency;
   if (nodes.size() <= 1) return intra;
-  // One ring channel per NIC: each channel crosses node boundaries through its own NIC and
-  // passes through the other local GPUs over the node fabric.
+  // One ring channel per NIC: each channel crosses node boundaries through its own NIC. Every
+  // GPU sends once per channel over the node fabric (the node-crossing send too, via PXN to the
+  // GPU on the receiver's rail), so a GPU's fabric port is shared by all `local` channels.
   const int local = static_cast<int>(ranks.size() / nodes.size());
-  const double per_channel = local > 1 ? std::min(c.spec.nic_gbps, intra / (local - 1)) : c.spec.nic_gbps;
+  const double per_channel = local > 1 ? std::min(c.spec.nic_gbps, intra / local) : c.spec.nic_gbps;
   return per_channel * std::max(1, local);
 }
 
-CollectiveEstimate estimate_collective(const Cluster& c, const CollectiveCall& call) {
+bool nvls_eligible(const Cluster& c, const CollectiveCall& call) {
+  if (call.op != CollectiveOp::all_reduce || c.spec.nvls_efficiency <= 0 || call.ranks.size() < 2) return false;
+  const int node = c.node_of(call.ranks.front());
+  for (GpuId g : call.ranks) {
+    if (c.node_of(g) != node) return false;
+  }
+  return true;
+}
+
+CollectiveEstimate estimate_collective(const Cluster& c, const CollectiveCall& call, CollectiveAlgo algo) {
   const int n = static_cast<int>(call.ranks.size());
   if (n < 1) throw std::invalid_argument("estimate_collective: no ranks");
   CollectiveEstimate e;
   e.algo = "ring";
   e.protocol = "simple";
   if (n == 1 || call.bytes <= 0) return e;
+  const bool nvls = algo == CollectiveAlgo::nvls || (algo == CollectiveAlgo::automatic && nvls_eligible(c, call));
+  if (nvls) {
+    if (!nvls_eligible(c, call)) throw std::invalid_argument("estimate_collective: NVLS does not apply here");
+    // In-switch reduction: every GPU pushes its buffer into the switch and pulls the result
+    // once, so time is one buffer at the NVLS rate, plus a reduce and a broadcast hop.
+    e.algo = "nvls";
+    const double seconds_nvls =
+        2 * c.spec.intra_latency_us * 1e-6 + call.bytes / (c.spec.intra_gbps * c.spec.nvls_efficiency * 1e9);
+    e.time = ctwin::seconds(seconds_nvls);
+    e.algbw_gbps = call.bytes / seconds_nvls / 1e9;
+    e.busbw_gbps = e.algbw_gbps * bus_factor(call.op, n);
+    return e;
+  }
   std::set<int> nodes;
   for (GpuId g : call.ranks) nodes.insert(c.node_of(g));
   const double hop_us = nodes.size() > 1 ? c.spec.inter_latency_us : c.spec.intra_latency_us;

@@ -33,6 +33,18 @@ void CollectiveFlows::start(const CollectiveCall& call, std::function<void()> on
     net_.start(same_node ? routes_.route(a, b) : routes_.route_rail(a, b), bytes, one_done, latency);
   };
 
+  if (nvls_eligible(cluster_, call)) {
+    // NVLS: every GPU pushes its buffer into the switch and pulls the reduced result once. As
+    // flows through the switch, one per GPU, sized so an idle switch gives NVLS's measured rate;
+    // other traffic on the same NVLink ports slows them.
+    const double scale = cluster_.spec.intra_efficiency / cluster_.spec.nvls_efficiency;
+    const Time lat = seconds(2 * cluster_.spec.intra_latency_us * 1e-6);
+    for (int i = 0; i < n; ++i) {
+      flow(call.ranks[static_cast<std::size_t>(i)], call.ranks[static_cast<std::size_t>((i + 1) % n)],
+           call.bytes * scale, lat);
+    }
+    return;
+  }
   if (call.op == CollectiveOp::all_to_all) {
     // Pairwise exchange: every rank sends 1/n of its buffer straight to every other rank.
     const Time lat = seconds(hop_us * 1e-6);

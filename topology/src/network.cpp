@@ -94,7 +94,8 @@ ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_
   const double pcie = s.gpu.pcie_gbps > 0 ? s.gpu.pcie_gbps : 32;
   for (int gpu = 0; gpu < m.gpus; ++gpu) {
     const int node = gpu / gpn, local = gpu % gpn;
-    both(static_cast<Vertex>(gpu), first_switch + static_cast<Vertex>(node), s.intra_gbps);
+    // The node fabric at the rate NCCL's protocol actually moves over it.
+    both(static_cast<Vertex>(gpu), first_switch + static_cast<Vertex>(node), s.intra_gbps * s.intra_efficiency);
     if (s.nodes > 1) {
       const Vertex nic = first_nic + static_cast<Vertex>(gpu);
       both(static_cast<Vertex>(gpu), nic, pcie);

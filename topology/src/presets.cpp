@@ -41,6 +41,13 @@ bool preset_cluster(const std::string& name, int nodes, const GpuCatalog& gpus, 
   out.intra = p.intra;
   out.intra_gbps = p.intra == IntraNodeFabric::nvswitch ? g->second.nvlink_gbps : g->second.pcie_gbps;
   out.intra_latency_us = p.intra == IntraNodeFabric::nvswitch ? 0.6 : 1.5;
+  if (p.intra == IntraNodeFabric::nvswitch) {
+    // NCCL on NVLink: 370 GB/s effective of 450 line rate, and NVLS all-reduce at 275 GB/s algbw
+    // (~480 busbw) on 8 H100 (Sylvain Jeaugey, NVIDIA/nccl-tests issue #212, 2024). Applied as
+    // fractions of the line rate to every NVSwitch generation; NVLS needs NVLink 4 or later.
+    out.intra_efficiency = 370.0 / 450.0;
+    out.nvls_efficiency = g->second.nvlink_gen >= 4 ? 275.0 / 450.0 : 0.0;
+  }
   out.nic_gbps = p.nic_gbps;
   out.inter_latency_us = 3.0;
   return true;

@@ -28,6 +28,12 @@ struct ClusterSpec {
   // Inter-node fabric, rail-optimised two-tier: NIC r of every node in a pod plugs into leaf r of
   // that pod; every leaf connects to every spine. Leaf uplinks carry nodes_per_pod x nic_gbps
   // divided by the oversubscription ratio, split over the spines.
+  // Fraction of the node fabric's line rate NCCL's Simple protocol moves (its per-chunk flags
+  // and synchronisation): 370 of 450 GB/s on NVLink 4 per NCCL's maintainer (nccl-tests #212).
+  double intra_efficiency = 1.0;
+  // NVLink SHARP (NVLS, NVSwitch 3 and later): all-reduce algorithm bandwidth as a fraction of
+  // the per-GPU line rate (275 of 450 GB/s on a DGX H100, same source); 0 where there is none.
+  double nvls_efficiency = 0.0;
   int nodes_per_pod = 32;
   int spines = 4;
   double oversubscription = 1.0;

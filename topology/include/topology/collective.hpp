@@ -36,6 +36,13 @@ double bus_factor(CollectiveOp op, int n);
 // by one ring channel when the ranks span nodes.
 double ring_bandwidth_gbps(const Cluster& c, const std::vector<GpuId>& ranks);
 
-CollectiveEstimate estimate_collective(const Cluster& c, const CollectiveCall& call);
+enum class CollectiveAlgo { automatic, ring, nvls };
+
+// True when NVLink SHARP can run this call: an all-reduce within one node whose NVSwitch has it.
+bool nvls_eligible(const Cluster& c, const CollectiveCall& call);
+
+// `automatic` picks NVLS where eligible (as NCCL does on H100 for all-reduce), else ring.
+CollectiveEstimate estimate_collective(const Cluster& c, const CollectiveCall& call,
+                                       CollectiveAlgo algo = CollectiveAlgo::automatic);
 
 }  // namespace ctwin
