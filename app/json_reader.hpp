@@ -29,6 +29,7 @@ class JsonObject {
   JsonObject(const Json& j, std::string path, const std::string& file);
 
   const std::string& path() const { return path_; }
+  const std::string& file() const { return file_; }
   std::string child(const std::string& key) const { return path_ + "/" + key; }
   bool has(const std::string& key) const { return j_.contains(key); }
   const Json& raw(const std::string& key) const { return j_.at(key); }

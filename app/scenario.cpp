@@ -278,8 +278,9 @@ ModelSpec parse_model(const Json& root, const std::string& file, const std::map<
 // ------------------------------------------------------------------ cluster
 
 ClusterSpec parse_cluster(const JsonObject& o, const std::map<std::string, CatalogEntry>& gpus_json) {
-  o.only({"preset", "nodes", "gpu", "gpus_per_node", "intra", "intra_gbps", "intra_latency_us", "nic_gbps",
-          "inter_latency_us", "nodes_per_pod", "spines", "oversubscription"});
+  o.only({"name", "preset", "nodes", "gpu", "gpus_per_node", "intra", "intra_gbps", "intra_latency_us",
+          "intra_efficiency", "nvls_efficiency", "nic_gbps", "inter_latency_us", "nodes_per_pod", "spines",
+          "oversubscription"});
   GpuCatalog gpus;
   auto gpu_named = [&](const std::string& name, const std::string& key) {
     auto it = gpus_json.find(name);
@@ -312,15 +313,30 @@ ClusterSpec parse_cluster(const JsonObject& o, const std::map<std::string, Catal
     c.gpus_per_node = static_cast<int>(o.integer("gpus_per_node", std::nullopt, 1, 1024));
   }
   if (o.has("gpu")) {
-    c.gpu = gpu_named(o.string("gpu"), "gpu");
+    // A catalog name, or a whole GPU description (as `ctwin cluster --write` emits).
+    if (o.raw("gpu").is_object()) {
+      const JsonObject g = o.object("gpu");
+      const std::string name = g.string("name");
+      Json fields = o.raw("gpu");
+      fields.erase("name");
+      c.gpu = parse_gpu(JsonObject(fields, g.path(), o.file()), name);
+    } else {
+      c.gpu = gpu_named(o.string("gpu"), "gpu");
+    }
     if (!o.has("preset")) {
       c.intra = c.gpu.nvlink_gbps > 0 ? IntraNodeFabric::nvswitch : IntraNodeFabric::pcie;
       c.intra_gbps = c.intra == IntraNodeFabric::nvswitch ? c.gpu.nvlink_gbps : c.gpu.pcie_gbps;
       c.intra_latency_us = c.intra == IntraNodeFabric::nvswitch ? 0.6 : 1.5;
+      // NCCL's measured share of NVLink and NVLS, as the NVSwitch presets (topology/src/presets.cpp).
+      c.intra_efficiency = c.intra == IntraNodeFabric::nvswitch ? 370.0 / 450.0 : 1.0;
+      c.nvls_efficiency = c.intra == IntraNodeFabric::nvswitch && c.gpu.nvlink_gen >= 4 ? 275.0 / 450.0 : 0.0;
       c.nic_gbps = 50;
       c.inter_latency_us = 3.0;
     }
   }
+  c.name = o.string("name", c.name);
+  c.intra_efficiency = o.number("intra_efficiency", c.intra_efficiency, 0, 1, true);
+  c.nvls_efficiency = o.number("nvls_efficiency", c.nvls_efficiency, 0, 2);
   c.gpus_per_node = static_cast<int>(o.integer("gpus_per_node", c.gpus_per_node, 1, 1024));
   if (o.has("intra"))
     c.intra = o.choice("intra", {"nvswitch", "pcie"}) == "nvswitch" ? IntraNodeFabric::nvswitch : IntraNodeFabric::pcie;
@@ -586,7 +602,34 @@ Scenario parse_scenario(const std::string& text, const std::string& path, const 
   }
   const auto gpus = merged_catalog("gpus.json", cat_gpus, path, "gpus");
   const auto models = merged_catalog("models.json", cat_models, path, "models");
-  sc.cluster = parse_cluster(top.object("cluster"), gpus);
+  // /cluster/file: a cluster description written by `ctwin cluster --write` (or, later, by
+  // realrun's discovery); keys beside it override the file's.
+  Json cluster_json = top.has("cluster") ? top.raw("cluster") : Json();
+  std::string cluster_file = path;
+  std::string cluster_ptr = "/cluster";
+  if (cluster_json.is_object() && cluster_json.contains("file")) {
+    const JsonObject co = top.object("cluster");
+    namespace fs = std::filesystem;
+    fs::path f(co.string("file"));
+    if (f.is_relative()) f = fs::path(path).parent_path() / f;
+    std::ifstream in(f);
+    if (!in) co.fail("file", "cannot open \"" + f.string() + "\"", "a cluster description from ctwin cluster --write");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    Json described = parse_json(ss.str(), f.string());
+    if (!described.is_object()) throw InputError(f.string(), "", "found " + shown(described), "a JSON object");
+    Json overrides = cluster_json;
+    overrides.erase("file");
+    if (!overrides.empty()) {
+      described.merge_patch(overrides);
+    } else {
+      cluster_file = f.string();  // errors point into the description file itself
+      cluster_ptr = "";
+    }
+    cluster_json = std::move(described);
+  }
+  if (!top.has("cluster")) top.object("cluster");  // the missing-key error
+  sc.cluster = parse_cluster(JsonObject(cluster_json, cluster_ptr, cluster_file), gpus);
   sc.model = parse_model(root, path, models);
   sc.training = parse_training(top.object("training"), sc.model, sc.cluster, path);
   sc.training.seed = sc.seed;

@@ -240,3 +240,31 @@ TEST_CASE("ctwin collective at flow fidelity agrees with the analytical model on
   CHECK(tf == doctest::Approx(ta).epsilon(0.02));
   CHECK(ctwin(args + " --fidelity packet").status == 2);
 }
+
+TEST_CASE("a cluster written by ctwin cluster --write loads back through /cluster/file unchanged") {
+  const auto d = temp_dir();
+  const std::string desc = (d / "cluster.json").string(), sc = (d / "sc.json").string();
+  std::filesystem::remove(desc);
+  REQUIRE(ctwin("cluster --cluster dgx-h100 --nodes 2 --write " + desc).status == 0);
+  CHECK(ctwin("cluster --cluster dgx-h100 --nodes 2 --write " + desc).status == 2);  // no silent overwrite
+  std::ofstream(sc)
+      << R"({"name": "file", "kind": "training", "cluster": {"file": "cluster.json"}, "model": "llama3-8b",
+    "training": {"global_batch": 16, "seq_len": 2048, "parallelism": {"tp": 8, "dp": 2}}})";
+  std::ofstream(d / "preset.json")
+      << R"({"name": "preset", "kind": "training", "cluster": {"preset": "dgx-h100", "nodes": 2},
+    "model": "llama3-8b", "training": {"global_batch": 16, "seq_len": 2048, "parallelism": {"tp": 8, "dp": 2}}})";
+  const Run a = ctwin("run " + sc + " --json");
+  const Run b = ctwin("run " + (d / "preset.json").string() + " --json");
+  REQUIRE(a.status == 0);
+  REQUIRE(b.status == 0);
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  CHECK(ja["step_time_s"] == jb["step_time_s"]);
+  CHECK(ja["memory"] == jb["memory"]);
+  // A bad value inside the description names the description file and its key.
+  std::ofstream(d / "bad_cluster.json") << R"({"name": "x", "nodes": 0, "gpus_per_node": 8, "gpu": "H100-SXM"})";
+  std::ofstream(d / "bad.json") << R"({"name": "b", "kind": "training", "cluster": {"file": "bad_cluster.json"},
+    "model": "llama3-8b", "training": {"global_batch": 8, "seq_len": 2048}})";
+  const Run bad = ctwin("run " + (d / "bad.json").string());
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("bad_cluster.json: /nodes") != std::string::npos);
+}
