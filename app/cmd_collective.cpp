@@ -41,25 +41,28 @@ std::size_t dtype_bytes(const std::string& s) {
 
 int cmd_collective(const Args& args) {
   const std::string usage =
-      "usage: ctwin collective --op OP --cluster PRESET [--nodes N] [--gpus-per-node G] [--algo ring|nvls|auto]\n"
+      "usage: ctwin collective --op OP --cluster PRESET [--nodes N] [--gpus-per-node G]\n"
+      "                        [--algo auto|ring|tree|nvls|collnet] [--proto auto|ll|ll128|simple]\n"
       "                        [--dtype bf16] [--min-bytes 8] [--max-bytes 8G] [--step-factor 2]\n"
       "                        [--fidelity analytical|flow] [--json]\n\n"
       "Predicts what nccl-tests' OP_perf would print on the cluster: per size, the time, algbw and\n"
       "busbw with nccl-tests' conventions (all_reduce busbw = algbw*2(n-1)/n; all_gather,\n"
       "reduce_scatter and all_to_all (n-1)/n; broadcast, reduce and send_recv 1).";
-  auto p =
-      parse_args(args, usage,
-                 {{"--op", "OP", "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv"},
-                  {"--cluster", "PRESET", "dgx-a100, dgx-h100, hgx-h200, dgx-b200, l40s-pcie"},
-                  {"--nodes", "N", "nodes (default 1)"},
-                  {"--gpus-per-node", "G", "GPUs per node taking part (default: the preset's)"},
-                  {"--algo", "ALGO", "ring, nvls or auto (default auto: NVLS for all_reduce inside an H100+ node)"},
-                  {"--dtype", "TYPE", "element type for the count column (default bf16)"},
-                  {"--min-bytes", "SIZE", "smallest size (default 8)"},
-                  {"--max-bytes", "SIZE", "largest size (default 8G)"},
-                  {"--step-factor", "F", "size multiplier between rows (default 2)"},
-                  {"--fidelity", "MODE", "analytical (default) or flow (max-min flows on the cluster graph)"},
-                  {"--json", "", "print a JSON list of rows"}});
+  auto p = parse_args(
+      args, usage,
+      {{"--op", "OP", "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv"},
+       {"--cluster", "PRESET", "dgx-a100, dgx-h100, hgx-h200, dgx-b200, l40s-pcie, h100-pcie"},
+       {"--nodes", "N", "nodes (default 1)"},
+       {"--gpus-per-node", "G", "GPUs per node taking part (default: the preset's)"},
+       {"--algo", "ALGO", "auto (default: NCCL's tuner picks by size and topology), ring, tree, nvls or collnet"},
+       {"--proto", "PROTO", "auto (default), ll, ll128 or simple"},
+       {"--sharp", "", "the fabric reduces in-network (SHARP), so CollNet applies"},
+       {"--dtype", "TYPE", "element type for the count column (default bf16)"},
+       {"--min-bytes", "SIZE", "smallest size (default 8)"},
+       {"--max-bytes", "SIZE", "largest size (default 8G)"},
+       {"--step-factor", "F", "size multiplier between rows (default 2)"},
+       {"--fidelity", "MODE", "analytical (default) or flow (max-min flows on the cluster graph)"},
+       {"--json", "", "print a JSON list of rows"}});
   if (!p) return kExitOk;
   if (!p->positional.empty()) throw InputError("", p->positional[0], "unexpected argument", "options only");
   const auto op_name = p->get("--op");
@@ -82,9 +85,28 @@ int cmd_collective(const Args& args) {
                      "at most the node's GPU count");
   }
   const std::string algo = p->get("--algo").value_or("auto");
-  if (algo != "ring" && algo != "auto" && algo != "nvls") {
-    throw InputError("", "--algo", "algorithm '" + algo + "' is not modelled yet", "ring, nvls or auto");
+  CollectiveOptions options;
+  {
+    const std::pair<const char*, CollectiveAlgo> algos[] = {{"auto", CollectiveAlgo::automatic},
+                                                            {"ring", CollectiveAlgo::ring},
+                                                            {"tree", CollectiveAlgo::tree},
+                                                            {"nvls", CollectiveAlgo::nvls},
+                                                            {"collnet", CollectiveAlgo::collnet}};
+    bool found = false;
+    for (const auto& [name, a] : algos) {
+      if (algo == name) options.algo = a, found = true;
+    }
+    if (!found) throw InputError("", "--algo", "unknown algorithm '" + algo + "'", "auto, ring, tree, nvls or collnet");
+    const std::string proto = p->get("--proto").value_or("auto");
+    const std::pair<const char*, Protocol> protos[] = {
+        {"auto", Protocol::automatic}, {"ll", Protocol::ll}, {"ll128", Protocol::ll128}, {"simple", Protocol::simple}};
+    found = false;
+    for (const auto& [name, q] : protos) {
+      if (proto == name) options.protocol = q, found = true;
+    }
+    if (!found) throw InputError("", "--proto", "unknown protocol '" + proto + "'", "auto, ll, ll128 or simple");
   }
+  if (p->has("--sharp")) spec.sharp = true;
   const std::size_t elem = dtype_bytes(p->get("--dtype").value_or("bf16"));
   const double min_b = p->bytes("--min-bytes", 8), max_b = p->bytes("--max-bytes", 8.0 * (1u << 30));
   const double factor = p->number("--step-factor", 2);
@@ -107,34 +129,36 @@ int cmd_collective(const Args& args) {
   if (!json) {
     std::printf("# ctwin collective: %s on %s, %d node(s) x %d GPUs, algo %s (%s model)\n", op_name->c_str(),
                 preset->c_str(), spec.nodes, static_cast<int>(gpn), algo.c_str(), fidelity.c_str());
-    std::printf("#\n#%12s %12s %6s %10s %10s %10s %8s\n", "size", "count", "type", "time(us)", "algbw", "busbw",
-                "algo");
-    std::printf("#%12s %12s %6s %10s %10s %10s %8s\n", "(B)", "(elements)", "", "", "(GB/s)", "(GB/s)", "");
+    std::printf("#\n#%12s %12s %6s %10s %10s %10s %8s %7s\n", "size", "count", "type", "time(us)", "algbw", "busbw",
+                "algo", "proto");
+    std::printf("#%12s %12s %6s %10s %10s %10s %8s %7s\n", "(B)", "(elements)", "", "", "(GB/s)", "(GB/s)", "", "");
   }
   for (double b = min_b; b <= max_b * (1 + 1e-12); b *= factor) {
     const double bytes = std::floor(b / elem) * elem;
     call.bytes = bytes;
-    const CollectiveAlgo chosen = algo == "ring"   ? CollectiveAlgo::ring
-                                  : algo == "nvls" ? CollectiveAlgo::nvls
-                                                   : CollectiveAlgo::automatic;
-    if (chosen == CollectiveAlgo::nvls && !nvls_eligible(cl, call)) {
-      throw InputError("", "--algo", "NVLS does not apply to this call",
-                       "an all_reduce within one node of NVLink 4 or later (H100, H200, B200)");
+    if (options.algo != CollectiveAlgo::automatic && !algo_applies(cl, call, options.algo)) {
+      const char* why = options.algo == CollectiveAlgo::nvls      ? "an all_reduce within one node of NVLink 4 or later"
+                        : options.algo == CollectiveAlgo::collnet ? "an all_reduce across nodes with --sharp"
+                        : options.algo == CollectiveAlgo::tree    ? "an all_reduce"
+                                                                  : "a collective other than all_to_all and send_recv";
+      throw InputError("", "--algo", std::string(to_string(options.algo)) + " does not apply to this call", why);
     }
-    CollectiveEstimate est = estimate_collective(cl, call, chosen);
-    if (fidelity == "flow" && chosen == CollectiveAlgo::ring && nvls_eligible(cl, call)) {
-      throw InputError("", "--algo", "ring cannot be forced at flow fidelity where NVLS applies yet", "auto or nvls");
+    CollectiveEstimate est;
+    try {
+      est = estimate_collective(cl, call, options);
+    } catch (const std::invalid_argument& e) {
+      throw InputError("", "--proto", e.what(), "auto, or a protocol the algorithm runs (NVLS and CollNet: simple)");
     }
     if (fidelity == "flow") {
       Engine engine;
       FlowNetwork net(engine);
       ClusterNetwork routes(cl, net);
-      CollectiveFlows flows(engine, net, routes, cl);
+      CollectiveFlows flows(engine, net, routes, cl, options);
       Time end{};
       flows.start(call, [&] { end = engine.now(); });
       engine.run();
       est.time = end;
-      est.algbw_gbps = bytes / end.seconds() / 1e9;
+      est.algbw_gbps = end.ps > 0 ? bytes / end.seconds() / 1e9 : 0;
       est.busbw_gbps = est.algbw_gbps * bus_factor(op, static_cast<int>(call.ranks.size()));
     }
     const double t_us = est.time.micros();
@@ -146,8 +170,9 @@ int cmd_collective(const Args& args) {
                       {"algo", est.algo},
                       {"protocol", est.protocol}});
     } else {
-      std::printf(" %12.0f %12.0f %6s %10.2f %10.2f %10.2f %8s\n", bytes, bytes / elem,
-                  p->get("--dtype").value_or("bf16").c_str(), t_us, est.algbw_gbps, est.busbw_gbps, est.algo.c_str());
+      std::printf(" %12.0f %12.0f %6s %10.2f %10.2f %10.2f %8s %7s\n", bytes, bytes / elem,
+                  p->get("--dtype").value_or("bf16").c_str(), t_us, est.algbw_gbps, est.busbw_gbps, est.algo.c_str(),
+                  est.protocol.c_str());
     }
   }
   if (json) std::printf("%s\n", rows.dump(2).c_str());

@@ -80,7 +80,8 @@ TEST_CASE("two all-reduces on the same GPUs share every link: each takes twice t
   const ClusterSpec s = h100(1);
   const double bytes = 1 << 30;
   const auto one = call_on(CollectiveOp::all_reduce, 0, 8, bytes);
-  const double lat = 2 * 7 * 0.6e-6, bw_time = 2.0 * 7 / 8 * bytes / 450e9;
+  // NCCL's ring Simple latency: base 8.4 us plus 14 steps of an NVLink hop (0.6 + 2.8 us).
+  const double lat = (8.4 + 2 * 7 * (0.6 + 2.8)) * 1e-6, bw_time = 2.0 * 7 / 8 * bytes / 450e9;
   const auto alone = run_flows(s, {one});
   const auto both = run_flows(s, {one, one});
   CHECK(alone[0] == doctest::Approx(lat + bw_time).epsilon(1e-6));

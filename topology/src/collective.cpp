@@ -1,8 +1,13 @@
 #include "topology/collective.hpp"
 
 #include <algorithm>
-#include <set>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
 #include <stdexcept>
+
+#include "topology/dtree.hpp"
 
 namespace ctwin {
 
@@ -26,6 +31,38 @@ const char* to_string(CollectiveOp op) {
   return "?";
 }
 
+const char* to_string(CollectiveAlgo a) {
+  switch (a) {
+    case CollectiveAlgo::automatic:
+      return "auto";
+    case CollectiveAlgo::ring:
+      return "ring";
+    case CollectiveAlgo::tree:
+      return "tree";
+    case CollectiveAlgo::nvls:
+      return "nvls";
+    case CollectiveAlgo::collnet:
+      return "collnet";
+    case CollectiveAlgo::p2p:
+      return "p2p";
+  }
+  return "?";
+}
+
+const char* to_string(Protocol p) {
+  switch (p) {
+    case Protocol::automatic:
+      return "auto";
+    case Protocol::ll:
+      return "ll";
+    case Protocol::ll128:
+      return "ll128";
+    case Protocol::simple:
+      return "simple";
+  }
+  return "?";
+}
+
 double bus_factor(CollectiveOp op, int n) {
   if (n <= 1) return 0;
   const double dn = n;
@@ -44,17 +81,234 @@ double bus_factor(CollectiveOp op, int n) {
   return 1.0;
 }
 
+namespace {
+
+// How the call's ranks sit on the cluster.
+struct Shape {
+  int n = 0;      // ranks
+  int nodes = 0;  // nodes spanned
+  int local = 0;  // most ranks in one node
+};
+
+Shape shape_of(const Cluster& c, const std::vector<GpuId>& ranks) {
+  std::map<int, int> per_node;
+  for (GpuId g : ranks) ++per_node[c.node_of(g)];
+  Shape s;
+  s.n = static_cast<int>(ranks.size());
+  s.nodes = static_cast<int>(per_node.size());
+  for (const auto& [node, count] : per_node) s.local = std::max(s.local, count);
+  return s;
+}
+
+double intra_eff(const ClusterSpec& s) { return s.intra_efficiency > 0 ? s.intra_efficiency : 1.0; }
+double nic_bw(const ClusterSpec& s) { return s.nic_gbps * (s.nic_efficiency > 0 ? s.nic_efficiency : 1.0); }
+int nics(const ClusterSpec& s) { return std::max(1, std::min(s.nics(), s.gpus_per_node)); }
+double pcie_bw(const ClusterSpec& s) { return s.gpu.pcie_gbps > 0 ? s.gpu.pcie_gbps : 32; }
+bool nvlink_node(const ClusterSpec& s) { return s.intra != IntraNodeFabric::pcie; }
+
+// Ring bandwidth inside a node over `local` GPUs (the first ones of the node), Simple protocol.
+double intra_ring(const ClusterSpec& s, int local) {
+  const double eff = intra_eff(s);
+  if (local <= 1) return std::numeric_limits<double>::infinity();
+  if (s.intra == IntraNodeFabric::nvswitch) return s.intra_gbps * eff;
+  const double pair =
+      (s.nvlink_pair_gbps > 0 ? s.nvlink_pair_gbps : s.intra_gbps) * nvlink_efficiency(s.gpu.nvlink_gen);
+  if (s.intra == IntraNodeFabric::nvlink_mesh) {
+    // One ring per stride coprime with the GPU count: edge-disjoint rings over the mesh.
+    int strides = 0;
+    for (int k = 1; k < local; ++k) strides += std::gcd(k, local) == 1 ? 1 : 0;
+    return strides * pair;
+  }
+  if (s.intra == IntraNodeFabric::nvlink_bridge && local == 2) return pair;
+  // PCIe tree: every ring edge leaving a switch crosses its uplink, every edge between sockets the
+  // inter-socket link, once per direction.
+  double bw = pcie_bw(s) * eff;
+  const int sockets = std::max(1, std::min(s.sockets, s.gpus_per_node));
+  if (local > std::max(1, s.gpus_per_pcie_switch))
+    bw = std::min(bw, (s.pcie_uplink_gbps > 0 ? s.pcie_uplink_gbps : pcie_bw(s)) * eff);
+  if (sockets > 1 && local > s.gpus_per_node / sockets && s.inter_socket_gbps > 0)
+    bw = std::min(bw, s.inter_socket_gbps);
+  return bw;
+}
+
+double ring_bw(const ClusterSpec& s, const Shape& sh) {
+  const double intra = intra_ring(s, sh.local);
+  if (sh.nodes <= 1) return intra;
+  if (sh.local <= 1) return nic_bw(s);
+  // One ring channel per NIC. Every GPU sends once per channel over the node fabric (the
+  // node-crossing send too, via PXN to the GPU owning the channel's NIC), so a GPU's fabric
+  // port is shared by all channels.
+  const int k = std::min(nics(s), sh.local);
+  return k * std::min(nic_bw(s), intra / k);
+}
+
+// NCCL's latency tables (src/graph/tuning.cc, 2.19-2.21): base latency per algorithm and
+// protocol, and per-hop latency per link type. The link's own LL latency comes from the spec
+// (intra_latency_us, inter_latency_us); the other protocols add NCCL's difference over LL.
+constexpr double kBaseRing[3] = {6.6, 14.0, 8.4};  // LL, LL128, Simple (us)
+constexpr double kBaseTree[3] = {6.8, 14.0, 8.4};
+constexpr double kRingNvlExtra[3] = {0.0, 1.3, 2.8};   // NVLink ring hop: 0.6 / 1.9 / 3.4
+constexpr double kRingPciExtra[3] = {0.0, 1.5, 4.7};   // PCI ring hop: 1.0 / 2.5 / 5.7
+constexpr double kRingNetExtra[3] = {0.0, 1.3, 11.3};  // network ring hop: 2.7 / 4.0 / 14
+constexpr double kTreeNvlExtra[3] = {0.0, 0.65, 3.4};  // NVLink tree hop: 0.6 / 1.25 / 4.0
+constexpr double kTreeNetExtra[3] = {2.3, 5.8, 11.3};  // network tree hop: 5.0 / 8.5 / 14
+constexpr double kNvlsLatencyUs = 25.0;                // NVLS on NVLink (hwLat NVLS, Simple)
+constexpr double kCollNetLatencyUs = 3.7 + 31.0;       // CollNet Direct: NVLink + network hop
+constexpr double kNetOverheadUs = 1.0;                 // per-step proxy overhead on multi-node rings
+constexpr double kTreeEfficiency = 0.92;               // NCCL's tree bandwidth derating
+
+int proto_index(Protocol p) { return p == Protocol::ll ? 0 : p == Protocol::ll128 ? 1 : 2; }
+
+double ring_steps(CollectiveOp op, int n) {
+  switch (op) {
+    case CollectiveOp::all_reduce:
+      return 2.0 * (n - 1);
+    case CollectiveOp::send_recv:
+      return 1;
+    default:
+      return n - 1;
+  }
+}
+
+struct Candidate {
+  double latency_s = 0, efficiency = 1, bandwidth_s = 0;
+};
+
+// Node-level egress of NCCL's double binary tree, in units of the buffer: the most any node sends.
+double tree_node_egress(int nodes) {
+  if (nodes <= 1) return 0;
+  std::vector<double> out(static_cast<std::size_t>(nodes), 0.0);
+  for (int t = 0; t < 2; ++t) {
+    for (int r = 0; r < nodes; ++r) {
+      const DtreeLinks l = dtree(nodes, r, t);
+      // Each tree carries half the buffer: up to the parent (reduce), down to each child (broadcast).
+      out[static_cast<std::size_t>(r)] += 0.5 * ((l.up >= 0 ? 1 : 0) + (l.down0 >= 0 ? 1 : 0) + (l.down1 >= 0 ? 1 : 0));
+    }
+  }
+  return *std::max_element(out.begin(), out.end());
+}
+
+double a2a_seconds(const ClusterSpec& s, const Shape& sh, double bytes) {
+  const double g = sh.local, n = sh.n;
+  double t = 0;
+  if (sh.nodes <= 1) {
+    if (s.intra == IntraNodeFabric::nvswitch) return (n - 1) / n * bytes / (s.intra_gbps * intra_eff(s) * 1e9);
+    // PCIe: each GPU's port, each switch uplink (its GPUs to the others) and the socket link.
+    const double eff = intra_eff(s);
+    t = (n - 1) / n * bytes / (pcie_bw(s) * eff * 1e9);
+    const double p = std::min<double>(g, std::max(1, s.gpus_per_pcie_switch));
+    if (g > p) {
+      const double up = (s.pcie_uplink_gbps > 0 ? s.pcie_uplink_gbps : pcie_bw(s)) * eff;
+      t = std::max(t, p * (g - p) / n * bytes / (up * 1e9));
+    }
+    const int sockets = std::max(1, std::min(s.sockets, s.gpus_per_node));
+    if (sockets > 1 && s.inter_socket_gbps > 0 && g > s.gpus_per_node / sockets) {
+      const double half = g / 2;
+      t = std::max(t, half * half / n * bytes / (s.inter_socket_gbps * 1e9));
+    }
+    return t;
+  }
+  // Across nodes with PXN: a GPU's node-fabric port carries its intra-node share and what it
+  // forwards for the other GPUs of its node to its rail, (g-1)/g of the buffer; each NIC carries
+  // its rail's share of every GPU's remote traffic; leaf uplinks the traffic leaving the pod.
+  const double k = std::min<double>(nics(s), g);
+  const double nodes = sh.nodes;
+  if (g > 1) t = (g - 1) / g * bytes / (intra_ring(s, sh.local) * 1e9);
+  t = std::max(t, (nodes - 1) / nodes * g / k * bytes / (nic_bw(s) * 1e9));
+  const double pod = std::min<double>(std::max(1, s.nodes_per_pod), s.nodes);
+  if (s.fabric != InterNodeFabric::single_switch && nodes > pod) {
+    t = std::max(t, (nodes - pod) / nodes * g / k * std::max(1.0, s.oversubscription) * bytes / (nic_bw(s) * 1e9));
+  }
+  return t;
+}
+
+// The time model of one (algorithm, protocol) pair; false when it does not apply.
+bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, CollectiveAlgo a, Protocol p,
+               Candidate& out) {
+  const ClusterSpec& s = c.spec;
+  const int pi = proto_index(p);
+  const bool multi = sh.nodes > 1;
+  const double S = call.bytes;
+  const double intra_hop = s.intra_latency_us;
+  const double net_hop = s.inter_latency_us;
+  switch (a) {
+    case CollectiveAlgo::p2p: {
+      if (p != Protocol::simple) return false;
+      const double hop = (multi ? net_hop + kRingNetExtra[2] : intra_hop + kRingNvlExtra[2]);
+      out.latency_s = (kBaseRing[2] + hop) * 1e-6;
+      if (call.op == CollectiveOp::all_to_all) {
+        out.bandwidth_s = a2a_seconds(s, sh, S);
+      } else {
+        double bw = multi ? std::min(nic_bw(s), intra_ring(s, 2)) : intra_ring(s, 2);
+        if (s.intra == IntraNodeFabric::nvlink_mesh && !multi)
+          bw = (s.nvlink_pair_gbps > 0 ? s.nvlink_pair_gbps : s.intra_gbps) * nvlink_efficiency(s.gpu.nvlink_gen);
+        out.bandwidth_s = S / (bw * 1e9);
+      }
+      return true;
+    }
+    case CollectiveAlgo::ring: {
+      if (p == Protocol::ll128 && !nvlink_node(s)) return false;  // NCCL enables LL128 on NVLink only
+      const double steps = ring_steps(call.op, sh.n);
+      const double inter_steps = !multi ? 0 : call.op == CollectiveOp::all_reduce ? 2.0 * (sh.nodes - 1) : sh.nodes - 1;
+      double intra_lat = intra_hop + (s.intra == IntraNodeFabric::nvswitch ? kRingNvlExtra[pi] : kRingPciExtra[pi]);
+      if (multi) intra_lat = std::max(intra_lat, kNetOverheadUs * (p == Protocol::simple ? 3 : 1));
+      out.latency_s =
+          (kBaseRing[pi] + (steps - inter_steps) * intra_lat + inter_steps * (net_hop + kRingNetExtra[pi])) * 1e-6;
+      const bool quarter = multi || call.op == CollectiveOp::all_reduce || call.op == CollectiveOp::reduce;
+      out.efficiency = p == Protocol::ll ? (quarter ? 0.25 : 1.0 / 3) : p == Protocol::ll128 ? 0.92 : 1.0;
+      out.bandwidth_s = bus_factor(call.op, sh.n) * S / (ring_bw(s, sh) * out.efficiency * 1e9);
+      return true;
+    }
+    case CollectiveAlgo::tree: {
+      if (call.op != CollectiveOp::all_reduce) return false;
+      if (p == Protocol::ll128 && !nvlink_node(s)) return false;
+      const int log2n = sh.nodes > 1 ? static_cast<int>(std::floor(std::log2(sh.nodes))) : 0;
+      const double intra_lat = intra_hop + kTreeNvlExtra[pi], inter_lat = net_hop + kTreeNetExtra[pi];
+      out.latency_s = (kBaseTree[pi] + 2 * ((sh.local - 1) * intra_lat + log2n * inter_lat)) * 1e-6;
+      out.efficiency = kTreeEfficiency * (p == Protocol::ll      ? 1 / 3.8
+                                          : p == Protocol::ll128 ? (multi ? 120.0 / 128 : 7.0 / 9)
+                                                                 : 1.0);
+      // Per channel a chain through the node's GPUs feeds the inter-node trees: reduce up, then
+      // broadcast down, pipelined. A GPU's port sends 2(g-1)/g of the buffer; a node's NICs send
+      // what its places in the two trees need.
+      double t = 0;
+      if (sh.local > 1) t = 2.0 * (sh.local - 1) / sh.local * S / (intra_ring(s, sh.local) * 1e9);
+      if (multi) {
+        const double k = std::min(nics(s), sh.local);
+        t = std::max(t, tree_node_egress(sh.nodes) * S / (k * nic_bw(s) * 1e9));
+      }
+      out.bandwidth_s = t / out.efficiency;
+      return true;
+    }
+    case CollectiveAlgo::nvls: {
+      if (p != Protocol::simple || !nvls_eligible(c, call)) return false;
+      // In-switch reduction: every GPU pushes its buffer into the switch and pulls the result once.
+      out.latency_s = kNvlsLatencyUs * 1e-6;
+      out.bandwidth_s = S / (s.intra_gbps * s.nvls_efficiency * 1e9);
+      return true;
+    }
+    case CollectiveAlgo::collnet: {
+      if (p != Protocol::simple || !algo_applies(c, call, a)) return false;
+      out.latency_s = (kCollNetLatencyUs + 2 * (sh.local - 1) * (intra_hop + kRingNvlExtra[2])) * 1e-6;
+      // Reduce-scatter and all-gather inside the node; each GPU's 1/g share goes up to the
+      // switch and comes back reduced: a node's NICs carry the buffer once each way.
+      double t = 0;
+      if (sh.local > 1) t = 2.0 * (sh.local - 1) / sh.local * S / (intra_ring(s, sh.local) * 1e9);
+      const double k = std::min(nics(s), sh.local);
+      t = std::max(t, S / (k * nic_bw(s) * 1e9));
+      out.bandwidth_s = t;
+      return true;
+    }
+    case CollectiveAlgo::automatic:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace
+
 double ring_bandwidth_gbps(const Cluster& c, const std::vector<GpuId>& ranks) {
-  std::set<int> nodes;
-  for (GpuId g : ranks) nodes.insert(c.node_of(g));
-  const double intra = c.spec.intra_gbps * c.spec.intra_efficiency;
-  if (nodes.size() <= 1) return intra;
-  // One ring channel per NIC: each channel crosses node boundaries through its own NIC. Every
-  // GPU sends once per channel over the node fabric (the node-crossing send too, via PXN to the
-  // GPU on the receiver's rail), so a GPU's fabric port is shared by all `local` channels.
-  const int local = static_cast<int>(ranks.size() / nodes.size());
-  const double per_channel = local > 1 ? std::min(c.spec.nic_gbps, intra / local) : c.spec.nic_gbps;
-  return per_channel * std::max(1, local);
+  return ring_bw(c.spec, shape_of(c, ranks));
 }
 
 bool nvls_eligible(const Cluster& c, const CollectiveCall& call) {
@@ -66,39 +320,90 @@ bool nvls_eligible(const Cluster& c, const CollectiveCall& call) {
   return true;
 }
 
-CollectiveEstimate estimate_collective(const Cluster& c, const CollectiveCall& call, CollectiveAlgo algo) {
+bool algo_applies(const Cluster& c, const CollectiveCall& call, CollectiveAlgo algo) {
+  const bool p2p_op = call.op == CollectiveOp::all_to_all || call.op == CollectiveOp::send_recv;
+  switch (algo) {
+    case CollectiveAlgo::automatic:
+      return true;
+    case CollectiveAlgo::p2p:
+      return p2p_op;
+    case CollectiveAlgo::ring:
+      return !p2p_op;
+    case CollectiveAlgo::tree:
+      return call.op == CollectiveOp::all_reduce;
+    case CollectiveAlgo::nvls:
+      return nvls_eligible(c, call);
+    case CollectiveAlgo::collnet:
+      return call.op == CollectiveOp::all_reduce && c.spec.sharp && shape_of(c, call.ranks).nodes > 1;
+  }
+  return false;
+}
+
+CollectivePlan plan_collective(const Cluster& c, const CollectiveCall& call, const CollectiveOptions& opt) {
+  const Shape sh = shape_of(c, call.ranks);
+  if (sh.n < 1) throw std::invalid_argument("plan_collective: no ranks");
+  if (opt.algo != CollectiveAlgo::automatic && !algo_applies(c, call, opt.algo)) {
+    throw std::invalid_argument(std::string("algorithm ") + to_string(opt.algo) + " does not apply to " +
+                                to_string(call.op) + " on these ranks");
+  }
+  const bool p2p_op = call.op == CollectiveOp::all_to_all || call.op == CollectiveOp::send_recv;
+  std::vector<CollectiveAlgo> algos;
+  if (opt.algo != CollectiveAlgo::automatic) {
+    algos = {opt.algo};
+  } else if (p2p_op) {
+    algos = {CollectiveAlgo::p2p};
+  } else {
+    // As NCCL: NVLS inside an NVLS-capable node; tree and CollNet only across nodes.
+    algos = {CollectiveAlgo::ring};
+    if (sh.nodes > 1) algos.push_back(CollectiveAlgo::tree);
+    if (nvls_eligible(c, call)) algos.push_back(CollectiveAlgo::nvls);
+    if (algo_applies(c, call, CollectiveAlgo::collnet)) algos.push_back(CollectiveAlgo::collnet);
+  }
+  std::vector<Protocol> protos{Protocol::ll, Protocol::ll128, Protocol::simple};
+  if (opt.protocol != Protocol::automatic) protos = {opt.protocol};
+  CollectivePlan best;
+  double best_t = std::numeric_limits<double>::infinity();
+  for (CollectiveAlgo a : algos) {
+    for (Protocol p : protos) {
+      Candidate k;
+      if (!candidate(c, call, sh, a, p, k)) continue;
+      const double t = k.latency_s + k.bandwidth_s;
+      if (t < best_t) {  // ties keep the earlier (ring before tree, LL before Simple)
+        best_t = t;
+        best = CollectivePlan{a, p, k.latency_s, k.efficiency, k.bandwidth_s};
+      }
+    }
+  }
+  if (!std::isfinite(best_t)) {
+    throw std::invalid_argument(std::string("protocol ") + to_string(opt.protocol) + " cannot run " +
+                                to_string(opt.algo) + " for " + to_string(call.op));
+  }
+  if (sh.n == 1 || call.bytes <= 0) {
+    best.latency_s = 0;
+    best.bandwidth_s = 0;
+  }
+  return best;
+}
+
+CollectiveEstimate estimate_collective(const Cluster& c, const CollectiveCall& call, const CollectiveOptions& opt) {
   const int n = static_cast<int>(call.ranks.size());
   if (n < 1) throw std::invalid_argument("estimate_collective: no ranks");
   CollectiveEstimate e;
-  e.algo = "ring";
-  e.protocol = "simple";
-  if (n == 1 || call.bytes <= 0) return e;
-  const bool nvls = algo == CollectiveAlgo::nvls || (algo == CollectiveAlgo::automatic && nvls_eligible(c, call));
-  if (nvls) {
-    if (!nvls_eligible(c, call)) throw std::invalid_argument("estimate_collective: NVLS does not apply here");
-    // In-switch reduction: every GPU pushes its buffer into the switch and pulls the result
-    // once, so time is one buffer at the NVLS rate, plus a reduce and a broadcast hop.
-    e.algo = "nvls";
-    const double seconds_nvls =
-        2 * c.spec.intra_latency_us * 1e-6 + call.bytes / (c.spec.intra_gbps * c.spec.nvls_efficiency * 1e9);
-    e.time = ctwin::seconds(seconds_nvls);
-    e.algbw_gbps = call.bytes / seconds_nvls / 1e9;
-    e.busbw_gbps = e.algbw_gbps * bus_factor(call.op, n);
-    return e;
-  }
-  std::set<int> nodes;
-  for (GpuId g : call.ranks) nodes.insert(c.node_of(g));
-  const double hop_us = nodes.size() > 1 ? c.spec.inter_latency_us : c.spec.intra_latency_us;
-  // Steps of the ring: all_reduce is a reduce-scatter then an all-gather, n-1 steps each.
-  int steps = n - 1;
-  if (call.op == CollectiveOp::all_reduce) steps = 2 * (n - 1);
-  if (call.op == CollectiveOp::send_recv) steps = 1;
-  const double bw = ring_bandwidth_gbps(c, call.ranks) * 1e9;
-  const double seconds = steps * hop_us * 1e-6 + bus_factor(call.op, n) * call.bytes / bw;
-  e.time = ctwin::seconds(seconds);
-  e.algbw_gbps = call.bytes / seconds / 1e9;
+  const CollectivePlan plan = plan_collective(c, call, opt);
+  e.algo = to_string(plan.algo);
+  e.protocol = to_string(plan.protocol);
+  const double secs = plan.latency_s + plan.bandwidth_s;
+  if (secs <= 0) return e;
+  e.time = ctwin::seconds(secs);
+  e.algbw_gbps = call.bytes / secs / 1e9;
   e.busbw_gbps = e.algbw_gbps * bus_factor(call.op, n);
   return e;
+}
+
+CollectiveEstimate estimate_collective(const Cluster& c, const CollectiveCall& call, CollectiveAlgo algo) {
+  CollectiveOptions o;
+  o.algo = algo;
+  return estimate_collective(c, call, o);
 }
 
 }  // namespace ctwin

@@ -6,7 +6,6 @@
 #include <unordered_map>
 
 #include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/breadth_first_search.hpp>
 
 namespace ctwin {
 
@@ -21,13 +20,15 @@ using Vertex = boost::graph_traits<Graph>::vertex_descriptor;
 struct ClusterNetwork::Impl {
   const Cluster& cl;
   Graph g;
-  int gpus = 0;
   std::size_t edges = 0;
-  Vertex gpu_v(int gpu) const { return static_cast<Vertex>(gpu); }
+  std::vector<Vertex> nic;   // node * nics + r
+  std::vector<Vertex> leaf;  // the switch each NIC plugs into, same index
   // Hop distances to each destination vertex, computed once per destination.
   mutable std::unordered_map<Vertex, std::vector<int>> dist_to;
 
   explicit Impl(const Cluster& c) : cl(c) {}
+
+  Vertex add() { return boost::add_vertex(g); }
 
   const std::vector<int>& distances(Vertex dst) const {
     auto it = dist_to.find(dst);
@@ -50,66 +51,140 @@ struct ClusterNetwork::Impl {
     return dist_to.emplace(dst, std::move(d)).first->second;
   }
 
-  std::vector<LinkId> path(Vertex a, Vertex b) const {
-    std::vector<LinkId> links;
+  void path(Vertex a, Vertex b, std::vector<LinkId>& links) const {
     const auto& d = distances(b);
     if (d[a] < 0) throw std::logic_error("ClusterNetwork: no route");
     // Deterministic ECMP: a hash of the endpoints picks among equal-cost next hops.
     std::uint64_t h = (static_cast<std::uint64_t>(a) * 0x9e3779b97f4a7c15ull) ^ (b + 0x632be59bd9b4e019ull);
     Vertex v = a;
+    std::vector<std::pair<Vertex, LinkId>> next;
     while (v != b) {
-      std::vector<std::pair<Vertex, LinkId>> next;
+      next.clear();
       for (auto [e, end] = boost::out_edges(v, g); e != end; ++e) {
         const Vertex w = boost::target(*e, g);
         if (d[w] == d[v] - 1) next.emplace_back(w, g[*e].link);
       }
+      h ^= h >> 29;
       const auto& pick = next[h % next.size()];
       h = h * 6364136223846793005ull + 1442695040888963407ull;
       links.push_back(pick.second);
       v = pick.first;
     }
-    return links;
   }
 };
 
 ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_(std::make_unique<Impl>(cluster)) {
   const ClusterSpec& s = cluster.spec;
   Impl& m = *impl_;
-  m.gpus = cluster.gpu_count();
-  const int gpn = s.gpus_per_node;
-  // Vertices: GPUs first (vertex id = GPU id), then per node a switch, then NICs, leaves, spines.
-  const Vertex first_switch = static_cast<Vertex>(m.gpus);
-  const Vertex first_nic = first_switch + static_cast<Vertex>(s.nodes);
-  const int pods = (s.nodes + s.nodes_per_pod - 1) / s.nodes_per_pod;
-  const Vertex first_leaf = first_nic + static_cast<Vertex>(m.gpus);
-  const Vertex first_spine = first_leaf + static_cast<Vertex>(pods * gpn);
-  const int spines = s.nodes > 1 ? std::max(1, s.spines) : 0;
-  // Vertices added in place: assigning a whole adjacency_list trips GCC 12's -Wmaybe-uninitialized.
-  for (Vertex v = 0; v < first_spine + static_cast<Vertex>(spines); ++v) boost::add_vertex(m.g);
+  const int gpus = cluster.gpu_count(), gpn = s.gpus_per_node, k = std::min(s.nics(), gpn);
+  // GPUs first, so a GPU's vertex is its id.
+  for (int i = 0; i < gpus; ++i) m.add();
   auto both = [&](Vertex a, Vertex b, double gbps) {
     boost::add_edge(a, b, EdgeProps{net.add_link(gbps * 1e9)}, m.g);
     boost::add_edge(b, a, EdgeProps{net.add_link(gbps * 1e9)}, m.g);
     m.edges += 2;
   };
   const double pcie = s.gpu.pcie_gbps > 0 ? s.gpu.pcie_gbps : 32;
-  for (int gpu = 0; gpu < m.gpus; ++gpu) {
-    const int node = gpu / gpn, local = gpu % gpn;
-    // The node fabric at the rate NCCL's protocol actually moves over it.
-    both(static_cast<Vertex>(gpu), first_switch + static_cast<Vertex>(node), s.intra_gbps * s.intra_efficiency);
-    if (s.nodes > 1) {
-      const Vertex nic = first_nic + static_cast<Vertex>(gpu);
-      both(static_cast<Vertex>(gpu), nic, pcie);
-      const int pod = node / s.nodes_per_pod;
-      both(nic, first_leaf + static_cast<Vertex>(pod * gpn + local), s.nic_gbps);
+  const double eff = s.intra_efficiency > 0 ? s.intra_efficiency : 1.0;
+  const bool multi = s.nodes > 1;
+  const int sockets = std::max(1, std::min(s.sockets, gpn));
+  const int per_switch = std::max(1, s.gpus_per_pcie_switch);
+  const int switches = (gpn + per_switch - 1) / per_switch;
+  for (int node = 0; node < s.nodes; ++node) {
+    const auto gpu_v = [&](int local) { return static_cast<Vertex>(node * gpn + local); };
+    std::vector<Vertex> nic_attach(static_cast<std::size_t>(gpn));  // where a GPU's NIC would plug in
+    if (s.intra == IntraNodeFabric::nvswitch) {
+      // The node fabric at the rate NCCL's protocol actually moves over it.
+      const Vertex sw = m.add();
+      for (int l = 0; l < gpn; ++l) {
+        both(gpu_v(l), sw, s.intra_gbps * eff);
+        nic_attach[static_cast<std::size_t>(l)] = gpu_v(l);
+      }
+    } else {
+      // PCIe tree: GPUs under switches, switches under the CPU of their socket, CPUs joined.
+      std::vector<Vertex> cpu;
+      for (int c = 0; c < sockets; ++c) cpu.push_back(m.add());
+      for (int c = 1; c < sockets; ++c) {
+        both(cpu[static_cast<std::size_t>(c - 1)], cpu[static_cast<std::size_t>(c)],
+             s.inter_socket_gbps > 0 ? s.inter_socket_gbps : 4 * pcie);  // an effective rate
+      }
+      for (int sw = 0; sw < switches; ++sw) {
+        const Vertex v = m.add();
+        const int socket = sw * sockets / switches;
+        both(v, cpu[static_cast<std::size_t>(socket)], (s.pcie_uplink_gbps > 0 ? s.pcie_uplink_gbps : pcie) * eff);
+        for (int l = sw * per_switch; l < std::min(gpn, (sw + 1) * per_switch); ++l) {
+          both(gpu_v(l), v, pcie * eff);
+          nic_attach[static_cast<std::size_t>(l)] = v;
+        }
+      }
+      // Bridges and meshes are NVLink: NCCL's NVLink efficiency, not the PCIe one.
+      const double pair =
+          (s.nvlink_pair_gbps > 0 ? s.nvlink_pair_gbps : s.intra_gbps) * nvlink_efficiency(s.gpu.nvlink_gen);
+      if (s.intra == IntraNodeFabric::nvlink_bridge) {
+        for (int l = 0; l + 1 < gpn; l += 2) both(gpu_v(l), gpu_v(l + 1), pair);
+      } else if (s.intra == IntraNodeFabric::nvlink_mesh) {
+        for (int a = 0; a < gpn; ++a) {
+          for (int b = a + 1; b < gpn; ++b) both(gpu_v(a), gpu_v(b), pair);
+        }
+      }
+    }
+    if (!multi) continue;
+    for (int r = 0; r < k; ++r) {
+      const Vertex v = m.add();
+      // NIC r belongs to the first GPU of its share (GPU r*gpn/k).
+      both(nic_attach[static_cast<std::size_t>(r * gpn / k)], v, pcie);
+      m.nic.push_back(v);
     }
   }
-  // Each leaf's uplink capacity: its nodes' NIC bandwidth over the oversubscription, split over spines.
-  for (int pod = 0; pod < pods && spines > 0; ++pod) {
-    const int nodes_here = std::min(s.nodes_per_pod, s.nodes - pod * s.nodes_per_pod);
-    const double up = nodes_here * s.nic_gbps / std::max(1.0, s.oversubscription) / spines;
-    for (int r = 0; r < gpn; ++r) {
+  if (!multi) return;
+  // Inter-node fabric; fabric links run at the rate NCCL's transport moves.
+  const double nic_bw = s.nic_gbps * (s.nic_efficiency > 0 ? s.nic_efficiency : 1.0);
+  const double ratio = std::max(1.0, s.oversubscription);
+  const int per_pod = std::max(1, std::min(s.nodes_per_pod, s.nodes));
+  const int pods = (s.nodes + per_pod - 1) / per_pod;
+  const int spines = std::max(1, s.spines);
+  m.leaf.resize(m.nic.size());
+  auto nic_at = [&](int node, int r) { return static_cast<std::size_t>(node * k + r); };
+  if (s.fabric == InterNodeFabric::single_switch) {
+    const Vertex sw = m.add();
+    for (std::size_t i = 0; i < m.nic.size(); ++i) {
+      both(m.nic[i], sw, nic_bw);
+      m.leaf[i] = sw;
+    }
+    return;
+  }
+  const bool rails = s.fabric != InterNodeFabric::fat_tree;
+  const int leaves_per_pod = rails ? k : 1;
+  const bool three = s.fabric == InterNodeFabric::fat_tree3 && pods > 1;
+  std::vector<Vertex> spine_v, core_v;
+  // Two tiers: one spine layer for the whole fabric. Three: spines per pod, cores above them.
+  const int spine_count = three ? pods * spines : spines;
+  for (int i = 0; i < spine_count; ++i) spine_v.push_back(m.add());
+  if (three) {
+    for (int i = 0; i < std::max(1, s.core_switches); ++i) core_v.push_back(m.add());
+  }
+  for (int pod = 0; pod < pods; ++pod) {
+    const int first = pod * per_pod, here = std::min(per_pod, s.nodes - first);
+    for (int l = 0; l < leaves_per_pod; ++l) {
+      const Vertex lv = m.add();
+      const int nics_on_leaf = here * (rails ? 1 : k);
+      for (int node = first; node < first + here; ++node) {
+        for (int r = 0; r < k; ++r) {
+          if (rails && r != l) continue;
+          both(m.nic[nic_at(node, r)], lv, nic_bw);
+          m.leaf[nic_at(node, r)] = lv;
+        }
+      }
+      // The top tier carries the oversubscription: leaf uplinks in two tiers, spine uplinks in three.
+      const double up = nics_on_leaf * nic_bw / (three ? 1.0 : ratio) / spines;
+      for (int sp = 0; sp < spines; ++sp)
+        both(lv, spine_v[static_cast<std::size_t>((three ? pod * spines : 0) + sp)], up);
+    }
+    if (three) {
+      const double pod_bw = here * k * nic_bw / ratio;
+      const double per = pod_bw / (spines * static_cast<double>(core_v.size()));
       for (int sp = 0; sp < spines; ++sp) {
-        both(first_leaf + static_cast<Vertex>(pod * gpn + r), first_spine + static_cast<Vertex>(sp), up);
+        for (Vertex c : core_v) both(spine_v[static_cast<std::size_t>(pod * spines + sp)], c, per);
       }
     }
   }
@@ -118,18 +193,54 @@ ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_
 ClusterNetwork::~ClusterNetwork() = default;
 
 std::vector<LinkId> ClusterNetwork::route(GpuId a, GpuId b) const {
-  return impl_->path(static_cast<Vertex>(a.value), static_cast<Vertex>(b.value));
+  std::vector<LinkId> links;
+  impl_->path(static_cast<Vertex>(a.value), static_cast<Vertex>(b.value), links);
+  return links;
 }
 
-std::vector<LinkId> ClusterNetwork::route_rail(GpuId a, GpuId b) const {
-  const int gpn = impl_->cl.spec.gpus_per_node;
-  const int node_a = static_cast<int>(a.value) / gpn;
-  if (node_a == static_cast<int>(b.value) / gpn) return route(a, b);
-  const GpuId proxy(static_cast<std::uint32_t>(node_a * gpn + static_cast<int>(b.value) % gpn));
-  std::vector<LinkId> p = proxy == a ? std::vector<LinkId>{} : route(a, proxy);
-  const auto rest = route(proxy, b);
-  p.insert(p.end(), rest.begin(), rest.end());
-  return p;
+int ClusterNetwork::nic_of(GpuId g) const {
+  const ClusterSpec& s = impl_->cl.spec;
+  const int k = std::min(s.nics(), s.gpus_per_node);
+  return static_cast<int>(g.value) % s.gpus_per_node * k / s.gpus_per_node;
+}
+
+std::vector<LinkId> ClusterNetwork::route_via(GpuId a, GpuId b, int nic) const {
+  const Impl& m = *impl_;
+  const ClusterSpec& s = m.cl.spec;
+  const int gpn = s.gpus_per_node, k = std::min(s.nics(), gpn);
+  const int na = static_cast<int>(a.value) / gpn, nb = static_cast<int>(b.value) / gpn;
+  if (na == nb || m.nic.empty()) return route(a, b);
+  const Vertex nic_a = m.nic[static_cast<std::size_t>(na * k + nic % k)];
+  const Vertex nic_b = m.nic[static_cast<std::size_t>(nb * k + nic % k)];
+  std::vector<LinkId> links;
+  m.path(static_cast<Vertex>(a.value), nic_a, links);
+  m.path(nic_a, nic_b, links);
+  m.path(nic_b, static_cast<Vertex>(b.value), links);
+  return links;
+}
+
+std::vector<LinkId> ClusterNetwork::route_rail(GpuId a, GpuId b) const { return route_via(a, b, nic_of(b)); }
+
+std::vector<LinkId> ClusterNetwork::route_to_leaf(GpuId a, int nic) const {
+  const Impl& m = *impl_;
+  const int gpn = m.cl.spec.gpus_per_node, k = std::min(m.cl.spec.nics(), gpn);
+  std::vector<LinkId> links;
+  if (m.nic.empty()) return links;
+  const std::size_t i = static_cast<std::size_t>(static_cast<int>(a.value) / gpn * k + nic % k);
+  m.path(static_cast<Vertex>(a.value), m.nic[i], links);
+  m.path(m.nic[i], m.leaf[i], links);
+  return links;
+}
+
+std::vector<LinkId> ClusterNetwork::route_from_leaf(GpuId a, int nic) const {
+  const Impl& m = *impl_;
+  const int gpn = m.cl.spec.gpus_per_node, k = std::min(m.cl.spec.nics(), gpn);
+  std::vector<LinkId> links;
+  if (m.nic.empty()) return links;
+  const std::size_t i = static_cast<std::size_t>(static_cast<int>(a.value) / gpn * k + nic % k);
+  m.path(m.leaf[i], m.nic[i], links);
+  m.path(m.nic[i], static_cast<Vertex>(a.value), links);
+  return links;
 }
 
 std::size_t ClusterNetwork::vertex_count() const { return boost::num_vertices(impl_->g); }

@@ -9,23 +9,36 @@ struct Preset {
   const char* gpu;
   int gpus_per_node;
   IntraNodeFabric intra;
-  double nic_gbps;  // per GPU per direction
+  double nic_gbps;    // per NIC per direction
+  int nics_per_node;  // 0: one per GPU
 };
 
-// NIC speeds: DGX A100 has 8x HDR (200 Gb/s = 25 GB/s); DGX H100 / HGX H200 8x NDR
-// (400 Gb/s = 50 GB/s); DGX B200 8x ConnectX-7 NDR; the L40S box 4x 200 Gb/s for 8 GPUs.
+// NICs: DGX A100 has 8x HDR (200 Gb/s = 25 GB/s); DGX H100, HGX H200 and DGX B200 8x NDR
+// ConnectX-7 (400 Gb/s = 50 GB/s); the PCIe boxes (8x L40S, 8x H100 PCIe in NVLink-bridged
+// pairs) 4 NICs, one per PCIe switch of two GPUs: 4x 200 Gb/s for L40S, 4x NDR for H100 PCIe.
 const std::map<std::string, Preset>& presets() {
   static const std::map<std::string, Preset> p{
-      {"dgx-a100", {"A100-SXM-80GB", 8, IntraNodeFabric::nvswitch, 25}},
-      {"dgx-h100", {"H100-SXM", 8, IntraNodeFabric::nvswitch, 50}},
-      {"hgx-h200", {"H200", 8, IntraNodeFabric::nvswitch, 50}},
-      {"dgx-b200", {"B200", 8, IntraNodeFabric::nvswitch, 50}},
-      {"l40s-pcie", {"L40S", 8, IntraNodeFabric::pcie, 12.5}},
+      {"dgx-a100", {"A100-SXM-80GB", 8, IntraNodeFabric::nvswitch, 25, 0}},
+      {"dgx-h100", {"H100-SXM", 8, IntraNodeFabric::nvswitch, 50, 0}},
+      {"hgx-h200", {"H200", 8, IntraNodeFabric::nvswitch, 50, 0}},
+      {"dgx-b200", {"B200", 8, IntraNodeFabric::nvswitch, 50, 0}},
+      {"l40s-pcie", {"L40S", 8, IntraNodeFabric::pcie, 25, 4}},
+      {"h100-pcie", {"H100-PCIe", 8, IntraNodeFabric::nvlink_bridge, 50, 4}},
   };
   return p;
 }
 
 }  // namespace
+
+// NCCL's effective NVLink bandwidth per link over the line rate (src/graph/topo.h: 20.0 GB/s for
+// SM80, 20.6 for SM90, 40.1 for SM100, against 25, 25 and 50 GB/s per link): what its protocols
+// move. On a DGX H100 that is 18 x 20.6 = 370 of 450 GB/s, the figure NCCL's maintainer quotes
+// (nccl-tests #212).
+double nvlink_efficiency(int gen) {
+  if (gen >= 5) return 40.1 / 50;
+  if (gen == 4) return 20.6 / 25;
+  return 20.0 / 25;
+}
 
 bool preset_cluster(const std::string& name, int nodes, const GpuCatalog& gpus, ClusterSpec& out) {
   auto it = presets().find(name);
@@ -33,23 +46,35 @@ bool preset_cluster(const std::string& name, int nodes, const GpuCatalog& gpus, 
   const Preset& p = it->second;
   auto g = gpus.gpus.find(p.gpu);
   if (g == gpus.gpus.end()) return false;
+  const GpuSpec& gpu = g->second;
   out = ClusterSpec{};
   out.name = name;
-  out.gpu = g->second;
+  out.gpu = gpu;
   out.nodes = nodes;
   out.gpus_per_node = p.gpus_per_node;
   out.intra = p.intra;
-  out.intra_gbps = p.intra == IntraNodeFabric::nvswitch ? g->second.nvlink_gbps : g->second.pcie_gbps;
-  out.intra_latency_us = p.intra == IntraNodeFabric::nvswitch ? 0.6 : 1.5;
-  if (p.intra == IntraNodeFabric::nvswitch) {
-    // NCCL on NVLink: 370 GB/s effective of 450 line rate, and NVLS all-reduce at 275 GB/s algbw
-    // (~480 busbw) on 8 H100 (Sylvain Jeaugey, NVIDIA/nccl-tests issue #212, 2024). Applied as
-    // fractions of the line rate to every NVSwitch generation; NVLS needs NVLink 4 or later.
-    out.intra_efficiency = 370.0 / 450.0;
-    out.nvls_efficiency = g->second.nvlink_gen >= 4 ? 275.0 / 450.0 : 0.0;
-  }
   out.nic_gbps = p.nic_gbps;
-  out.inter_latency_us = 3.0;
+  out.nics_per_node = p.nics_per_node;
+  // NCCL's LL hop latencies (tuning.cc hwLat): 0.6 us over NVLink, 1.0 over PCIe, 2.7 over the network.
+  out.inter_latency_us = 2.7;
+  if (p.intra == IntraNodeFabric::nvswitch) {
+    out.intra_gbps = gpu.nvlink_gbps;
+    out.intra_latency_us = 0.6;
+    out.intra_efficiency = nvlink_efficiency(gpu.nvlink_gen);
+    // NVLink SHARP all-reduce: ~275 GB/s algbw (~480 busbw) of 450 line rate on 8 H100 (NCCL's
+    // maintainer, nccl-tests #212); the same fraction of line rate on later NVSwitch generations.
+    out.nvls_efficiency = gpu.nvlink_gen >= 4 ? 275.0 / 450.0 : 0.0;
+  } else {
+    out.intra_gbps = gpu.pcie_gbps;
+    out.intra_latency_us = 1.0;
+    // NCCL models a Gen3 x16 link as 12 of 16 GB/s (topo.h PCI_BW); the same fraction at Gen4/5.
+    out.intra_efficiency = 0.75;
+    out.sockets = 2;
+    out.gpus_per_pcie_switch = 2;
+    // NCCL's Sapphire Rapids UPI figure (topo.h SRP_QPI_BW), already an effective rate.
+    out.inter_socket_gbps = 22;
+    if (p.intra == IntraNodeFabric::nvlink_bridge) out.nvlink_pair_gbps = gpu.nvlink_gbps;
+  }
   return true;
 }
 

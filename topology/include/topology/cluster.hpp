@@ -13,7 +13,18 @@ namespace ctwin {
 struct GpuTag;
 using GpuId = Id<GpuTag>;
 
-enum class IntraNodeFabric { nvswitch, pcie };
+// How GPUs inside a node reach each other: through NVSwitch; over PCIe only (PCIe switches under
+// CPU root complexes, sockets joined by an inter-socket link); PCIe plus NVLink bridges joining
+// GPU pairs (H100 PCIe); or a direct all-to-all NVLink mesh (HGX 4-GPU boards).
+enum class IntraNodeFabric { nvswitch, pcie, nvlink_bridge, nvlink_mesh };
+
+// The inter-node fabric: every NIC on one switch; a rail-optimised two-tier leaf-spine (NIC r of
+// every node in a pod on leaf r of that pod); a plain two-tier fat-tree (all NICs of a node on the
+// same leaf); or a three-tier fat-tree (pods of leaves and spines joined by a core layer).
+enum class InterNodeFabric { single_switch, rail_optimized, fat_tree, fat_tree3 };
+
+const char* to_string(IntraNodeFabric f);
+const char* to_string(InterNodeFabric f);
 
 struct ClusterSpec {
   std::string name = "custom";  // preset name, for reports
@@ -35,8 +46,23 @@ struct ClusterSpec {
   // the per-GPU line rate (275 of 450 GB/s on a DGX H100, same source); 0 where there is none.
   double nvls_efficiency = 0.0;
   int nodes_per_pod = 32;
-  int spines = 4;
-  double oversubscription = 1.0;
+  int spines = 4;                 // spine switches (per pod in a three-tier fat-tree)
+  int core_switches = 4;          // core layer of a three-tier fat-tree
+  double oversubscription = 1.0;  // leaf downlink over uplink capacity (and spine over core)
+  InterNodeFabric fabric = InterNodeFabric::rail_optimized;
+  int nics_per_node = 0;  // 0: one NIC per GPU; fewer: GPUs share NICs in order (2 GPUs per NIC, ...)
+  // Fraction of NIC line rate NCCL's transport moves: 46-48 of 50 GB/s on NDR per NVIDIA's NCCL
+  // team (nccl-tests #290); HDR reaches 24 of 25 GB/s (nccl #1048). Applied to every fabric link.
+  double nic_efficiency = 0.96;
+  bool sharp = false;  // the switches reduce in-network (SHARP): NCCL's CollNet applies
+  // PCIe topology inside a node (pcie, nvlink_bridge and nvlink_mesh nodes).
+  int sockets = 2;               // CPU root complexes, GPUs split evenly
+  int gpus_per_pcie_switch = 2;  // GPUs (and their NICs) under one PCIe switch
+  double pcie_uplink_gbps = 0;   // PCIe switch -> CPU, per direction (0: the GPU's PCIe rate)
+  double inter_socket_gbps = 0;  // CPU <-> CPU link, per direction (0: none modelled)
+  double nvlink_pair_gbps = 0;   // NVLink bridge or mesh: per GPU pair, per direction
+
+  int nics() const { return nics_per_node > 0 ? nics_per_node : gpus_per_node; }
 };
 
 struct Cluster {
@@ -53,6 +79,8 @@ namespace ctwin {
 
 // Named cluster presets (dgx-a100, dgx-h100, hgx-h200, dgx-b200, l40s-pcie), `nodes` of them.
 // Returns false if the name is unknown. GPUs are taken from the catalog by name.
+// NCCL's effective NVLink bandwidth over line rate for an NVLink generation (0.8, 0.824, 0.802).
+double nvlink_efficiency(int gen);
 bool preset_cluster(const std::string& name, int nodes, const GpuCatalog& gpus, ClusterSpec& out);
 // The preset names, for messages and --help.
 std::vector<std::string> preset_cluster_names();

@@ -1,5 +1,10 @@
-// Collectives as NCCL runs them, reduced to a time. This is the analytical fidelity: an
-// alpha-beta time from the bottleneck along the algorithm's path.
+// Collectives as NCCL runs them. NCCL's algorithms (ring, double binary tree, NVLink SHARP,
+// CollNet/SHARP) and protocols (LL, LL128, Simple), chosen per call by a tuner that, like
+// NCCL's (src/graph/tuning.cc), predicts every applicable (algorithm, protocol) pair as
+// latency + bytes / bandwidth and takes the fastest. estimate_collective is the analytical
+// fidelity: an alpha-beta time from the bottleneck along the algorithm's path. The plan it is
+// built on (algorithm, protocol, latency, protocol efficiency) is shared with the flow fidelity
+// (collective_flow.hpp), which moves the same bytes as flows on the cluster graph.
 #pragma once
 
 #include <string>
@@ -24,24 +29,51 @@ struct CollectiveEstimate {
   Time time{};
   double algbw_gbps = 0;  // bytes / time, GB/s
   double busbw_gbps = 0;  // algbw times nccl-tests' bus factor for the op
-  std::string algo;       // "ring", ...
-  std::string protocol;   // "simple", ...
+  std::string algo;       // "ring", "tree", "nvls", "collnet", "p2p"
+  std::string protocol;   // "ll", "ll128", "simple"
 };
 
 // nccl-tests' bus-bandwidth factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter and
 // all_to_all (n-1)/n; broadcast, reduce and send/recv 1.
 double bus_factor(CollectiveOp op, int n);
 
-// Per-rank bandwidth a ring over these ranks sustains (GB/s), with every NIC of a node used
-// by one ring channel when the ranks span nodes.
+// Per-rank bandwidth a ring over these ranks sustains (GB/s) at the Simple protocol, with one
+// ring channel per NIC of a node when the ranks span nodes.
 double ring_bandwidth_gbps(const Cluster& c, const std::vector<GpuId>& ranks);
 
-enum class CollectiveAlgo { automatic, ring, nvls };
+// automatic: the tuner decides. p2p is what all_to_all and send/recv always use.
+enum class CollectiveAlgo { automatic, ring, tree, nvls, collnet, p2p };
+enum class Protocol { automatic, ll, ll128, simple };
 
-// True when NVLink SHARP can run this call: an all-reduce within one node whose NVSwitch has it.
+const char* to_string(CollectiveAlgo a);
+const char* to_string(Protocol p);
+
+struct CollectiveOptions {
+  CollectiveAlgo algo = CollectiveAlgo::automatic;
+  Protocol protocol = Protocol::automatic;
+};
+
+// True when the algorithm can run this call on this cluster (NVLS: an all-reduce within one
+// node whose NVSwitch reduces; tree: an all-reduce; CollNet: an all-reduce across nodes of a
+// fabric with SHARP; p2p: all_to_all and send/recv, which run nothing else).
+bool algo_applies(const Cluster& c, const CollectiveCall& call, CollectiveAlgo algo);
 bool nvls_eligible(const Cluster& c, const CollectiveCall& call);
 
-// `automatic` picks NVLS where eligible (as NCCL does on H100 for all-reduce), else ring.
+// What both fidelities run: the algorithm and protocol, the time before bytes move (NCCL's base
+// latency plus one hop latency per step), and the fraction of link bandwidth the protocol moves.
+struct CollectivePlan {
+  CollectiveAlgo algo = CollectiveAlgo::ring;
+  Protocol protocol = Protocol::simple;
+  double latency_s = 0;
+  double efficiency = 1;
+  double bandwidth_s = 0;  // analytical: the bytes over the bottleneck at that efficiency
+};
+
+// Throws std::invalid_argument when a forced algorithm or protocol cannot run the call.
+CollectivePlan plan_collective(const Cluster& c, const CollectiveCall& call, const CollectiveOptions& opt = {});
+
+CollectiveEstimate estimate_collective(const Cluster& c, const CollectiveCall& call, const CollectiveOptions& opt);
+// `automatic` lets the tuner pick (NVLS inside an H100+ node for large all-reduces, as NCCL does).
 CollectiveEstimate estimate_collective(const Cluster& c, const CollectiveCall& call,
                                        CollectiveAlgo algo = CollectiveAlgo::automatic);
 

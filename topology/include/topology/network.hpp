@@ -1,13 +1,19 @@
-// The cluster as a graph of links for the flow-level network: GPUs, one NVSwitch (or PCIe
-// fabric) per node, one NIC per GPU, rail leaves and spines. Every physical link becomes two
-// FlowNetwork links (one per direction). Routes are shortest paths with deterministic ECMP:
-// among equal-cost next hops, a hash of (source, destination) picks one.
+// The cluster as a graph of links for the flow-level network, on Boost.Graph (kept inside
+// network.cpp). Inside a node: GPUs on an NVSwitch, or on PCIe switches under CPU root complexes
+// joined by an inter-socket link, optionally with NVLink bridges (GPU pairs) or an NVLink mesh.
+// NICs (one per GPU, or shared) hang off their GPU (NVSwitch nodes) or PCIe switch, and plug into
+// the inter-node fabric: one switch, rail-optimised leaves and spines, a plain two-tier fat-tree,
+// or a three-tier fat-tree with a core layer; the top tier carries the oversubscription. Every
+// physical link is two FlowNetwork links (one per direction). Routes are shortest paths with
+// deterministic ECMP: among equal-cost next hops, a hash of (source, destination) picks one.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "sim/engine.hpp"
 #include "sim/flow.hpp"
+#include "sim/inplace_function.hpp"
 #include "topology/cluster.hpp"
 
 namespace ctwin {
@@ -22,10 +28,47 @@ class ClusterNetwork {
   // Directed links from GPU a to GPU b along a shortest path.
   std::vector<LinkId> route(GpuId a, GpuId b) const;
   // The path NCCL takes to send from GPU a to GPU b in another node through b's rail (PXN):
-  // over NVLink to the GPU of a's node on b's rail, then out through that GPU's NIC.
+  // over the node fabric to a's NIC on b's rail, out through it, in through b's NIC.
   std::vector<LinkId> route_rail(GpuId a, GpuId b) const;
+  // a -> NIC `nic` of a's node -> fabric -> NIC `nic` of b's node -> b (a ring channel's crossing).
+  std::vector<LinkId> route_via(GpuId a, GpuId b, int nic) const;
+  // a -> NIC `nic` of a's node -> the switch it plugs into (SHARP aggregation at the leaf), and back.
+  std::vector<LinkId> route_to_leaf(GpuId a, int nic) const;
+  std::vector<LinkId> route_from_leaf(GpuId a, int nic) const;
+  // The NIC a GPU uses by default (its own, or the one it shares).
+  int nic_of(GpuId g) const;
   std::size_t vertex_count() const;
   std::size_t link_count() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// How collectives are timed: `analytical` gives each an alpha-beta time from the bottleneck along
+// its algorithm's path; `flow` runs its flows on the cluster graph, sharing links max-min fairly
+// with every other collective in flight.
+enum class Fidelity { analytical, flow };
+
+struct CollectiveCall;
+struct CollectiveOptions;
+
+// Runs collectives on an engine in either fidelity; what the training simulator calls. In flow
+// mode every collective started on one runner shares one FlowNetwork, so concurrent collectives
+// (TP beside DP, two jobs on one fabric) slow each other as max-min sharing predicts.
+class CollectiveRunner {
+ public:
+  CollectiveRunner(Engine& engine, const Cluster& cluster, Fidelity fidelity);
+  CollectiveRunner(Engine& engine, const Cluster& cluster, Fidelity fidelity, const CollectiveOptions& options);
+  ~CollectiveRunner();
+  CollectiveRunner(const CollectiveRunner&) = delete;
+  CollectiveRunner& operator=(const CollectiveRunner&) = delete;
+
+  // Starts the collective now; on_done runs (as an engine event) when it completes.
+  void start(const CollectiveCall& call, InplaceFunction<void()> on_done);
+  Fidelity fidelity() const;
+  // The flow network in flow mode (nullptr in analytical mode), for statistics.
+  const FlowNetwork* flows() const;
 
  private:
   struct Impl;
