@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "topology/collective_flow.hpp"
 
 using namespace ctwin;
@@ -108,4 +110,170 @@ TEST_CASE("an all-to-all across pods slows by the oversubscription ratio") {
   s.oversubscription = 2;
   const double half = run_flows(s, {call})[0];
   CHECK(half / full == doctest::Approx(2.0).epsilon(0.05));
+}
+
+namespace {
+
+double flow_time(const ClusterSpec& spec, const CollectiveCall& call, CollectiveOptions o) {
+  Engine e;
+  FlowNetwork net(e);
+  const Cluster cl = build_cluster(spec);
+  ClusterNetwork routes(cl, net);
+  CollectiveFlows coll(e, net, routes, cl, o);
+  double done = -1;
+  coll.start(call, [&] { done = e.now().seconds(); });
+  e.run();
+  return done;
+}
+
+ClusterSpec l40s(int nodes) {
+  ClusterSpec s;
+  s.name = "l40s-pcie";
+  s.gpu.pcie_gbps = 32;
+  s.nodes = nodes;
+  s.intra = IntraNodeFabric::pcie;
+  s.intra_gbps = 32;
+  s.intra_latency_us = 1.0;
+  s.intra_efficiency = 0.75;
+  s.inter_socket_gbps = 22;
+  s.nic_gbps = 25;
+  s.nics_per_node = 4;
+  s.inter_latency_us = 2.7;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("flow and analytical fidelity agree within 2% for tree, CollNet, all-to-all and PCIe nodes") {
+  struct Case {
+    const char* what;
+    ClusterSpec spec;
+    CollectiveOp op;
+    CollectiveAlgo algo;
+  };
+  ClusterSpec sharp = h100(4);
+  sharp.sharp = true;
+  ClusterSpec shared = h100(2);
+  shared.nics_per_node = 4;
+  ClusterSpec single = h100(4);
+  single.fabric = InterNodeFabric::single_switch;
+  ClusterSpec three = h100(8);
+  three.fabric = InterNodeFabric::fat_tree3;
+  three.nodes_per_pod = 2;
+  const Case cases[] = {
+      {"tree, 2 nodes", h100(2), CollectiveOp::all_reduce, CollectiveAlgo::tree},
+      {"tree, 4 nodes", h100(4), CollectiveOp::all_reduce, CollectiveAlgo::tree},
+      {"tree, 5 nodes", h100(5), CollectiveOp::all_reduce, CollectiveAlgo::tree},
+      {"collnet, 4 nodes", sharp, CollectiveOp::all_reduce, CollectiveAlgo::collnet},
+      {"all-to-all, 1 node", h100(1), CollectiveOp::all_to_all, CollectiveAlgo::automatic},
+      {"all-to-all, 4 nodes", h100(4), CollectiveOp::all_to_all, CollectiveAlgo::automatic},
+      {"ring, shared NICs", shared, CollectiveOp::all_reduce, CollectiveAlgo::ring},
+      {"ring, single switch", single, CollectiveOp::all_gather, CollectiveAlgo::ring},
+      {"ring, three-tier fat-tree", three, CollectiveOp::all_reduce, CollectiveAlgo::ring},
+      {"ring, PCIe node", l40s(1), CollectiveOp::all_reduce, CollectiveAlgo::ring},
+      {"broadcast, PCIe node", l40s(1), CollectiveOp::broadcast, CollectiveAlgo::ring},
+      {"all-to-all, PCIe node", l40s(1), CollectiveOp::all_to_all, CollectiveAlgo::automatic},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.what);
+    const auto call = call_on(k.op, 0, k.spec.nodes * k.spec.gpus_per_node, 1 << 30);
+    CollectiveOptions o;
+    o.algo = k.algo;
+    o.protocol = Protocol::simple;
+    const double analytic = estimate_collective(build_cluster(k.spec), call, o).time.seconds();
+    CHECK(flow_time(k.spec, call, o) == doctest::Approx(analytic).epsilon(0.02));
+  }
+}
+
+TEST_CASE("two data-parallel all-reduces through one shared NIC each get half of it") {
+  // 4 NICs for 8 GPUs: GPUs 0 and 1 share NIC 0. All-reduces {0, 8} and {1, 9} each send the
+  // whole buffer through it both ways; max-min gives each 48/2 GB/s, so each takes twice as long.
+  ClusterSpec s = h100(2);
+  s.nics_per_node = 4;
+  const double S = 1 << 30;
+  CollectiveCall a, b;
+  a.ranks = {GpuId(0), GpuId(8)};
+  b.ranks = {GpuId(1), GpuId(9)};
+  a.bytes = b.bytes = S;
+  const double lat = estimate_collective(build_cluster(s), a).time.seconds() - S / 48e9;
+  const auto alone = run_flows(s, {a});
+  const auto both = run_flows(s, {a, b});
+  CHECK(alone[0] == doctest::Approx(lat + S / 48e9).epsilon(1e-6));
+  CHECK(both[0] == doctest::Approx(lat + 2 * S / 48e9).epsilon(1e-6));
+  CHECK(both[1] == doctest::Approx(lat + 2 * S / 48e9).epsilon(1e-6));
+}
+
+TEST_CASE("a TP all-reduce inside a node slows a DP all-reduce sharing its GPUs' NVLink ports by max-min") {
+  // DP ring over GPUs 0..7 of nodes 0 and 1 (16 ranks) and a TP all-reduce over node 0's GPUs.
+  // Both load every NVLink port of node 0; the DP ring's port share is what limits it, so it
+  // must end later than alone, and the TP ring later than alone too.
+  const ClusterSpec s = h100(2);
+  const auto dp = call_on(CollectiveOp::all_reduce, 0, 16, 1 << 30);
+  const auto tp = call_on(CollectiveOp::all_reduce, 0, 8, 1 << 30);
+  CollectiveOptions ring;
+  ring.algo = CollectiveAlgo::ring;
+  Engine e;
+  FlowNetwork net(e);
+  const Cluster cl = build_cluster(s);
+  ClusterNetwork routes(cl, net);
+  CollectiveFlows coll(e, net, routes, cl, ring);
+  double t_dp = 0, t_tp = 0;
+  coll.start(dp, [&] { t_dp = e.now().seconds(); });
+  coll.start(tp, [&] { t_tp = e.now().seconds(); });
+  e.run();
+  const double dp_alone = flow_time(s, dp, ring), tp_alone = flow_time(s, tp, ring);
+  CHECK(t_dp > 1.2 * dp_alone);
+  CHECK(t_tp > 1.2 * tp_alone);
+  // Max-min bound: together they cannot finish before the combined bytes over each port.
+  CHECK(std::max(t_dp, t_tp) >= 0.98 * (dp_alone + tp_alone) * 0.5);
+}
+
+TEST_CASE("two jobs on one oversubscribed fat-tree share the spine link into a leaf equally") {
+  // A plain fat-tree, one node per leaf, one spine, 8:1: each leaf's uplink carries 8 x 48 / 8
+  // = 48 GB/s. Job A sends node 0 -> node 2, job B node 1 -> node 2: both cross spine -> leaf 2.
+  ClusterSpec s = h100(3);
+  s.fabric = InterNodeFabric::fat_tree;
+  s.nodes_per_pod = 1;
+  s.spines = 1;
+  s.oversubscription = 8;
+  const double S = 1 << 30;
+  CollectiveCall a, b;
+  a.op = b.op = CollectiveOp::send_recv;
+  a.ranks = {GpuId(0), GpuId(16)};
+  b.ranks = {GpuId(8), GpuId(17)};
+  a.bytes = b.bytes = S;
+  const auto alone = run_flows(s, {a});
+  const auto both = run_flows(s, {a, b});
+  const double lat = alone[0] - S / 48e9;
+  CHECK(lat >= 0);
+  CHECK(both[0] == doctest::Approx(lat + 2 * S / 48e9).epsilon(1e-6));
+  CHECK(both[1] == doctest::Approx(lat + 2 * S / 48e9).epsilon(1e-6));
+}
+
+TEST_CASE("CollectiveRunner: analytical mode ends at estimate_collective's time; flow mode shares links") {
+  const ClusterSpec s = h100(1);
+  const Cluster cl = build_cluster(s);
+  const auto call = call_on(CollectiveOp::all_reduce, 0, 8, 1 << 28);
+  {
+    Engine e;
+    CollectiveRunner r(e, cl, Fidelity::analytical);
+    Time done{};
+    r.start(call, [&] { done = e.now(); });
+    e.run();
+    CHECK(done == estimate_collective(cl, call).time);
+  }
+  {
+    Engine e;
+    CollectiveOptions ring;
+    ring.algo = CollectiveAlgo::ring;
+    CollectiveRunner r(e, cl, Fidelity::flow, ring);
+    double t[2] = {0, 0};
+    r.start(call, [&] { t[0] = e.now().seconds(); });
+    r.start(call, [&] { t[1] = e.now().seconds(); });
+    e.run();
+    const auto est = estimate_collective(cl, call, ring);
+    const double lat = est.time.seconds() - 1.75 * (1 << 28) / 450e9;
+    CHECK(t[0] == doctest::Approx(lat + 2 * 1.75 * (1 << 28) / 450e9).epsilon(1e-6));
+    CHECK(t[1] == doctest::Approx(t[0]));
+  }
 }

@@ -1,0 +1,174 @@
+#include <doctest/doctest.h>
+
+#include "topology/collective.hpp"
+#include "topology/collective_flow.hpp"
+#include "topology/dtree.hpp"
+
+using namespace ctwin;
+
+namespace {
+
+ClusterSpec dgx(const char* name, double nvlink, int gen, double nic, int nodes) {
+  ClusterSpec s;
+  s.name = name;
+  s.gpu.pcie_gbps = 64;
+  s.gpu.nvlink_gen = gen;
+  s.nodes = nodes;
+  s.intra_gbps = nvlink;
+  s.intra_latency_us = 0.6;
+  s.intra_efficiency = nvlink_efficiency(gen);
+  s.nvls_efficiency = gen >= 4 ? 275.0 / 450 : 0;
+  s.nic_gbps = nic;
+  s.inter_latency_us = 2.7;
+  return s;
+}
+// The presets as the catalog builds them (NVLink per-direction rates from the datasheets).
+ClusterSpec dgx_h100(int nodes) { return dgx("dgx-h100", 450, 4, 50, nodes); }
+ClusterSpec dgx_a100(int nodes) { return dgx("dgx-a100", 300, 3, 25, nodes); }
+
+CollectiveCall all(CollectiveOp op, const ClusterSpec& s, double bytes) {
+  CollectiveCall c;
+  c.op = op;
+  for (int i = 0; i < s.nodes * s.gpus_per_node; ++i) c.ranks.emplace_back(i);
+  c.bytes = bytes;
+  return c;
+}
+
+double busbw(const ClusterSpec& s, CollectiveOp op, double bytes, CollectiveAlgo a = CollectiveAlgo::automatic) {
+  return estimate_collective(build_cluster(s), all(op, s, bytes), a).busbw_gbps;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "NCCL's double binary tree: one root each, with an even count every rank a leaf in one tree at least, links "
+    "symmetric") {
+  for (int n : {2, 3, 4, 5, 7, 8, 16, 33}) {
+    CAPTURE(n);
+    for (int t = 0; t < 2; ++t) {
+      int roots = 0;
+      for (int r = 0; r < n; ++r) {
+        const DtreeLinks l = dtree(n, r, t);
+        if (l.up < 0) ++roots;
+        // A child's parent lists it as a child.
+        if (l.up >= 0) {
+          const DtreeLinks p = dtree(n, l.up, t);
+          CHECK((p.down0 == r || p.down1 == r));
+        }
+      }
+      CHECK(roots == 1);
+    }
+    for (int r = 0; r < n && n % 2 == 0; ++r) {  // mirrored trees (even n): interior in one only
+      const DtreeLinks a = dtree(n, r, 0), b = dtree(n, r, 1);
+      const bool leaf_a = a.down0 < 0 && a.down1 < 0, leaf_b = b.down0 < 0 && b.down1 < 0;
+      CHECK((leaf_a || leaf_b));
+    }
+  }
+  // NCCL's tree 0 on 4 ranks (trees.cc): 0 -> 2, 2 -> {1, 3}.
+  CHECK(dtree(4, 0, 0).down1 == 2);
+  CHECK(dtree(4, 1, 0).up == 2);
+  CHECK(dtree(4, 3, 0).up == 2);
+}
+
+TEST_CASE("ring all-reduce on 8 GPUs matches NCCL's base plus 2(n-1) hops plus 2(n-1)/n * S/B at Simple") {
+  const ClusterSpec s = dgx_h100(1);
+  CollectiveOptions o;
+  o.algo = CollectiveAlgo::ring;
+  o.protocol = Protocol::simple;
+  const double S = 1 << 30, B = 450e9 * 20.6 / 25;
+  const auto e = estimate_collective(build_cluster(s), all(CollectiveOp::all_reduce, s, S), o);
+  CHECK(e.time.seconds() == doctest::Approx((8.4 + 14 * 3.4) * 1e-6 + 2.0 * 7 / 8 * S / B).epsilon(1e-9));
+  CHECK(e.busbw_gbps == doctest::Approx(e.algbw_gbps * 2 * 7 / 8));
+}
+
+TEST_CASE("the tuner picks LL for small messages, NVLS for large in an H100 node, ring Simple for large on A100") {
+  const ClusterSpec h = dgx_h100(1), a = dgx_a100(1);
+  const auto small = estimate_collective(build_cluster(h), all(CollectiveOp::all_reduce, h, 1024));
+  CHECK(small.algo == "ring");
+  CHECK(small.protocol == "ll");
+  // LL: 6.6 us base + 14 NVLink hops of 0.6 us; the bytes at a quarter of the ring bandwidth.
+  CHECK(small.time.seconds() == doctest::Approx((6.6 + 14 * 0.6) * 1e-6 + 1.75 * 1024 / (0.25 * 370.8e9)));
+  CHECK(estimate_collective(build_cluster(h), all(CollectiveOp::all_reduce, h, 1 << 30)).algo == "nvls");
+  const auto big = estimate_collective(build_cluster(a), all(CollectiveOp::all_reduce, a, 1 << 30));
+  CHECK(big.algo == "ring");
+  CHECK(big.protocol == "simple");
+  // Never slower than any forced choice: the tuner takes the minimum.
+  for (double bytes : {8.0, 65536.0, 8e6, 1e9}) {
+    const double t = estimate_collective(build_cluster(h), all(CollectiveOp::all_reduce, h, bytes)).time.seconds();
+    CHECK(t <= estimate_collective(build_cluster(h), all(CollectiveOp::all_reduce, h, bytes), CollectiveAlgo::ring)
+                   .time.seconds());
+  }
+}
+
+TEST_CASE("tree all-reduce across 2 nodes: bounded by the chain, 2(g-1)/g of the buffer per NVLink port") {
+  // Two nodes: each node is the root of one tree and a leaf of the other, so a node's NICs send
+  // the buffer once; the chain through 8 GPUs sends 2*7/8 of it per port, the bottleneck here.
+  const ClusterSpec s = dgx_h100(2);
+  CollectiveOptions o;
+  o.algo = CollectiveAlgo::tree;
+  o.protocol = Protocol::simple;
+  const double S = 1 << 30;
+  const auto e = estimate_collective(build_cluster(s), all(CollectiveOp::all_reduce, s, S), o);
+  const double lat = (8.4 + 2 * (7 * (0.6 + 3.4) + 1 * (2.7 + 11.3))) * 1e-6;
+  CHECK(e.time.seconds() == doctest::Approx(lat + 1.75 * S / (370.8e9 * 0.92)).epsilon(1e-9));
+}
+
+TEST_CASE("all-to-all across nodes is bound by one NIC per GPU's share, as nccl-tests reports") {
+  // NCCL's maintainers (nccl-tests #267): all-to-all cannot aggregate NICs; its busbw is one NIC's.
+  const ClusterSpec s = dgx_h100(4);
+  const double b = busbw(s, CollectiveOp::all_to_all, 4.0 * (1 << 30));
+  CHECK(b == doctest::Approx(50 * 0.96 * (31.0 / 32) / (3.0 / 4)).epsilon(0.01));
+  CHECK(b < 50 * 1.3);
+}
+
+TEST_CASE("forcing an algorithm that cannot run the call is rejected") {
+  const ClusterSpec a = dgx_a100(1);
+  CHECK_THROWS_AS(estimate_collective(build_cluster(a), all(CollectiveOp::all_reduce, a, 1e6), CollectiveAlgo::nvls),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(estimate_collective(build_cluster(a), all(CollectiveOp::all_gather, a, 1e6), CollectiveAlgo::tree),
+                  std::invalid_argument);
+  CollectiveOptions o;
+  o.algo = CollectiveAlgo::nvls;
+  o.protocol = Protocol::ll;
+  const ClusterSpec h = dgx_h100(1);
+  CHECK_THROWS_AS(estimate_collective(build_cluster(h), all(CollectiveOp::all_reduce, h, 1e6), o),
+                  std::invalid_argument);
+}
+
+// Published nccl-tests measurements (docs/validation-network.md has each source and error). One
+// set of defaults: NCCL's own NVLink efficiency per generation (topo.h), NVLS's measured fraction
+// on H100, NIC efficiency 0.96; nothing fitted per case.
+TEST_CASE("busbw of large all-reduces within 10% of published nccl-tests runs, mean error within 5%") {
+  struct Case {
+    const char* what;
+    ClusterSpec spec;
+    CollectiveAlgo algo;
+    double measured;
+  };
+  ClusterSpec h200 = dgx_h100(1);
+  h200.name = "hgx-h200";  // same NVLink 4 and NVSwitch as the H100
+  const Case cases[] = {
+      {"DGX H100, NVLS (nccl-tests #212)", dgx_h100(1), CollectiveAlgo::automatic, 480},
+      {"HGX H200, NVLS (nccl-tests #272)", h200, CollectiveAlgo::automatic, 475},
+      {"HGX H100, ring, NVLS off (nccl-tests #309)", dgx_h100(1), CollectiveAlgo::ring, 368.76},
+      {"DGX A100 (nccl #1048)", dgx_a100(1), CollectiveAlgo::automatic, 232.54},
+      {"2x DGX A100, 8x HDR, ring (nccl #1576, NVIDIA)", dgx_a100(2), CollectiveAlgo::ring, 192},
+      {"4x HGX H100, 8x NDR (nccl-tests #309)", dgx_h100(4), CollectiveAlgo::automatic, 365.84},
+  };
+  double sum = 0;
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    const double b = busbw(c.spec, CollectiveOp::all_reduce, 8.0 * (1 << 30), c.algo);
+    CHECK(b == doctest::Approx(c.measured).epsilon(0.10));
+    sum += std::abs(b - c.measured) / c.measured;
+  }
+  CHECK(sum / std::size(cases) <= 0.05);
+}
+
+TEST_CASE("small all-reduce latency within 2x of published nccl-tests runs") {
+  // 8 GPUs on NVLink 4 NVSwitch (H20), 8 bytes: 12.5 us (deepseek-ai/DeepEP #303).
+  const ClusterSpec s = dgx_h100(1);
+  const double t = estimate_collective(build_cluster(s), all(CollectiveOp::all_reduce, s, 8)).time.micros();
+  CHECK(t / 12.5 < 2.0);
+  CHECK(12.5 / t < 2.0);
+}
