@@ -70,3 +70,24 @@ TEST_CASE("resharing touches only the flows connected to the change") {
   e.run_until(Time{2});
   CHECK(net.flows_reshared() - before == 1);
 }
+
+TEST_CASE("max-min with unequal capacities: bottlenecks freeze in order of their fair share") {
+  // Hand-worked: link X (cap 6) carries a, b, c; link Y (cap 2) carries c and d. Y's share 1 is
+  // the smallest: c = d = 1. X then has 5 left for a and b: 2.5 each. When d (2 bytes) ends at
+  // 2 s, c is limited by X only: X's share over a, b, c is 2 each.
+  Engine e;
+  FlowNetwork net(e);
+  auto x = net.add_link(6), y = net.add_link(2);
+  auto a = net.start({x}, 100, [] {});
+  auto b = net.start({x}, 100, [] {});
+  auto c = net.start({x, y}, 100, [] {});
+  auto d = net.start({y}, 2, [] {});
+  e.run_until(Time{1});
+  CHECK(net.rate_bytes_per_s(c) == doctest::Approx(1));
+  CHECK(net.rate_bytes_per_s(d) == doctest::Approx(1));
+  CHECK(net.rate_bytes_per_s(a) == doctest::Approx(2.5));
+  CHECK(net.rate_bytes_per_s(b) == doctest::Approx(2.5));
+  e.run_until(seconds(2.5));
+  CHECK(net.rate_bytes_per_s(a) == doctest::Approx(2));
+  CHECK(net.rate_bytes_per_s(c) == doctest::Approx(2));
+}
