@@ -190,16 +190,19 @@ TEST_CASE("ctwin view --screenshot renders the trace ctwin run wrote into a PNG 
 
 TEST_CASE("ctwin collective prints nccl-tests' columns with its busbw conventions") {
   const Run r = ctwin(
-      "collective --op all_reduce --cluster dgx-h100 --algo ring --min-bytes 1M --max-bytes 64M --step-factor 4 "
-      "--json");
+      "collective --op all_reduce --cluster dgx-h100 --algo ring --proto simple --min-bytes 1M --max-bytes 64M "
+      "--step-factor 4 --json");
   REQUIRE(r.status == 0);
   const auto rows = nlohmann::json::parse(r.out);
   REQUIRE(rows.size() == 4);  // 1M, 4M, 16M, 64M
   for (const auto& row : rows) {
     const double bytes = row["bytes"].get<double>(), t = row["time_us"].get<double>() * 1e-6;
-    // Ring over 8 GPUs on NVSwitch, 0.6 us per hop; NCCL moves 370 GB/s of NVLink 4's 450 line
-    // rate (NCCL's maintainer in NVIDIA/nccl-tests issue #212).
-    CHECK(t == doctest::Approx(2 * 7 * 0.6e-6 + 2.0 * 7 / 8 * bytes / 370e9).epsilon(1e-6));
+    // Ring, Simple protocol, over 8 GPUs on NVSwitch: NCCL's base latency 8.4 us plus 2(n-1) steps
+    // of NVLink hop (0.6 us) and Simple's per-step cost (2.8 us), at NVLink 4's 20.6 of 25 GB/s per
+    // link of the 450 GB/s line rate (NCCL tuning.cc and topo.h).
+    CHECK(
+        t ==
+        doctest::Approx((8.4 + 2 * 7 * (0.6 + 2.8)) * 1e-6 + 2.0 * 7 / 8 * bytes / (450e9 * 20.6 / 25)).epsilon(1e-6));
     CHECK(row["algbw_gbps"].get<double>() == doctest::Approx(bytes / t / 1e9).epsilon(1e-6));
     CHECK(row["busbw_gbps"].get<double>() ==
           doctest::Approx(row["algbw_gbps"].get<double>() * 2 * 7 / 8).epsilon(1e-9));
