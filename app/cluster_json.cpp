@@ -23,7 +23,10 @@ nlohmann::ordered_json cluster_to_json(const ClusterSpec& c) {
                                 {"nodes", c.nodes},
                                 {"gpus_per_node", c.gpus_per_node},
                                 {"gpu", gpu},
-                                {"intra", c.intra == IntraNodeFabric::nvswitch ? "nvswitch" : "pcie"},
+                                {"intra", c.intra == IntraNodeFabric::nvswitch        ? "nvswitch"
+                                          : c.intra == IntraNodeFabric::pcie          ? "pcie"
+                                          : c.intra == IntraNodeFabric::nvlink_bridge ? "nvlink_bridge"
+                                                                                      : "nvlink_mesh"},
                                 {"intra_gbps", c.intra_gbps},
                                 {"intra_latency_us", c.intra_latency_us},
                                 {"intra_efficiency", c.intra_efficiency},
@@ -32,7 +35,20 @@ nlohmann::ordered_json cluster_to_json(const ClusterSpec& c) {
                                 {"inter_latency_us", c.inter_latency_us},
                                 {"nodes_per_pod", c.nodes_per_pod},
                                 {"spines", c.spines},
-                                {"oversubscription", c.oversubscription}};
+                                {"oversubscription", c.oversubscription},
+                                {"fabric", c.fabric == InterNodeFabric::single_switch    ? "single_switch"
+                                           : c.fabric == InterNodeFabric::rail_optimized ? "rail_optimized"
+                                           : c.fabric == InterNodeFabric::fat_tree       ? "fat_tree"
+                                                                                         : "fat_tree3"},
+                                {"core_switches", c.core_switches},
+                                {"nics_per_node", c.nics_per_node},
+                                {"nic_efficiency", c.nic_efficiency},
+                                {"sharp", c.sharp},
+                                {"sockets", c.sockets},
+                                {"gpus_per_pcie_switch", c.gpus_per_pcie_switch},
+                                {"pcie_uplink_gbps", c.pcie_uplink_gbps},
+                                {"inter_socket_gbps", c.inter_socket_gbps},
+                                {"nvlink_pair_gbps", c.nvlink_pair_gbps}};
 }
 
 }  // namespace ctwin

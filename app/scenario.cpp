@@ -278,9 +278,31 @@ ModelSpec parse_model(const Json& root, const std::string& file, const std::map<
 // ------------------------------------------------------------------ cluster
 
 ClusterSpec parse_cluster(const JsonObject& o, const std::map<std::string, CatalogEntry>& gpus_json) {
-  o.only({"name", "preset", "nodes", "gpu", "gpus_per_node", "intra", "intra_gbps", "intra_latency_us",
-          "intra_efficiency", "nvls_efficiency", "nic_gbps", "inter_latency_us", "nodes_per_pod", "spines",
-          "oversubscription"});
+  o.only({"name",
+          "preset",
+          "nodes",
+          "gpu",
+          "gpus_per_node",
+          "intra",
+          "intra_gbps",
+          "intra_latency_us",
+          "intra_efficiency",
+          "nvls_efficiency",
+          "nic_gbps",
+          "inter_latency_us",
+          "nodes_per_pod",
+          "spines",
+          "oversubscription",
+          "fabric",
+          "core_switches",
+          "nics_per_node",
+          "nic_efficiency",
+          "sharp",
+          "sockets",
+          "gpus_per_pcie_switch",
+          "pcie_uplink_gbps",
+          "inter_socket_gbps",
+          "nvlink_pair_gbps"});
   GpuCatalog gpus;
   auto gpu_named = [&](const std::string& name, const std::string& key) {
     auto it = gpus_json.find(name);
@@ -338,8 +360,13 @@ ClusterSpec parse_cluster(const JsonObject& o, const std::map<std::string, Catal
   c.intra_efficiency = o.number("intra_efficiency", c.intra_efficiency, 0, 1, true);
   c.nvls_efficiency = o.number("nvls_efficiency", c.nvls_efficiency, 0, 2);
   c.gpus_per_node = static_cast<int>(o.integer("gpus_per_node", c.gpus_per_node, 1, 1024));
-  if (o.has("intra"))
-    c.intra = o.choice("intra", {"nvswitch", "pcie"}) == "nvswitch" ? IntraNodeFabric::nvswitch : IntraNodeFabric::pcie;
+  if (o.has("intra")) {
+    const std::string intra = o.choice("intra", {"nvswitch", "pcie", "nvlink_bridge", "nvlink_mesh"});
+    c.intra = intra == "nvswitch"        ? IntraNodeFabric::nvswitch
+              : intra == "pcie"          ? IntraNodeFabric::pcie
+              : intra == "nvlink_bridge" ? IntraNodeFabric::nvlink_bridge
+                                         : IntraNodeFabric::nvlink_mesh;
+  }
   c.intra_gbps = o.number("intra_gbps", c.intra_gbps, 0, 1e6, true);
   c.intra_latency_us = o.number("intra_latency_us", c.intra_latency_us, 0, 1e6);
   c.nic_gbps = o.number("nic_gbps", c.nic_gbps, 0, 1e6, true);
@@ -347,6 +374,28 @@ ClusterSpec parse_cluster(const JsonObject& o, const std::map<std::string, Catal
   c.nodes_per_pod = static_cast<int>(o.integer("nodes_per_pod", c.nodes_per_pod, 1, 1 << 20));
   c.spines = static_cast<int>(o.integer("spines", c.spines, 1, 1 << 16));
   c.oversubscription = o.number("oversubscription", c.oversubscription, 1, 1000);
+  if (o.has("fabric")) {
+    const std::string f = o.choice("fabric", {"single_switch", "rail_optimized", "fat_tree", "fat_tree3"});
+    c.fabric = f == "single_switch"    ? InterNodeFabric::single_switch
+               : f == "rail_optimized" ? InterNodeFabric::rail_optimized
+               : f == "fat_tree"       ? InterNodeFabric::fat_tree
+                                       : InterNodeFabric::fat_tree3;
+  }
+  c.core_switches = static_cast<int>(o.integer("core_switches", c.core_switches, 1, 1 << 16));
+  c.nics_per_node = static_cast<int>(o.integer("nics_per_node", c.nics_per_node, 0, 1024));
+  c.nic_efficiency = o.number("nic_efficiency", c.nic_efficiency, 0, 1, true);
+  c.sharp = o.boolean("sharp", c.sharp);
+  c.sockets = static_cast<int>(o.integer("sockets", c.sockets, 1, 64));
+  c.gpus_per_pcie_switch = static_cast<int>(o.integer("gpus_per_pcie_switch", c.gpus_per_pcie_switch, 1, 1024));
+  c.pcie_uplink_gbps = o.number("pcie_uplink_gbps", c.pcie_uplink_gbps, 0, 1e6);
+  c.inter_socket_gbps = o.number("inter_socket_gbps", c.inter_socket_gbps, 0, 1e6);
+  c.nvlink_pair_gbps = o.number("nvlink_pair_gbps", c.nvlink_pair_gbps, 0, 1e6);
+  if (c.nics_per_node > c.gpus_per_node) {
+    o.fail("nics_per_node",
+           "found " + std::to_string(c.nics_per_node) + ", more NICs than the node's " +
+               std::to_string(c.gpus_per_node) + " GPUs",
+           "0 (one per GPU) or at most gpus_per_node");
+  }
   return c;
 }
 

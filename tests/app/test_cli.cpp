@@ -263,6 +263,21 @@ TEST_CASE("a cluster written by ctwin cluster --write loads back through /cluste
   const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
   CHECK(ja["step_time_s"] == jb["step_time_s"]);
   CHECK(ja["memory"] == jb["memory"]);
+  // A PCIe box with shared NICs survives the round trip too (every field is written).
+  const std::string pcie = (d / "pcie.json").string();
+  std::filesystem::remove(pcie);
+  REQUIRE(ctwin("cluster --cluster l40s-pcie --nodes 2 --write " + pcie).status == 0);
+  std::ofstream(d / "pcie_sc.json")
+      << R"({"name": "p", "kind": "training", "cluster": {"file": "pcie.json"}, "model": "llama3-8b",
+    "training": {"global_batch": 16, "seq_len": 2048, "parallelism": {"dp": 16, "zero_stage": 3}}})";
+  std::ofstream(d / "pcie_preset.json")
+      << R"({"name": "p", "kind": "training", "cluster": {"preset": "l40s-pcie", "nodes": 2},
+    "model": "llama3-8b", "training": {"global_batch": 16, "seq_len": 2048, "parallelism": {"dp": 16, "zero_stage": 3}}})";
+  const Run pa = ctwin("run " + (d / "pcie_sc.json").string() + " --json");
+  const Run pb = ctwin("run " + (d / "pcie_preset.json").string() + " --json");
+  REQUIRE(pa.status == 0);
+  REQUIRE(pb.status == 0);
+  CHECK(nlohmann::json::parse(pa.out)["step_time_s"] == nlohmann::json::parse(pb.out)["step_time_s"]);
   // A bad value inside the description names the description file and its key.
   std::ofstream(d / "bad_cluster.json") << R"({"name": "x", "nodes": 0, "gpus_per_node": 8, "gpu": "H100-SXM"})";
   std::ofstream(d / "bad.json") << R"({"name": "b", "kind": "training", "cluster": {"file": "bad_cluster.json"},
