@@ -9,7 +9,7 @@
 #include "scenario.hpp"
 #include "sim/error.hpp"
 #include "topology/collective.hpp"
-#include "topology/collective_flow.hpp"
+#include "topology/network.hpp"
 
 namespace ctwin {
 namespace {
@@ -151,11 +151,11 @@ int cmd_collective(const Args& args) {
     }
     if (fidelity == "flow") {
       Engine engine;
-      FlowNetwork net(engine);
-      ClusterNetwork routes(cl, net);
-      CollectiveFlows flows(engine, net, routes, cl, options);
+      CollectiveRunner runner(engine, cl, Fidelity::flow, options);
       Time end{};
-      flows.start(call, [&] { end = engine.now(); });
+      Time* end_ptr = &end;
+      Engine* eng = &engine;
+      runner.start(call, [end_ptr, eng] { *end_ptr = eng->now(); });
       engine.run();
       est.time = end;
       est.algbw_gbps = end.ps > 0 ? bytes / end.seconds() / 1e9 : 0;

@@ -12,7 +12,7 @@
 #include "sim/error.hpp"
 #include "sim/streams.hpp"
 #include "topology/collective.hpp"
-#include "topology/collective_flow.hpp"
+#include "topology/network.hpp"
 #include "workloads/compute_model.hpp"
 #include "workloads/layer_ops.hpp"
 
@@ -142,7 +142,7 @@ struct Placement {
 class Builder {
  public:
   Builder(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cl, const TrainingOptions& opt)
-      : m_(m), cfg_(cfg), cl_(cl), opt_(opt), par_(cfg.parallel), place_(cfg.parallel) {
+      : m_(m), cfg_(cfg), opt_(opt), par_(cfg.parallel), place_(cfg.parallel) {
     cm_ = default_compute_model(cl.spec.gpu, cfg.precision.compute);
     shape_ = layer_shape(m, cfg);
     if (m.is_generic()) {
@@ -155,7 +155,6 @@ class Builder {
     }
     layers_ = m.is_generic() ? static_cast<int>(m.generic_layers.size()) : m.layers;
     mbs_ = std::max(1, cfg.grad_accum());
-    per_stage_ = m.layers / par_.pp;
     replicas_ = opt.fold ? 1 : par_.dp;
     for (int d = 0; d < replicas_; ++d)
       for (int p = 0; p < par_.pp; ++p)
@@ -163,7 +162,6 @@ class Builder {
           for (int t = 0; t < par_.tp; ++t) gpus_.push_back(Coords{t, c, d, p});
     std::sort(gpus_.begin(), gpus_.end(),
               [&](const Coords& a, const Coords& b) { return place_.rank(a) < place_.rank(b); });
-    for (std::size_t i = 0; i < gpus_.size(); ++i) local_of_[place_.rank(gpus_[i])] = static_cast<std::uint32_t>(i);
     for (std::size_t i = 0; i < gpus_.size(); ++i) {
       streams_.push_back({graph_.add_stream(), graph_.add_stream(), graph_.add_stream(), graph_.add_stream()});
     }
@@ -192,7 +190,6 @@ class Builder {
  private:
   const ModelSpec& m_;
   const TrainingConfig& cfg_;
-  const Cluster& cl_;
   const TrainingOptions& opt_;
   const Parallelism& par_;
   Placement place_;
@@ -206,8 +203,7 @@ class Builder {
     if (!generic_.empty()) return generic_[static_cast<std::size_t>(layer)];
     return is_moe_layer(layer) ? moe_layer_ : dense_layer_;
   }
-  int mbs_ = 1, per_stage_ = 1, replicas_ = 1;
-  std::unordered_map<int, std::uint32_t> local_of_;
+  int mbs_ = 1, replicas_ = 1;
   std::vector<std::array<StreamId, 4>> streams_;   // compute, dp comm, (pp transfers are free), tp comm
   std::vector<std::array<std::uint32_t, 5>> seq_;  // collectives issued per group kind, per GPU
   struct Pending {
@@ -714,22 +710,12 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
     auto exec_ptr = std::make_unique<StreamExecutor>(*engine_ptr, b.graph_);
     Engine* engine = engine_ptr.get();
     StreamExecutor* x = exec_ptr.get();
-    // Flow fidelity: collectives become flows sharing the cluster's links with each other.
-    std::unique_ptr<FlowNetwork> net;
-    std::unique_ptr<ClusterNetwork> routes;
-    std::unique_ptr<CollectiveFlows> flows;
-    if (opt.flow_network) {
-      net = std::make_unique<FlowNetwork>(*engine);
-      routes = std::make_unique<ClusterNetwork>(cluster, *net);
-      flows = std::make_unique<CollectiveFlows>(*engine, *net, *routes, cluster);
-      x->on_rendezvous(
-          [x, &b, f = flows.get()](RendezvousId r, Time) { f->start(b.call(r), [x, r] { x->finish_rendezvous(r); }); });
-    } else {
-      x->on_rendezvous([engine, x, &b, &cluster](RendezvousId r, Time) {
-        const auto est = estimate_collective(cluster, b.call(r));
-        engine->schedule_in(est.time, [x, r] { x->finish_rendezvous(r); });
-      });
-    }
+    // Collectives at the chosen fidelity: alpha-beta times, or flows sharing the cluster's links.
+    auto runner =
+        std::make_unique<CollectiveRunner>(*engine, cluster, opt.flow_network ? Fidelity::flow : Fidelity::analytical);
+    x->on_rendezvous([x, &b, run = runner.get()](RendezvousId r, Time) {
+      run->start(b.call(r), [x, r] { x->finish_rendezvous(r); });
+    });
     const double slow = cfg.overlap_slowdown;
     const auto& noise = cfg.noise;
     if (slow > 0 || noise.active()) {
