@@ -33,6 +33,7 @@ nlohmann::ordered_json cluster_to_json(const ClusterSpec& c) {
                                 {"nvls_efficiency", c.nvls_efficiency},
                                 {"nic_gbps", c.nic_gbps},
                                 {"inter_latency_us", c.inter_latency_us},
+                                {"net_overhead_us", c.net_overhead_us},
                                 {"nodes_per_pod", c.nodes_per_pod},
                                 {"spines", c.spines},
                                 {"oversubscription", c.oversubscription},

@@ -290,6 +290,7 @@ ClusterSpec parse_cluster(const JsonObject& o, const std::map<std::string, Catal
           "nvls_efficiency",
           "nic_gbps",
           "inter_latency_us",
+          "net_overhead_us",
           "nodes_per_pod",
           "spines",
           "oversubscription",
@@ -371,6 +372,7 @@ ClusterSpec parse_cluster(const JsonObject& o, const std::map<std::string, Catal
   c.intra_latency_us = o.number("intra_latency_us", c.intra_latency_us, 0, 1e6);
   c.nic_gbps = o.number("nic_gbps", c.nic_gbps, 0, 1e6, true);
   c.inter_latency_us = o.number("inter_latency_us", c.inter_latency_us, 0, 1e6);
+  c.net_overhead_us = o.number("net_overhead_us", c.net_overhead_us, 0, 1e6);
   c.nodes_per_pod = static_cast<int>(o.integer("nodes_per_pod", c.nodes_per_pod, 1, 1 << 20));
   c.spines = static_cast<int>(o.integer("spines", c.spines, 1, 1 << 16));
   c.oversubscription = o.number("oversubscription", c.oversubscription, 1, 1000);

@@ -20,7 +20,8 @@ TEST_CASE("every validation case is within 10% of its published figure, and the 
   const char* cases[] = {"llama3-405b-16384xh100", "llama3-405b-8192xh100",  "megatron-gpt-1.7b-a100",
                          "megatron-gpt-145b-a100", "megatron-gpt-18b-a100",  "megatron-gpt-3.6b-a100",
                          "megatron-gpt-39b-a100",  "megatron-gpt-7.5b-a100", "megatron-gpt-76b-a100",
-                         "mpt-30b-8xh100",         "mpt-70b-64xh100"};
+                         "mixtral-8x7b-64xh100",   "mpt-30b-8xh100",         "mpt-70b-64xh100",
+                         "qwen3-30b-a3b-8xh100"};
   double sum = 0;
   int n = 0;
   for (const char* name : cases) {

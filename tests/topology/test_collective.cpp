@@ -24,7 +24,11 @@ ClusterSpec dgx(const char* name, double nvlink, int gen, double nic, int nodes)
 }
 // The presets as the catalog builds them (NVLink per-direction rates from the datasheets).
 ClusterSpec dgx_h100(int nodes) { return dgx("dgx-h100", 450, 4, 50, nodes); }
-ClusterSpec dgx_a100(int nodes) { return dgx("dgx-a100", 300, 3, 25, nodes); }
+ClusterSpec dgx_a100(int nodes) {
+  ClusterSpec s = dgx("dgx-a100", 300, 3, 25, nodes);
+  s.net_overhead_us = 2.0;  // AMD EPYC hosts: NCCL's getNetOverhead
+  return s;
+}
 
 CollectiveCall all(CollectiveOp op, const ClusterSpec& s, double bytes) {
   CollectiveCall c;
@@ -171,4 +175,14 @@ TEST_CASE("small all-reduce latency within 2x of published nccl-tests runs") {
   const double t = estimate_collective(build_cluster(s), all(CollectiveOp::all_reduce, s, 8)).time.micros();
   CHECK(t / 12.5 < 2.0);
   CHECK(12.5 / t < 2.0);
+  // 2x DGX A100 (AMD EPYC hosts, 8x HDR), NCCL_ALGO=RING, 8 bytes: 93 us (NVIDIA/nccl #812).
+  // NCCL's model: 6.6 base + 28 intra-node steps at max(0.6, 2.0 AMD net overhead) + 2 network
+  // steps at 2.7 = 68 us.
+  const ClusterSpec a = dgx_a100(2);
+  CollectiveOptions ring;
+  ring.algo = CollectiveAlgo::ring;
+  const double ta = estimate_collective(build_cluster(a), all(CollectiveOp::all_reduce, a, 8), ring).time.micros();
+  CHECK(ta == doctest::Approx(6.6 + 28 * 2.0 + 2 * 2.7));
+  CHECK(93.0 / ta < 2.0);
+  CHECK(ta / 93.0 < 2.0);
 }

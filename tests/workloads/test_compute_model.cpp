@@ -38,3 +38,18 @@ TEST_CASE("an elementwise kernel costs its bytes at the achievable HBM bandwidth
   OpCost op{OpKind::elementwise, 0, 1e9};
   CHECK(op_seconds(cm, op) == doctest::Approx(1e9 / 1e12 + 1e-6));
 }
+
+TEST_CASE("a grouped GEMM runs each group's share of rows at the grouped efficiency") {
+  ComputeModel cm;
+  cm.peak_flops = 1000e12;
+  cm.hbm_bytes_per_s = 3e12;
+  cm.gemm_efficiency = 0.8;
+  cm.grouped_gemm_efficiency = 0.5;
+  cm.launch_s = 0;
+  cm.gemm_knee = 64;
+  // 16 experts, 65,536 routed rows: each expert's GEMM is 4096 x 2048 x 1536.
+  const double m = 65536, n = 1536, k = 2048;
+  OpCost op{OpKind::grouped_gemm, 2 * m * n * k, 0, m, n, k, 16};
+  const double f = (4096.0 / (4096 + 64)) * (1536.0 / (1536 + 64)) * (2048.0 / (2048 + 64));
+  CHECK(op_seconds(cm, op) == doctest::Approx(2 * m * n * k / (1000e12 * 0.8 * 0.5 * f)));
+}

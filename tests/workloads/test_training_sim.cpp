@@ -378,6 +378,15 @@ TEST_CASE("MoE: each token's expert work is top_k expert MLPs, scaled by load im
   const double per_layer = 6.0 * (1024 * 2) * 3 * 2048.0 * 1024;
   CHECK(expert_flops(balanced) == doctest::Approx(2 * per_layer).epsilon(1e-6));
   CHECK(count_named(balanced.trace, "ep_dispatch", "gpu 0") == 2 * 2);  // forward and backward per layer
+  // Permutation gathers each token's k copies (read T*h, write T*k*h, 8-byte indices), and
+  // un-permutation the reverse, forward and backward: 4 kernels per layer.
+  double permute_bytes = 0;
+  for (const auto& e : balanced.trace.events) {
+    const std::string n = balanced.trace.str(e.name);
+    if (balanced.trace.str(balanced.trace.lanes[e.lane].process) == "gpu 0" && n.find("permute") != std::string::npos)
+      permute_bytes += e.bytes;
+  }
+  CHECK(permute_bytes == doctest::Approx(2 * 4 * (2.0 * (1024 * 2048 + 1024 * 2 * 2048) + 8 * 1024 * 2)));
   c.moe_load_imbalance = 1.5;
   const auto skewed = simulate_training(m, c, dgx_h100(), opt);
   CHECK(expert_flops(skewed) == doctest::Approx(1.5 * expert_flops(balanced)).epsilon(1e-6));

@@ -154,7 +154,6 @@ constexpr double kTreeNvlExtra[3] = {0.0, 0.65, 3.4};  // NVLink tree hop: 0.6 /
 constexpr double kTreeNetExtra[3] = {2.3, 5.8, 11.3};  // network tree hop: 5.0 / 8.5 / 14
 constexpr double kNvlsLatencyUs = 25.0;                // NVLS on NVLink (hwLat NVLS, Simple)
 constexpr double kCollNetLatencyUs = 3.7 + 31.0;       // CollNet Direct: NVLink + network hop
-constexpr double kNetOverheadUs = 1.0;                 // per-step proxy overhead on multi-node rings
 constexpr double kTreeEfficiency = 0.92;               // NCCL's tree bandwidth derating
 
 int proto_index(Protocol p) { return p == Protocol::ll ? 0 : p == Protocol::ll128 ? 1 : 2; }
@@ -251,7 +250,7 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       const double steps = ring_steps(call.op, sh.n);
       const double inter_steps = !multi ? 0 : call.op == CollectiveOp::all_reduce ? 2.0 * (sh.nodes - 1) : sh.nodes - 1;
       double intra_lat = intra_hop + (s.intra == IntraNodeFabric::nvswitch ? kRingNvlExtra[pi] : kRingPciExtra[pi]);
-      if (multi) intra_lat = std::max(intra_lat, kNetOverheadUs * (p == Protocol::simple ? 3 : 1));
+      if (multi) intra_lat = std::max(intra_lat, s.net_overhead_us * (p == Protocol::simple ? 3 : 1));
       out.latency_s =
           (kBaseRing[pi] + (steps - inter_steps) * intra_lat + inter_steps * (net_hop + kRingNetExtra[pi])) * 1e-6;
       const bool quarter = multi || call.op == CollectiveOp::all_reduce || call.op == CollectiveOp::reduce;

@@ -8,6 +8,8 @@ const char* to_string(OpKind k) {
   switch (k) {
     case OpKind::gemm:
       return "gemm";
+    case OpKind::grouped_gemm:
+      return "grouped_gemm";
     case OpKind::attention:
       return "attention";
     case OpKind::elementwise:
@@ -39,9 +41,11 @@ ComputeModel default_compute_model(const GpuSpec& gpu, Dtype dtype) {
 
 double op_seconds(const ComputeModel& cm, const OpCost& op) {
   double eff = 1.0;
-  if (op.kind == OpKind::gemm) {
-    eff = cm.gemm_efficiency;
-    for (double d : {op.m, op.n, op.k}) {
+  if (op.kind == OpKind::gemm || op.kind == OpKind::grouped_gemm) {
+    const bool grouped = op.kind == OpKind::grouped_gemm;
+    eff = cm.gemm_efficiency * (grouped ? cm.grouped_gemm_efficiency : 1.0);
+    const double m = grouped && op.groups > 1 ? op.m / op.groups : op.m;
+    for (double d : {m, op.n, op.k}) {
       if (d > 0) eff *= d / (d + cm.gemm_knee);
     }
   } else if (op.kind == OpKind::attention) {

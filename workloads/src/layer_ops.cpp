@@ -1,5 +1,7 @@
 #include "workloads/layer_ops.hpp"
 
+#include <algorithm>
+
 namespace ctwin {
 
 const char* to_string(CommGroup g) {
@@ -162,35 +164,66 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
   items.push_back(streaming("attn_residual", OpKind::elementwise, 2 * T_local * h, T_local * h, e));
   items.push_back(streaming("mlp_norm", OpKind::norm, T_local * h, T_local * h, e));
   const bool swiglu = m.activation == Activation::swiglu;
-  auto mlp = [&](const std::string& prefix, double tokens, double ffn) {
+  // groups > 1: the experts on this GPU as one grouped GEMM, tokens split evenly over them.
+  auto mlp = [&](const std::string& prefix, double tokens, double ffn, double groups = 0) {
     const double up_n = (swiglu ? 2 : 1) * ffn / t;
-    items.push_back(gemm(prefix + "up", tokens, h, up_n, e));
+    auto matmul = [&](const std::string& name, double k, double n) {
+      LayerItem g = gemm(name, tokens, k, n, e);
+      if (groups > 0) {
+        // Every expert's weights are read once per GEMM, not once for the whole group.
+        g.fwd.kind = g.bwd.kind = OpKind::grouped_gemm;
+        g.fwd.groups = g.bwd.groups = groups;
+        g.fwd.bytes = e * (tokens * k + groups * k * n + tokens * n);
+        g.bwd.bytes = 2 * g.fwd.bytes;
+      }
+      items.push_back(g);
+    };
+    matmul(prefix + "up", h, up_n);
     items.push_back(
         streaming(prefix + (swiglu ? "swiglu" : "gelu"), OpKind::elementwise, tokens * up_n, tokens * ffn / t, e));
-    items.push_back(gemm(prefix + "down", tokens, ffn / t, h, e));
+    matmul(prefix + "down", ffn / t, h);
   };
   if (t > 1) items.push_back(comm_f(s, h));
   if (moe && m.moe.enabled()) {
-    items.push_back(gemm("router", T, h, m.moe.experts, e));
+    const double k = m.moe.top_k, experts = m.moe.experts;
+    items.push_back(gemm("router", T, h, experts, e));
+    // Softmax and top-k over the router logits (FP32), and the load-balancing statistics.
+    LayerItem topk;
+    topk.name = "router_topk";
+    topk.fwd = OpCost{OpKind::elementwise, 0, 4 * T * experts * 2 + T * k * (4 + 8)};
+    topk.bwd = OpCost{OpKind::elementwise, 0, 4 * T * experts * 3};
+    items.push_back(topk);
     // Each token goes to top_k experts spread over the ep ranks: every rank sends and
     // receives T*top_k*h activations (balanced), once to dispatch and once to combine.
-    const double routed = T * m.moe.top_k * load_imbalance;
+    const double routed = T * k * load_imbalance;
+    // Permutation (Megatron's alltoall dispatcher, vLLM/DeepEP alike): gather each token's k
+    // copies into expert order before dispatch; after combine, scatter them back weighted by
+    // the router's probabilities. Memory-bound: T*h read and T*k*h written, and the reverse.
+    LayerItem permute;
+    permute.name = "moe_permute";
+    permute.fwd = OpCost{OpKind::elementwise, 0, e * (T * h + T * k * h) + 8 * T * k};
+    permute.bwd = permute.fwd;
+    items.push_back(permute);
     if (ep > 1) {
       LayerItem a2a;
       a2a.name = "ep_dispatch";
       a2a.is_comm = true;
       a2a.group = CommGroup::ep;
-      a2a.comm_bytes = T * m.moe.top_k * h * e;
+      a2a.comm_bytes = T * k * h * e;
       a2a.fwd_comm = CollectiveOp::all_to_all;
       a2a.bwd_comm = CollectiveOp::all_to_all;
       items.push_back(a2a);
     }
-    mlp("expert_", routed, static_cast<double>(m.moe.expert_ffn_hidden));
+    const double local_experts = std::max(1.0, experts / std::max(1, ep));
+    mlp("expert_", routed, static_cast<double>(m.moe.expert_ffn_hidden), local_experts);
     if (ep > 1) {
       LayerItem a2a = items[items.size() - 4];  // the dispatch, mirrored
       a2a.name = "ep_combine";
       items.push_back(a2a);
     }
+    LayerItem unpermute = permute;
+    unpermute.name = "moe_unpermute";
+    items.push_back(unpermute);
     if (m.moe.shared_experts > 0) {
       mlp("shared_", T, static_cast<double>(m.moe.expert_ffn_hidden) * m.moe.shared_experts);
     }

@@ -364,7 +364,7 @@ class Builder {
         return;
       }
       OpCost c = pass == Pass::forward ? it.fwd : it.bwd;
-      const bool gemm = c.kind == OpKind::gemm;
+      const bool gemm = c.kind == OpKind::gemm || c.kind == OpKind::grouped_gemm;
       if (pass == Pass::backward_weight) {
         if (!gemm) return;
         c.flops /= 2;  // wgrad: one of the two backward GEMMs
@@ -471,7 +471,7 @@ class Builder {
     for (const auto& it : dense_layer_) {
       if (it.is_comm) continue;
       tf += op_seconds(cm_, it.fwd);
-      const bool gemm = it.bwd.kind == OpKind::gemm;
+      const bool gemm = it.bwd.kind == OpKind::gemm || it.bwd.kind == OpKind::grouped_gemm;
       OpCost half = it.bwd;
       half.flops /= 2;
       half.bytes /= 2;

@@ -36,6 +36,9 @@ struct ClusterSpec {
   double intra_latency_us = 0;  // one hop GPU -> GPU inside a node
   double nic_gbps = 50;         // per GPU per direction (NDR InfiniBand: 400 Gb/s = 50 GB/s)
   double inter_latency_us = 0;  // one hop GPU -> GPU across nodes
+  // Host-side cost of posting one network step on a multi-node ring (NCCL's getNetOverhead,
+  // NCCL_NET_OVERHEAD): 1 us on Intel hosts, 2 us on AMD hosts (DGX A100's EPYC), per tuning.cc.
+  double net_overhead_us = 1.0;
   // Inter-node fabric, rail-optimised two-tier: NIC r of every node in a pod plugs into leaf r of
   // that pod; every leaf connects to every spine. Leaf uplinks carry nodes_per_pod x nic_gbps
   // divided by the oversubscription ratio, split over the spines.

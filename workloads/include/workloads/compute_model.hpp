@@ -9,7 +9,8 @@
 
 namespace ctwin {
 
-enum class OpKind : std::uint8_t { gemm, attention, elementwise, norm, embedding, loss, optimizer };
+// grouped_gemm: one kernel running `groups` equal GEMMs (MoE experts on one GPU), each of m / groups rows.
+enum class OpKind : std::uint8_t { gemm, grouped_gemm, attention, elementwise, norm, embedding, loss, optimizer };
 
 const char* to_string(OpKind k);
 
@@ -19,6 +20,7 @@ struct OpCost {
   double bytes = 0;  // HBM traffic
   // GEMM shape (m x k) @ (k x n); 0 for non-GEMMs.
   double m = 0, n = 0, k = 0;
+  double groups = 1;  // grouped_gemm: the GEMMs in the group, m split evenly over them
 };
 
 struct ComputeModel {
@@ -31,6 +33,11 @@ struct ComputeModel {
   // A GEMM dimension d contributes d / (d + gemm_knee) to efficiency: small or skinny
   // shapes fill fewer SMs and waves (efficiency halves at d = gemm_knee).
   double gemm_knee = 64;
+  // A grouped GEMM (MoE experts) sustains this fraction of what one GEMM of the same per-group
+  // shape does: variable per-expert row counts, tile padding, the group scheduler and, in
+  // dropless training, the busiest expert setting the pace. One value for every GPU, fitted
+  // across the two MoE validation cases (docs/validation.md); calibratable.
+  double grouped_gemm_efficiency = 0.75;
 };
 
 ComputeModel default_compute_model(const GpuSpec& gpu, Dtype dtype);
