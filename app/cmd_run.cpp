@@ -46,6 +46,7 @@ int cmd_run(const Args& args) {
   TrainingOptions opt;
   opt.fold = !p->has("--no-fold");
   opt.flow_network = sc.fidelity == NetworkFidelity::flow;
+  opt.collectives = sc.collectives;
   opt.trace = trace_path.has_value();
   const bool tty = isatty(STDERR_FILENO) != 0;
   if (tty) {

@@ -55,6 +55,7 @@ int cmd_validate(const Args& args) {
     if (!sc.validation.present()) continue;
     TrainingOptions opt;
     opt.flow_network = sc.fidelity == NetworkFidelity::flow;
+    opt.collectives = sc.collectives;
     const TrainingResult r = simulate_training(sc.model, sc.training, build_cluster(sc.cluster), opt);
     const double pred = predicted_metric(sc, r);
     const double err = (pred - sc.validation.published) / sc.validation.published;

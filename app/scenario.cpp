@@ -401,6 +401,56 @@ ClusterSpec parse_cluster(const JsonObject& o, const std::map<std::string, Catal
   return c;
 }
 
+// ------------------------------------------------------------------ network
+
+// /network/algo and /network/protocol: one name for every collective, or an object naming one
+// per operation ({"all_reduce": "tree", "all_gather": "ring"}), as NCCL_ALGO and NCCL_PROTO.
+CollectiveOptions parse_collective_options(const JsonObject& n) {
+  CollectiveOptions o;
+  o.where_applicable = true;
+  // In CollectiveOp order.
+  const char* const ops[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                             "reduce",     "all_to_all", "send_recv"};
+  auto algo_in = [](const JsonObject& j, const std::string& key) {
+    const std::string a = j.choice(key, {"auto", "ring", "tree", "nvls", "collnet"});
+    return a == "ring"      ? CollectiveAlgo::ring
+           : a == "tree"    ? CollectiveAlgo::tree
+           : a == "nvls"    ? CollectiveAlgo::nvls
+           : a == "collnet" ? CollectiveAlgo::collnet
+                            : CollectiveAlgo::automatic;
+  };
+  auto proto_in = [](const JsonObject& j, const std::string& key) {
+    const std::string p = j.choice(key, {"auto", "ll", "ll128", "simple"});
+    return p == "ll"       ? Protocol::ll
+           : p == "ll128"  ? Protocol::ll128
+           : p == "simple" ? Protocol::simple
+                           : Protocol::automatic;
+  };
+  if (n.has("algo")) {
+    if (n.raw("algo").is_object()) {
+      const JsonObject a = n.object("algo");
+      a.only({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "send_recv"});
+      for (std::size_t i = 0; i < std::size(ops); ++i) {
+        if (a.has(ops[i])) o.algo_by_op[i] = algo_in(a, ops[i]);
+      }
+    } else {
+      o.algo = algo_in(n, "algo");
+    }
+  }
+  if (n.has("protocol")) {
+    if (n.raw("protocol").is_object()) {
+      const JsonObject p = n.object("protocol");
+      p.only({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "send_recv"});
+      for (std::size_t i = 0; i < std::size(ops); ++i) {
+        if (p.has(ops[i])) o.protocol_by_op[i] = proto_in(p, ops[i]);
+      }
+    } else {
+      o.protocol = proto_in(n, "protocol");
+    }
+  }
+  return o;
+}
+
 // ------------------------------------------------------------------ training
 
 Dtype parse_dtype(const std::string& s) {
@@ -686,9 +736,10 @@ Scenario parse_scenario(const std::string& text, const std::string& path, const 
   sc.training.seed = sc.seed;
   if (top.has("network")) {
     const JsonObject n = top.object("network");
-    n.only({"fidelity"});
+    n.only({"fidelity", "algo", "protocol"});
     sc.fidelity = n.choice("fidelity", {"analytical", "flow"}, "analytical") == "flow" ? NetworkFidelity::flow
                                                                                        : NetworkFidelity::analytical;
+    sc.collectives = parse_collective_options(n);
   }
   if (top.has("validation")) {
     const JsonObject v = top.object("validation");

@@ -8,6 +8,7 @@
 
 #include "topology/catalog.hpp"
 #include "topology/cluster.hpp"
+#include "topology/collective.hpp"
 #include "workloads/model.hpp"
 #include "workloads/training.hpp"
 
@@ -35,6 +36,7 @@ struct Scenario {
   ModelSpec model;                                         // /model
   TrainingConfig training;                                 // /training
   NetworkFidelity fidelity = NetworkFidelity::analytical;  // /network/fidelity
+  CollectiveOptions collectives;                           // /network/algo, /network/protocol
   ValidationTarget validation;                             // /validation
 };
 

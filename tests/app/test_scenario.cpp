@@ -62,6 +62,20 @@ TEST_CASE("a good scenario loads the catalog's values into typed structs") {
   CHECK(s.training.recompute == Recompute::none);  // documented default
 }
 
+TEST_CASE("/network/algo and /network/protocol set NCCL's choices, per operation or for all") {
+  json j = base();
+  j["network"] = json::parse(R"({"algo": {"all_reduce": "tree", "all_gather": "ring"}, "protocol": "simple"})");
+  const Scenario s = parse_scenario(j.dump(), "good.json");
+  CHECK(s.collectives.where_applicable);
+  CHECK(s.collectives.algo == CollectiveAlgo::automatic);
+  CHECK(s.collectives.algo_by_op[static_cast<int>(CollectiveOp::all_reduce)] == CollectiveAlgo::tree);
+  CHECK(s.collectives.algo_by_op[static_cast<int>(CollectiveOp::all_gather)] == CollectiveAlgo::ring);
+  CHECK(s.collectives.algo_by_op[static_cast<int>(CollectiveOp::reduce_scatter)] == CollectiveAlgo::automatic);
+  CHECK(s.collectives.protocol == Protocol::simple);
+  j["network"] = json::parse(R"({"algo": "nvls"})");
+  CHECK(parse_scenario(j.dump(), "good.json").collectives.algo == CollectiveAlgo::nvls);
+}
+
 TEST_CASE("--set overrides any key and is validated like the file") {
   const Scenario s = parse_scenario(base().dump(), "good.json",
                                     {parse_override("/training/parallelism/tp=4"),
@@ -87,6 +101,10 @@ TEST_CASE("bad scenarios each give one error naming the path, what was found and
   const Case cases[] = {
       {"unknown top-level key", [](json& j) { j["clustr"] = j["cluster"]; }, "/clustr",
        "bad.json: /clustr: unknown key; did you mean \"cluster\"?"},
+      {"unknown collective algorithm", [](json& j) { j["network"]["algo"]["all_reduce"] = "tre"; },
+       "/network/algo/all_reduce", "found \"tre\"; did you mean \"tree\"?"},
+      {"unknown operation for a protocol", [](json& j) { j["network"]["protocol"]["allreduce"] = "ll"; },
+       "/network/protocol/allreduce", "unknown key; did you mean \"all_reduce\"?"},
       {"unknown nested key", [](json& j) { j["training"]["micro_bach"] = 1; }, "/training/micro_bach",
        "unknown key; did you mean \"micro_batch\"?"},
       {"wrong type", [](json& j) { j["training"]["micro_batch"] = "two"; }, "/training/micro_batch",

@@ -441,3 +441,47 @@ TEST_CASE("training at flow fidelity matches the analytical network when nothing
   CHECK_FALSE(f.folded);  // flows need every replica's traffic on the links
   CHECK(f.step_time_s == doctest::Approx(a.step_time_s).epsilon(0.02));
 }
+
+TEST_CASE("a scenario's algorithm choice (NCCL_ALGO) reaches every collective it applies to") {
+  ModelSpec m = llama32_1b();
+  m.layers = 2;
+  TrainingConfig c;
+  c.parallel.tp = 8;
+  c.micro_batch = 1;
+  c.global_batch = 3;
+  c.seq_len = 4096;
+  Cluster cl = dgx_h100();
+  cl.spec.gpu.nvlink_gen = 4;
+  cl.spec.nvls_efficiency = 275.0 / 450;  // NVLS runs the TP all-reduces by default
+  const auto tuned = simulate_training(m, c, cl, {});
+  TrainingOptions ring;
+  ring.collectives.algo = CollectiveAlgo::ring;
+  ring.collectives.where_applicable = true;
+  const auto forced = simulate_training(m, c, cl, ring);
+  // Without sequence parallelism each layer all-reduces its activations (s*h bf16) twice forward
+  // and twice backward; every one of them now takes ring's time instead of NVLS's.
+  CollectiveCall call;
+  call.op = CollectiveOp::all_reduce;
+  for (int g = 0; g < 8; ++g) call.ranks.emplace_back(g);
+  call.bytes = 4096.0 * 2048 * 2;
+  CollectiveOptions as_ring, as_nvls;
+  as_ring.algo = CollectiveAlgo::ring;
+  as_nvls.algo = CollectiveAlgo::nvls;
+  const double per_call =
+      estimate_collective(cl, call, as_ring).time.seconds() - estimate_collective(cl, call, as_nvls).time.seconds();
+  CHECK(per_call > 0);
+  const double calls = 4.0 * m.layers * 3;  // 3 micro-batches
+  CHECK(forced.breakdown.exposed_tp_s - tuned.breakdown.exposed_tp_s ==
+        doctest::Approx(calls * per_call).epsilon(1e-3));
+  // Where the choice cannot run a call it is dropped for that call, not an error.
+  call.op = CollectiveOp::all_gather;
+  CollectiveOptions tree;
+  tree.algo = CollectiveAlgo::tree;
+  tree.where_applicable = true;
+  CHECK(options_for(cl, call, tree).algo == CollectiveAlgo::automatic);
+  tree.where_applicable = false;
+  CHECK(options_for(cl, call, tree).algo == CollectiveAlgo::tree);
+  // A per-operation entry wins over the general one.
+  tree.algo_by_op[static_cast<int>(CollectiveOp::all_gather)] = CollectiveAlgo::ring;
+  CHECK(options_for(cl, call, tree).algo == CollectiveAlgo::ring);
+}

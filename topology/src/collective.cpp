@@ -338,7 +338,31 @@ bool algo_applies(const Cluster& c, const CollectiveCall& call, CollectiveAlgo a
   return false;
 }
 
-CollectivePlan plan_collective(const Cluster& c, const CollectiveCall& call, const CollectiveOptions& opt) {
+CollectiveOptions options_for(const Cluster& c, const CollectiveCall& call, const CollectiveOptions& opt) {
+  CollectiveOptions o;
+  const auto i = static_cast<std::size_t>(call.op);
+  o.algo = opt.algo_by_op[i] != CollectiveAlgo::automatic ? opt.algo_by_op[i] : opt.algo;
+  o.protocol = opt.protocol_by_op[i] != Protocol::automatic ? opt.protocol_by_op[i] : opt.protocol;
+  if (!opt.where_applicable) return o;
+  if (o.algo != CollectiveAlgo::automatic && !algo_applies(c, call, o.algo)) o.algo = CollectiveAlgo::automatic;
+  if (o.protocol != Protocol::automatic) {
+    // Keep the protocol only if some algorithm the call may run can use it.
+    const Shape sh = shape_of(c, call.ranks);
+    bool runs = false;
+    for (CollectiveAlgo a : {CollectiveAlgo::ring, CollectiveAlgo::tree, CollectiveAlgo::nvls, CollectiveAlgo::collnet,
+                             CollectiveAlgo::p2p}) {
+      if (o.algo != CollectiveAlgo::automatic && a != o.algo) continue;
+      if (!algo_applies(c, call, a)) continue;
+      Candidate k;
+      if (candidate(c, call, sh, a, o.protocol, k)) runs = true;
+    }
+    if (!runs) o.protocol = Protocol::automatic;
+  }
+  return o;
+}
+
+CollectivePlan plan_collective(const Cluster& c, const CollectiveCall& call, const CollectiveOptions& options) {
+  const CollectiveOptions opt = options_for(c, call, options);
   const Shape sh = shape_of(c, call.ranks);
   if (sh.n < 1) throw std::invalid_argument("plan_collective: no ranks");
   if (opt.algo != CollectiveAlgo::automatic && !algo_applies(c, call, opt.algo)) {

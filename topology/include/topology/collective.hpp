@@ -7,6 +7,7 @@
 // (collective_flow.hpp), which moves the same bytes as flows on the cluster graph.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -48,10 +49,23 @@ enum class Protocol { automatic, ll, ll128, simple };
 const char* to_string(CollectiveAlgo a);
 const char* to_string(Protocol p);
 
+constexpr int kCollectiveOps = 7;  // the CollectiveOp values
+
 struct CollectiveOptions {
   CollectiveAlgo algo = CollectiveAlgo::automatic;
   Protocol protocol = Protocol::automatic;
+  // Per-operation choices, as NCCL_ALGO="allreduce:tree" does; automatic defers to the above.
+  std::array<CollectiveAlgo, kCollectiveOps> algo_by_op{};
+  std::array<Protocol, kCollectiveOps> protocol_by_op{};
+  // A whole job's setting (a scenario's /network/algo) rather than one call's: where the
+  // choice cannot run a call (tree for an all_gather, LL128 off NVLink) the tuner picks instead
+  // of the call failing.
+  bool where_applicable = false;
 };
+
+// The options one call runs under: its operation's entries, else the general ones; with
+// where_applicable, choices the call cannot run are dropped back to automatic.
+CollectiveOptions options_for(const Cluster& c, const CollectiveCall& call, const CollectiveOptions& opt);
 
 // True when the algorithm can run this call on this cluster (NVLS: an all-reduce within one
 // node whose NVSwitch reduces; tree: an all-reduce; CollNet: an all-reduce across nodes of a

@@ -11,6 +11,7 @@
 
 #include "sim/trace.hpp"
 #include "topology/cluster.hpp"
+#include "topology/collective.hpp"
 #include "workloads/memory.hpp"
 #include "workloads/model.hpp"
 #include "workloads/training.hpp"
@@ -24,6 +25,9 @@ struct TrainingOptions {
   // Collectives as flows sharing the cluster's links (congestion between TP, DP, PP and EP
   // traffic shows); implies simulating every replica. Else the analytical alpha-beta model.
   bool flow_network = false;
+  // Algorithm and protocol choices for every collective of the step (NCCL_ALGO, NCCL_PROTO);
+  // by default NCCL's tuner decides per call.
+  CollectiveOptions collectives;
   // Called now and then with the fraction of work done (0..1), for a progress line.
   std::function<void(double)> progress;
 };
