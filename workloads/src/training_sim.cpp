@@ -711,9 +711,8 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
     Engine* engine = engine_ptr.get();
     StreamExecutor* x = exec_ptr.get();
     // Collectives at the chosen fidelity: alpha-beta times, or flows sharing the cluster's links.
-    auto runner =
-        std::make_unique<CollectiveRunner>(*engine, cluster, opt.flow_network ? Fidelity::flow : Fidelity::analytical,
-                                           opt.collectives);
+    auto runner = std::make_unique<CollectiveRunner>(
+        *engine, cluster, opt.flow_network ? Fidelity::flow : Fidelity::analytical, opt.collectives);
     x->on_rendezvous([x, &b, run = runner.get()](RendezvousId r, Time) {
       run->start(b.call(r), [x, r] { x->finish_rendezvous(r); });
     });
