@@ -504,11 +504,13 @@ TrainingConfig parse_training(const JsonObject& o, const ModelSpec& m, const Clu
   std::string par_path = "/training/parallelism";
   if (o.has("parallelism")) {
     const JsonObject p = o.object("parallelism");
-    p.only({"tp", "pp", "dp", "cp", "ep", "sequence_parallel", "tp_comm_overlap", "zero_stage", "schedule",
+    p.only({"tp", "pp", "dp", "cp", "cp_comm", "ep", "sequence_parallel", "tp_comm_overlap", "zero_stage", "schedule",
             "virtual_stages", "order"});
     par.tp = static_cast<int>(p.integer("tp", 1, 1, 1 << 20));
     par.pp = static_cast<int>(p.integer("pp", 1, 1, 1 << 20));
     par.cp = static_cast<int>(p.integer("cp", 1, 1, 1 << 20));
+    par.cp_comm = p.choice("cp_comm", {"ring", "all_gather"}, "ring") == "ring" ? Parallelism::CpComm::ring
+                                                                                : Parallelism::CpComm::all_gather;
     par.ep = static_cast<int>(p.integer("ep", 1, 1, 1 << 20));
     const int rest = par.tp * par.pp * par.cp;
     par.dp = static_cast<int>(p.integer("dp", std::max(1, gpus / rest), 1, 1 << 24));

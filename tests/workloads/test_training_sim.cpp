@@ -241,6 +241,7 @@ TEST_CASE("context parallelism halves each GPU's attention work and gathers K/V 
   auto c = dp8();
   c.parallel.dp = 4;
   c.parallel.cp = 2;
+  c.parallel.cp_comm = Parallelism::CpComm::all_gather;
   c.global_batch = 8;
   c.micro_batch = 1;
   TrainingOptions opt;
@@ -263,6 +264,56 @@ TEST_CASE("context parallelism halves each GPU's attention work and gathers K/V 
   CHECK(attn_cp == doctest::Approx(attn_base / 2).epsilon(1e-6));
   // 2 micro-batches x 16 layers, each a forward all-gather and a backward reduce-scatter.
   CHECK(count_named(r.trace, "cp_kv_all_gather", "gpu 0") == 2 * 16 * 2);
+}
+
+TEST_CASE("ring attention passes K/V chunks cp-1 times, each beside one block of attention") {
+  ModelSpec m = llama32_1b();
+  m.layers = 1;
+  TrainingConfig c;
+  c.parallel.cp = 4;
+  c.parallel.dp = 2;
+  c.micro_batch = 1;
+  c.global_batch = 2;
+  c.seq_len = 8192;
+  TrainingOptions opt;
+  opt.trace = true;
+  Cluster cl = dgx_h100();
+  cl.spec.intra_gbps = 20;  // slow enough that the K/V steps outlast the blocks
+  const auto r = simulate_training(m, c, cl, opt);
+  c.parallel.cp_comm = Parallelism::CpComm::all_gather;
+  const auto ag = simulate_training(m, c, cl, opt);
+  const auto& t = r.trace;
+  std::vector<const TraceEvent*> blocks, steps;
+  double attn = 0, attn_ag = 0;
+  for (const auto& e : t.events) {
+    if (t.str(t.lanes[e.lane].process) != "gpu 0") continue;
+    if (t.str(e.kind) == "attention") attn += e.flops;
+    const std::string n = t.str(e.name);  // "mb0 L0 ring_attention", "mb0 L0 bwd ring_attention kv+grad"
+    auto ends = [&](const std::string& x) {
+      return n.size() >= x.size() && n.compare(n.size() - x.size(), x.size(), x) == 0;
+    };
+    if (n.find("bwd") != std::string::npos) continue;
+    if (ends(" ring_attention")) blocks.push_back(&e);
+    if (ends(" ring_attention kv")) steps.push_back(&e);
+  }
+  for (const auto& e : ag.trace.events) {
+    if (ag.trace.str(ag.trace.lanes[e.lane].process) == "gpu 0" && ag.trace.str(e.kind) == "attention")
+      attn_ag += e.flops;
+  }
+  // Same attention work as the all-gather form, in cp blocks forward and cp backward.
+  CHECK(attn == doctest::Approx(attn_ag).epsilon(1e-9));
+  REQUIRE(blocks.size() == 4);  // forward blocks (backward ones are named "bwd ...")
+  REQUIRE(steps.size() == 3);   // cp - 1 forward steps
+  // Each step moves this rank's K/V chunk: 2048 tokens x (8 + 8 heads x 64) x 2 bytes.
+  for (const auto* s2 : steps) CHECK(s2->bytes == doctest::Approx(2048.0 * 1024 * 2));
+  // Block i waits for block i-1 and for step i; step i+1 follows step i.
+  for (std::size_t i = 1; i < 4; ++i) {
+    CHECK(blocks[i]->start_ps ==
+          std::max(blocks[i - 1]->start_ps + blocks[i - 1]->dur_ps, steps[i - 1]->start_ps + steps[i - 1]->dur_ps));
+    if (i < 3) CHECK(steps[i]->start_ps == steps[i - 1]->start_ps + steps[i - 1]->dur_ps);
+  }
+  CHECK(steps[0]->start_ps == blocks[0]->start_ps);  // the first chunk leaves as block 0 starts
+  CHECK(r.breakdown.exposed_cp_s > 0);
 }
 
 TEST_CASE("noisy steps are seeded: same seed, same step times; another seed, others") {

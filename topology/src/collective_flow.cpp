@@ -67,7 +67,15 @@ void CollectiveFlows::start(const CollectiveCall& call, std::function<void()> on
     }
     case CollectiveAlgo::p2p: {
       if (call.op == CollectiveOp::send_recv) {
-        flow(call.ranks.front(), call.ranks.back(), S);
+        // Two ranks: one transfer. More: a ring shift, every rank sending S to the next (ring
+        // attention's K/V steps).
+        if (n == 2) {
+          flow(call.ranks.front(), call.ranks.back(), S);
+        } else {
+          for (int i = 0; i < n; ++i) {
+            flow(call.ranks[static_cast<std::size_t>(i)], call.ranks[static_cast<std::size_t>((i + 1) % n)], S);
+          }
+        }
         return;
       }
       // Pairwise exchange: every rank sends 1/n of its buffer straight to every other rank.

@@ -31,6 +31,7 @@ LayerShape layer_shape(const ModelSpec&, const TrainingConfig& cfg) {
   s.sequence_parallel = cfg.parallel.sequence_parallel && cfg.parallel.tp > 1;
   s.flash = cfg.attention == AttentionKernel::flash;
   s.dropout = cfg.dropout;
+  s.cp_ring = cfg.parallel.cp_comm == Parallelism::CpComm::ring;
   s.bytes_per_elem = cfg.precision.weight_bytes;
   return s;
 }
@@ -110,7 +111,9 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
   } else {
     items.push_back(gemm("qkv", T, h, (q_dim + 2 * kv_dim) / t, e));
   }
-  if (s.cp > 1) {
+  // Ring attention needs blockwise (flash) attention; unfused attention gathers K/V instead.
+  const bool ring = s.cp > 1 && s.cp_ring && s.flash;
+  if (s.cp > 1 && !ring) {
     // Context parallelism, all-gather form (Llama 3): gather K and V of the whole sequence
     // before attention; reduce-scatter their gradients in backward.
     LayerItem kv;
@@ -137,6 +140,12 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
       it.fwd = OpCost{OpKind::attention, flops, io};
       // FlashAttention-2 backward recomputes the scores: 2.5x the forward FLOPs (Dao 2023).
       it.bwd = OpCost{OpKind::attention, 2.5 * flops, 2 * io};
+      if (ring) {
+        it.name = "ring_attention";
+        it.group = CommGroup::cp;
+        it.ring_steps = s.cp;
+        it.comm_bytes = T * (kv_dim + v_dim) / t * e;  // this rank's K/V chunk
+      }
       items.push_back(it);
     } else {
       // Unfused attention (Megatron-LM before flash attention): two batched GEMMs over the

@@ -163,7 +163,8 @@ class Builder {
     std::sort(gpus_.begin(), gpus_.end(),
               [&](const Coords& a, const Coords& b) { return place_.rank(a) < place_.rank(b); });
     for (std::size_t i = 0; i < gpus_.size(); ++i) {
-      streams_.push_back({graph_.add_stream(), graph_.add_stream(), graph_.add_stream(), graph_.add_stream()});
+      streams_.push_back(
+          {graph_.add_stream(), graph_.add_stream(), graph_.add_stream(), graph_.add_stream(), graph_.add_stream()});
     }
     seq_.assign(gpus_.size(), {});
   }
@@ -204,7 +205,7 @@ class Builder {
     return is_moe_layer(layer) ? moe_layer_ : dense_layer_;
   }
   int mbs_ = 1, replicas_ = 1;
-  std::vector<std::array<StreamId, 4>> streams_;   // compute, dp comm, (pp transfers are free), tp comm
+  std::vector<std::array<StreamId, 5>> streams_;   // compute, dp comm, (pp transfers are free), tp comm, cp comm
   std::vector<std::array<std::uint32_t, 5>> seq_;  // collectives issued per group kind, per GPU
   struct Pending {
     RendezvousId id;
@@ -330,6 +331,36 @@ class Builder {
     return id;
   }
 
+  // Ring attention on GPU g (Liu et al. 2023; Megatron-CP): attention in cp blocks, block i
+  // over the K/V chunk that arrived in step i; step i+1 forwards that chunk to the next CP rank
+  // while block i computes. Backward passes the chunk and its gradient. On return deps.back()
+  // is the last block.
+  void ring_attention(std::uint32_t g, const LayerItem& it, const OpCost& whole, const std::string& name, bool fwd,
+                      std::vector<TaskId>& deps, TaskId& join) {
+    if (join.valid()) deps.push_back(join), join = TaskId::none();
+    const int n = it.ring_steps;
+    OpCost blk = whole;
+    blk.flops /= n;
+    blk.bytes /= n;
+    const Time t_blk = seconds(op_seconds(cm_, blk));
+    const double bytes = it.comm_bytes * (fwd ? 1 : 2);
+    const std::string kv_name = it.name + (fwd ? " kv" : " kv+grad");
+    TaskId prev = TaskId::none(), arrived = TaskId::none();
+    for (int i = 0; i < n; ++i) {
+      TaskId next = TaskId::none();
+      if (i + 1 < n) {
+        const TaskId after[] = {arrived};
+        next = collective(g, 4, CommGroup::cp, CollectiveOp::send_recv, bytes, kv_name,
+                          i == 0 ? std::span<const TaskId>(deps) : std::span<const TaskId>(after));
+      }
+      std::vector<TaskId> bdeps = i == 0 ? deps : std::vector<TaskId>{prev};
+      if (arrived.valid()) bdeps.push_back(arrived);
+      prev = add(g, 0, t_blk, name, to_string(blk.kind), TaskClass::compute, blk.flops, blk.bytes, bdeps);
+      arrived = next;
+    }
+    deps.assign(1, prev);
+  }
+
   // Which part of a layer's work a run covers. Zero-bubble schedules split backward into the
   // input gradient (B, on the critical path) and the weight gradient (W, deferrable).
   enum class Pass { forward, backward, backward_input, backward_weight };
@@ -374,6 +405,12 @@ class Builder {
         c.bytes /= 2;
       }
       const std::string name = pass == Pass::backward_weight ? it.name + " wgrad" : it.name;
+      if (it.ring_steps > 1 && pass != Pass::backward_weight) {
+        ring_attention(g, it, c, name, pass == Pass::forward, deps, join);
+        dep = deps.back();
+        if (pending_join_.valid()) graph_.add_dep(pending_join_, dep), pending_join_ = TaskId::none();
+        return;
+      }
       // The kernel right after an overlapped collective runs beside it; the one after that joins it.
       const bool beside = join.valid() && gemm;
       if (join.valid() && !beside) deps.push_back(join), join = TaskId::none();
@@ -893,16 +930,21 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
     tr = std::move(b.names_);
     const auto gpn = cluster.spec.gpus_per_node;
     Placement place(par);
-    std::vector<std::uint32_t> lane0(n_gpu);
+    // Each GPU's lanes by stream: compute, dp comm, pp comm, then tp comm and cp comm if used.
+    std::vector<std::array<std::uint32_t, 5>> lane_of(n_gpu);
     for (std::uint32_t g = 0; g < n_gpu; ++g) {
       const auto& c = b.gpus_[g];
       const int rank = place.rank(c);
       const std::string proc = "gpu " + std::to_string(rank);
       const std::string group = "node " + std::to_string(rank / gpn) + " / stage " + std::to_string(c.p);
-      lane0[g] = tr.add_lane(proc, "compute", group, static_cast<std::uint32_t>(rank), 0);
-      tr.add_lane(proc, "dp comm", group, static_cast<std::uint32_t>(rank), 1);
-      tr.add_lane(proc, "pp comm", group, static_cast<std::uint32_t>(rank), 2);
-      if (par.tp_comm_overlap) tr.add_lane(proc, "tp comm", group, static_cast<std::uint32_t>(rank), 3);
+      const auto pid = static_cast<std::uint32_t>(rank);
+      auto& l = lane_of[g];
+      l[0] = tr.add_lane(proc, "compute", group, pid, 0);
+      l[1] = tr.add_lane(proc, "dp comm", group, pid, 1);
+      l[2] = tr.add_lane(proc, "pp comm", group, pid, 2);
+      l[3] = l[4] = l[0];
+      if (par.tp_comm_overlap) l[3] = tr.add_lane(proc, "tp comm", group, pid, 3);
+      if (par.cp > 1 && par.cp_comm == Parallelism::CpComm::ring) l[4] = tr.add_lane(proc, "cp comm", group, pid, 4);
     }
     tr.events.reserve(b.meta_.size());
     static const char* kPhase[] = {"", "bwd ", "recompute ", ""};
@@ -927,7 +969,7 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
       const auto& tm = exec.timing(TaskId(t));
       const auto& task = b.graph_.task(TaskId(t));
       TraceEvent e;
-      e.lane = lane0[mt.gpu] + mt.stream;
+      e.lane = lane_of[mt.gpu][mt.stream];
       e.name = display_name(mt);
       e.kind = mt.kind;
       e.start_ps = tm.start.ps;
@@ -943,25 +985,26 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
       if (b.calls_[r].op != CollectiveOp::send_recv || mem.size() != 2) continue;
       const auto& a = b.meta_[mem[0].value];
       const auto& z = b.meta_[mem[1].value];
+      if (a.stream != 2) continue;  // ring attention's K/V steps are drawn with the collectives
       const bool a_sends = tr.str(a.name).rfind("send", 0) == 0;
       const auto& from = a_sends ? a : z;
       const auto& to = a_sends ? z : a;
       const TaskId from_id = a_sends ? mem[0] : mem[1];
       const TaskId to_id = a_sends ? mem[1] : mem[0];
-      tr.arrows.push_back(TraceArrow{lane0[from.gpu] + 2, lane0[to.gpu] + 2, exec.timing(from_id).start.ps,
+      tr.arrows.push_back(TraceArrow{lane_of[from.gpu][2], lane_of[to.gpu][2], exec.timing(from_id).start.ps,
                                      exec.timing(to_id).end.ps, display_name(from)});
     }
     // Collectives as arrows around their ring of members (bounded, so huge traces stay light).
     constexpr std::size_t kMaxCollectiveArrows = 200000;
     for (std::uint32_t r = 0; r < b.graph_.rendezvous_count() && tr.arrows.size() < kMaxCollectiveArrows; ++r) {
       const auto& mem = b.graph_.members(RendezvousId(r));
-      if (b.calls_[r].op == CollectiveOp::send_recv || mem.size() < 2) continue;
+      if (mem.size() < 2 || b.meta_[mem[0].value].stream == 2) continue;  // pipeline transfers: above
       for (std::size_t i = 0; i < mem.size(); ++i) {
         const TaskId from = mem[i], to = mem[(i + 1) % mem.size()];
         const auto& fm = b.meta_[from.value];
         const auto& tm = b.meta_[to.value];
-        tr.arrows.push_back(TraceArrow{lane0[fm.gpu] + fm.stream, lane0[tm.gpu] + tm.stream, exec.timing(from).start.ps,
-                                       exec.timing(to).end.ps, display_name(fm)});
+        tr.arrows.push_back(TraceArrow{lane_of[fm.gpu][fm.stream], lane_of[tm.gpu][tm.stream],
+                                       exec.timing(from).start.ps, exec.timing(to).end.ps, display_name(fm)});
       }
     }
     // Memory in use per GPU: static state plus the activations of in-flight micro-batches.
@@ -970,8 +1013,8 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
     const double act = res.memory.activations / std::max(1.0, inflight_microbatches(cfg));
     for (std::uint32_t g = 0; g < n_gpu; ++g) {
       TraceCounterTrack ct;
-      ct.process = tr.lanes[lane0[g]].process;
-      ct.pid = tr.lanes[lane0[g]].pid;
+      ct.process = tr.lanes[lane_of[g][0]].process;
+      ct.pid = tr.lanes[lane_of[g][0]].pid;
       ct.name = tr.intern("memory_bytes");
       double cur = static_bytes;
       ct.samples.emplace_back(0, cur);

@@ -29,6 +29,10 @@ struct LayerItem {
   std::optional<CollectiveOp> fwd_comm;
   std::optional<CollectiveOp> bwd_comm;
   double comm_bytes = 0;  // nccl-tests "size" of the collective
+  // Ring attention: the compute cost above split into ring_steps blocks; between them each CP
+  // rank passes a K/V chunk of comm_bytes to the next (twice that in backward: K/V and their
+  // gradients), overlapped with the block that does not need it.
+  int ring_steps = 0;
 };
 
 struct LayerShape {
@@ -39,6 +43,7 @@ struct LayerShape {
   bool sequence_parallel = false;
   bool flash = true;
   bool dropout = false;
+  bool cp_ring = true;  // with cp > 1: ring attention, else all-gather of K/V
   double bytes_per_elem = 2;
 };
 

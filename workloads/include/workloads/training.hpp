@@ -17,6 +17,11 @@ struct Parallelism {
   int pp = 1;  // pipeline stages
   int dp = 1;  // data-parallel replicas
   int cp = 1;  // context parallel
+  // How CP ranks share K and V: a ring of send/recv steps each overlapped with one block of
+  // attention (ring attention; Megatron-CP's default "p2p"), or one all-gather before attention
+  // and a reduce-scatter of their gradients after (Llama 3's form).
+  enum class CpComm { ring, all_gather };
+  CpComm cp_comm = CpComm::ring;
   int ep = 1;  // expert parallel (inside the data-parallel group)
   bool sequence_parallel = false;
   bool tp_comm_overlap = false;  // TP collectives overlap the adjacent GEMM (Megatron tp_comm_overlap)
