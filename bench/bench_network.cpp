@@ -47,8 +47,8 @@ nlohmann::ordered_json bench_network(const BenchOptions& o) {
   j["ring_all_reduce_gpus"] = big * 8;
   j["ring_all_reduce_1gib_wall_s"] = ring.wall_s;
   j["ring_all_reduce_1gib_simulated_s"] = ring.simulated_s;
-  // All-to-all among 256 GPUs (65,280 flows) at flow fidelity.
-  const int a2a_nodes = o.quick ? 4 : 32;
+  // All-to-all among 1,024 GPUs (1,047,552 flows) at flow fidelity.
+  const int a2a_nodes = o.quick ? 4 : 128;
   const auto a2a = run(h100(a2a_nodes), CollectiveOp::all_to_all, 256.0 * 1024 * 1024, true);
   const double flows = a2a_nodes * 8.0 * (a2a_nodes * 8 - 1);
   j["all_to_all_gpus"] = a2a_nodes * 8;

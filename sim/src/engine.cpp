@@ -72,7 +72,41 @@ bool Engine::cancel(EventId id) {
   free_slots_.push_back(id.slot);
   ++cancelled_queued_;
   --live_;
+  if (cancelled_queued_ > live_ + 4096) compact();
   return true;
+}
+
+void Engine::compact() {
+  std::vector<Entry> keep;
+  keep.reserve(live_);
+  for (int level = 0; level < kLevels; ++level) {
+    for (int digit = 0; digit < kDigits; ++digit) {
+      Bucket& b = bucket(level, digit);
+      for (Block* k = b.head; k;) {
+        for (std::uint32_t i = 0; i < k->count; ++i) {
+          const Entry& e = k->entries[i];
+          if (generation_[e.slot] == e.generation) keep.push_back(e);
+        }
+        Block* next = k->next;
+        k->next = free_blocks_;
+        free_blocks_ = k;
+        k = next;
+      }
+      b = Bucket{};
+    }
+    occupied_[level] = {};
+  }
+  // Entries at the current time keep their order; the ones already consumed are dropped.
+  std::size_t out = 0;
+  for (std::size_t i = current_head_; i < current_.size(); ++i) {
+    if (generation_[current_[i].slot] == current_[i].generation) current_[out++] = current_[i];
+  }
+  current_.resize(out);
+  current_head_ = 0;
+  entries_ = out;
+  // Same reference key, so every entry returns to the bucket it came from.
+  for (const Entry& e : keep) push_entry(e);
+  cancelled_queued_ = 0;
 }
 
 bool Engine::refill(std::uint64_t limit) {

@@ -71,7 +71,9 @@ void FlowNetwork::finish(std::uint32_t f) {
     for (std::uint32_t l : fl.links) {
       auto& v = links_[l].flows;
       v.erase(std::find(v.begin(), v.end(), f));
-      neighbours.insert(neighbours.end(), v.begin(), v.end());
+      // One flow per link seeds the reshare: it reaches every flow connected to it, so marking
+      // all of them would only queue duplicates (quadratic in flows when many finish at once).
+      if (!v.empty()) neighbours.push_back(v.front());
     }
   }
   fl.remaining = 0;

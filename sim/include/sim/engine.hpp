@@ -94,6 +94,10 @@ class Engine {
   // Makes bucket 0 hold the minimum if the minimum time is <= limit; false if empty or later.
   bool refill(std::uint64_t limit);
   bool pop_next(std::uint64_t limit, Entry& out);
+  // Drops cancelled entries from the queue. Run when they outnumber the live ones, so memory
+  // stays proportional to pending events however often events are rescheduled (a flow network
+  // reschedules every affected completion at each rate change); amortised O(1) per cancel.
+  void compact();
   std::uint64_t run_slice(std::uint64_t limit, std::uint64_t max_events);
 
   // Buckets are chains of fixed-size blocks from a shared free list: filling never copies,
