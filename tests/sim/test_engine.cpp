@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <functional>
 #include <random>
 #include <stdexcept>
@@ -128,4 +129,32 @@ TEST_CASE("run_events runs at most the given number of events, in order") {
   CHECK(e.run_events(100) == 6);
   CHECK(order.size() == 10);
   CHECK(e.run_events(1) == 0);
+}
+
+TEST_CASE("rescheduling many times (queue compaction) keeps the order of a stable sort of the last schedule") {
+  Engine e;
+  constexpr int kEvents = 1000;
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<std::int64_t> when(1, 1'000'000);
+  std::vector<EventId> ids(kEvents);
+  std::vector<std::pair<std::int64_t, int>> last(kEvents);  // (time, order scheduled) per event
+  std::vector<int> ran;
+  int order = 0;
+  // Each round cancels every event and schedules it again: 20,000 cancellations against 1,000
+  // live events, so the queue compacts several times.
+  for (int round = 0; round < 20; ++round) {
+    for (int i = 0; i < kEvents; ++i) {
+      if (round > 0) CHECK(e.cancel(ids[static_cast<std::size_t>(i)]));
+      const std::int64_t t = when(rng) / 100 * 100;  // coarse, so ties occur
+      ids[static_cast<std::size_t>(i)] = e.schedule_at(Time{t}, [&ran, i] { ran.push_back(i); });
+      last[static_cast<std::size_t>(i)] = {t, order++};
+    }
+    CHECK(e.pending() == kEvents);
+  }
+  std::vector<int> expected(kEvents);
+  for (int i = 0; i < kEvents; ++i) expected[static_cast<std::size_t>(i)] = i;
+  std::sort(expected.begin(), expected.end(),
+            [&](int a, int b) { return last[static_cast<std::size_t>(a)] < last[static_cast<std::size_t>(b)]; });
+  CHECK(e.run() == kEvents);
+  CHECK(ran == expected);
 }
