@@ -86,25 +86,12 @@ int cmd_collective(const Args& args) {
   }
   const std::string algo = p->get("--algo").value_or("auto");
   CollectiveOptions options;
-  {
-    const std::pair<const char*, CollectiveAlgo> algos[] = {{"auto", CollectiveAlgo::automatic},
-                                                            {"ring", CollectiveAlgo::ring},
-                                                            {"tree", CollectiveAlgo::tree},
-                                                            {"nvls", CollectiveAlgo::nvls},
-                                                            {"collnet", CollectiveAlgo::collnet}};
-    bool found = false;
-    for (const auto& [name, a] : algos) {
-      if (algo == name) options.algo = a, found = true;
-    }
-    if (!found) throw InputError("", "--algo", "unknown algorithm '" + algo + "'", "auto, ring, tree, nvls or collnet");
-    const std::string proto = p->get("--proto").value_or("auto");
-    const std::pair<const char*, Protocol> protos[] = {
-        {"auto", Protocol::automatic}, {"ll", Protocol::ll}, {"ll128", Protocol::ll128}, {"simple", Protocol::simple}};
-    found = false;
-    for (const auto& [name, q] : protos) {
-      if (proto == name) options.protocol = q, found = true;
-    }
-    if (!found) throw InputError("", "--proto", "unknown protocol '" + proto + "'", "auto, ll, ll128 or simple");
+  if (!parse_collective_algo(algo, options.algo)) {
+    throw InputError("", "--algo", "unknown algorithm '" + algo + "'", "auto, ring, tree, nvls or collnet");
+  }
+  const std::string proto = p->get("--proto").value_or("auto");
+  if (!parse_protocol(proto, options.protocol)) {
+    throw InputError("", "--proto", "unknown protocol '" + proto + "'", "auto, ll, ll128 or simple");
   }
   if (p->has("--sharp")) spec.sharp = true;
   const std::size_t elem = dtype_bytes(p->get("--dtype").value_or("bf16"));

@@ -405,49 +405,29 @@ ClusterSpec parse_cluster(const JsonObject& o, const std::map<std::string, Catal
 
 // /network/algo and /network/protocol: one name for every collective, or an object naming one
 // per operation ({"all_reduce": "tree", "all_gather": "ring"}), as NCCL_ALGO and NCCL_PROTO.
+// One of /network/algo or /network/protocol: a name for all operations into `all`, or an
+// object of names per operation into `by_op`. `names` are the choices; `parse` maps one.
+template <class T>
+void read_nccl_choice(const JsonObject& n, const char* key, std::initializer_list<const char*> names, T& all,
+                      std::array<T, kCollectiveOps>& by_op, bool (*parse)(std::string_view, T&)) {
+  if (!n.has(key)) return;
+  if (!n.raw(key).is_object()) {
+    parse(n.choice(key, names), all);
+    return;
+  }
+  const JsonObject per_op = n.object(key);
+  per_op.only({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "send_recv"});
+  for (std::size_t i = 0; i < by_op.size(); ++i) {
+    const char* op = to_string(static_cast<CollectiveOp>(i));
+    if (per_op.has(op)) parse(per_op.choice(op, names), by_op[i]);
+  }
+}
+
 CollectiveOptions parse_collective_options(const JsonObject& n) {
   CollectiveOptions o;
   o.where_applicable = true;
-  // In CollectiveOp order.
-  const char* const ops[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
-                             "reduce",     "all_to_all", "send_recv"};
-  auto algo_in = [](const JsonObject& j, const std::string& key) {
-    const std::string a = j.choice(key, {"auto", "ring", "tree", "nvls", "collnet"});
-    return a == "ring"      ? CollectiveAlgo::ring
-           : a == "tree"    ? CollectiveAlgo::tree
-           : a == "nvls"    ? CollectiveAlgo::nvls
-           : a == "collnet" ? CollectiveAlgo::collnet
-                            : CollectiveAlgo::automatic;
-  };
-  auto proto_in = [](const JsonObject& j, const std::string& key) {
-    const std::string p = j.choice(key, {"auto", "ll", "ll128", "simple"});
-    return p == "ll"       ? Protocol::ll
-           : p == "ll128"  ? Protocol::ll128
-           : p == "simple" ? Protocol::simple
-                           : Protocol::automatic;
-  };
-  if (n.has("algo")) {
-    if (n.raw("algo").is_object()) {
-      const JsonObject a = n.object("algo");
-      a.only({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "send_recv"});
-      for (std::size_t i = 0; i < std::size(ops); ++i) {
-        if (a.has(ops[i])) o.algo_by_op[i] = algo_in(a, ops[i]);
-      }
-    } else {
-      o.algo = algo_in(n, "algo");
-    }
-  }
-  if (n.has("protocol")) {
-    if (n.raw("protocol").is_object()) {
-      const JsonObject p = n.object("protocol");
-      p.only({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "send_recv"});
-      for (std::size_t i = 0; i < std::size(ops); ++i) {
-        if (p.has(ops[i])) o.protocol_by_op[i] = proto_in(p, ops[i]);
-      }
-    } else {
-      o.protocol = proto_in(n, "protocol");
-    }
-  }
+  read_nccl_choice(n, "algo", {"auto", "ring", "tree", "nvls", "collnet"}, o.algo, o.algo_by_op, parse_collective_algo);
+  read_nccl_choice(n, "protocol", {"auto", "ll", "ll128", "simple"}, o.protocol, o.protocol_by_op, parse_protocol);
   return o;
 }
 

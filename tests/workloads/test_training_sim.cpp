@@ -187,6 +187,15 @@ int count_named(const Trace& t, const std::string& needle, const std::string& pr
   return n;
 }
 
+// FLOPs of the ops of one kind ("attention", "gemm", ...) on one process.
+double flops_of_kind(const Trace& t, const std::string& kind, const std::string& process) {
+  double f = 0;
+  for (const auto& e : t.events) {
+    if (t.str(t.lanes[e.lane].process) == process && t.str(e.kind) == kind) f += e.flops;
+  }
+  return f;
+}
+
 }  // namespace
 
 TEST_CASE("interleaving v model chunks divides the 1F1B bubble by v (Narayanan et al. 2021)") {
@@ -252,14 +261,8 @@ TEST_CASE("context parallelism halves each GPU's attention work and gathers K/V 
   base.parallel.dp = 8;
   base.global_batch = 16;
   const auto b = simulate_training(llama32_1b(), base, dgx_h100(), opt);
-  double attn_cp = 0, attn_base = 0;
-  for (const auto& e : r.trace.events) {
-    if (r.trace.str(r.trace.lanes[e.lane].process) == "gpu 0" && r.trace.str(e.kind) == "attention") attn_cp += e.flops;
-  }
-  for (const auto& e : b.trace.events) {
-    if (b.trace.str(b.trace.lanes[e.lane].process) == "gpu 0" && b.trace.str(e.kind) == "attention")
-      attn_base += e.flops;
-  }
+  const double attn_cp = flops_of_kind(r.trace, "attention", "gpu 0");
+  const double attn_base = flops_of_kind(b.trace, "attention", "gpu 0");
   // Both run 2 sequences of 4096 per GPU-pair... per GPU: CP holds half of each of its sequences.
   CHECK(attn_cp == doctest::Approx(attn_base / 2).epsilon(1e-6));
   // 2 micro-batches x 16 layers, each a forward all-gather and a backward reduce-scatter.
@@ -284,10 +287,8 @@ TEST_CASE("ring attention passes K/V chunks cp-1 times, each beside one block of
   const auto ag = simulate_training(m, c, cl, opt);
   const auto& t = r.trace;
   std::vector<const TraceEvent*> blocks, steps;
-  double attn = 0, attn_ag = 0;
   for (const auto& e : t.events) {
     if (t.str(t.lanes[e.lane].process) != "gpu 0") continue;
-    if (t.str(e.kind) == "attention") attn += e.flops;
     const std::string n = t.str(e.name);  // "mb0 L0 ring_attention", "mb0 L0 bwd ring_attention kv+grad"
     auto ends = [&](const std::string& x) {
       return n.size() >= x.size() && n.compare(n.size() - x.size(), x.size(), x) == 0;
@@ -296,15 +297,12 @@ TEST_CASE("ring attention passes K/V chunks cp-1 times, each beside one block of
     if (ends(" ring_attention")) blocks.push_back(&e);
     if (ends(" ring_attention kv")) steps.push_back(&e);
   }
-  for (const auto& e : ag.trace.events) {
-    if (ag.trace.str(ag.trace.lanes[e.lane].process) == "gpu 0" && ag.trace.str(e.kind) == "attention")
-      attn_ag += e.flops;
-  }
   // Same attention work as the all-gather form, in cp blocks forward and cp backward.
-  CHECK(attn == doctest::Approx(attn_ag).epsilon(1e-9));
+  CHECK(flops_of_kind(t, "attention", "gpu 0") ==
+        doctest::Approx(flops_of_kind(ag.trace, "attention", "gpu 0")).epsilon(1e-9));
   REQUIRE(blocks.size() == 4);  // forward blocks (backward ones are named "bwd ...")
   REQUIRE(steps.size() == 3);   // cp - 1 forward steps
-  // Each step moves this rank's K/V chunk: 2048 tokens x (8 + 8 heads x 64) x 2 bytes.
+  // Each step moves this rank's K/V chunk: 2048 tokens x (8 K + 8 V heads) x 64 x 2 bytes.
   for (const auto* s2 : steps) CHECK(s2->bytes == doctest::Approx(2048.0 * 1024 * 2));
   // Block i waits for block i-1 and for step i; step i+1 follows step i.
   for (std::size_t i = 1; i < 4; ++i) {

@@ -63,6 +63,21 @@ const char* to_string(Protocol p) {
   return "?";
 }
 
+bool parse_collective_algo(std::string_view name, CollectiveAlgo& out) {
+  for (CollectiveAlgo a : {CollectiveAlgo::automatic, CollectiveAlgo::ring, CollectiveAlgo::tree, CollectiveAlgo::nvls,
+                           CollectiveAlgo::collnet}) {
+    if (name == to_string(a)) return out = a, true;
+  }
+  return false;
+}
+
+bool parse_protocol(std::string_view name, Protocol& out) {
+  for (Protocol p : {Protocol::automatic, Protocol::ll, Protocol::ll128, Protocol::simple}) {
+    if (name == to_string(p)) return out = p, true;
+  }
+  return false;
+}
+
 double bus_factor(CollectiveOp op, int n) {
   if (n <= 1) return 0;
   const double dn = n;

@@ -44,7 +44,7 @@ double op_seconds(const ComputeModel& cm, const OpCost& op) {
   if (op.kind == OpKind::gemm || op.kind == OpKind::grouped_gemm) {
     const bool grouped = op.kind == OpKind::grouped_gemm;
     eff = cm.gemm_efficiency * (grouped ? cm.grouped_gemm_efficiency : 1.0);
-    const double m = grouped && op.groups > 1 ? op.m / op.groups : op.m;
+    const double m = grouped ? op.m / op.groups : op.m;
     for (double d : {m, op.n, op.k}) {
       if (d > 0) eff *= d / (d + cm.gemm_knee);
     }

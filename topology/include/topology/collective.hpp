@@ -9,6 +9,7 @@
 
 #include <array>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/time.hpp"
@@ -48,6 +49,10 @@ enum class Protocol { automatic, ll, ll128, simple };
 
 const char* to_string(CollectiveAlgo a);
 const char* to_string(Protocol p);
+// The reverse of to_string for the names a user may choose ("auto", "ring", "tree", "nvls",
+// "collnet"; "auto", "ll", "ll128", "simple"); false for any other name.
+bool parse_collective_algo(std::string_view name, CollectiveAlgo& out);
+bool parse_protocol(std::string_view name, Protocol& out);
 
 constexpr int kCollectiveOps = 7;  // the CollectiveOp values
 
