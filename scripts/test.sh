@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 scripts/check-format.sh
 scripts/build.sh -DCTWIN_WERROR=ON
 ctest --test-dir build --output-on-failure --parallel "$(nproc)"
-scripts/check-test-count.sh build
+scripts/check-tests.sh build
