@@ -395,8 +395,9 @@ TEST_CASE("the trace links each collective's members by arrows and pipeline send
       CHECK(a.to_ps >= a.from_ps);
     }
   }
-  // 16 layers x (2 forward all-reduces + 2 backward) x 1 micro-batch x 2 arrows each, plus the LM head's f.
-  CHECK(tp_arrows == (16 * 4 + 1) * 2);
+  // 16 layers x (2 forward all-reduces + 2 backward) x 1 micro-batch x 2 arrows each, plus the
+  // vocab-parallel embedding's g and the LM head's f.
+  CHECK(tp_arrows == (16 * 4 + 2) * 2);
 }
 
 TEST_CASE("MoE: each token's expert work is top_k expert MLPs, scaled by load imbalance on the busiest rank") {
