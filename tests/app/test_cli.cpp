@@ -230,8 +230,14 @@ TEST_CASE("DGX H100 all-reduce busbw matches NCCL's published peaks: ring ~370, 
   REQUIRE(ring.status == 0);
   const auto n = nlohmann::json::parse(nvls.out)[0];
   CHECK(n["algo"] == "nvls");
-  CHECK(n["busbw_gbps"].get<double>() == rel_approx(480, 0.10));
-  CHECK(n["algbw_gbps"].get<double>() == rel_approx(275, 0.10));
+  // The 275 GB/s NVLS algbw is the preset's calibration (presets.cpp), so the report must give it
+  // exactly: 8 GiB at 275 GB/s after NCCL's 25 us NVLS latency; busbw 2 x 7/8 of that, ~480.
+  const double S = 8.0 * (1 << 30);
+  CHECK(n["algbw_gbps"].get<double>() == rel_approx(S / (25e-6 + S / 275e9) / 1e9, 1e-9));
+  CHECK(n["busbw_gbps"].get<double>() == rel_approx(n["algbw_gbps"].get<double>() * 2 * 7 / 8, 1e-9));
+  CHECK(n["busbw_gbps"].get<double>() == rel_approx(480, 0.01));  // the maintainer's "~480"
+  // The ring figure is not fitted (NVLink 4 at NCCL's 20.6 of 25 GB/s per link): within the 10%
+  // held for every published collective figure (docs/validation-network.md).
   CHECK(nlohmann::json::parse(ring.out)[0]["busbw_gbps"].get<double>() == rel_approx(370, 0.10));
 }
 
