@@ -10,6 +10,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tolerance.hpp"
+
+using ctwin::test::abs_approx;
+using ctwin::test::rel_approx;
+
 namespace {
 
 struct Run {
@@ -39,8 +44,9 @@ std::filesystem::path temp_dir() {
   return scratch.dir;
 }
 
-// Runs ctwin with `args` from the source tree; captures stdout, stderr and the exit status.
-Run ctwin(const std::string& args) {
+// Runs ctwin with `args` from the source tree; captures stdout, stderr and the exit status. Named
+// cli, not ctwin, which would clash with the namespace tolerance.hpp opens.
+Run cli(const std::string& args) {
   const auto d = temp_dir();
   const std::string out = (d / "out").string(), err = (d / "err").string();
   const std::string cmd =
@@ -62,7 +68,7 @@ int lines(const std::string& s) {
 }  // namespace
 
 TEST_CASE("ctwin run on the quickstart matches hand-computed FLOPs, throughput and memory") {
-  const Run r = ctwin("run scenarios/quickstart.json --json");
+  const Run r = cli("run scenarios/quickstart.json --json");
   REQUIRE(r.status == 0);
   const auto j = nlohmann::json::parse(r.out);
   CHECK(j["kind"] == "training");
@@ -71,19 +77,19 @@ TEST_CASE("ctwin run on the quickstart matches hand-computed FLOPs, throughput a
   const double tokens = 64.0 * 4096;
   const double flops = 6 * n_matmul * tokens + 12 * 16 * 4096.0 * 2048 * tokens;
   const double step = j["step_time_s"].get<double>();
-  CHECK(j["tokens_per_s"].get<double>() == doctest::Approx(tokens / step));
-  CHECK(j["tflops_per_gpu"].get<double>() == doctest::Approx(flops / step / 8 / 1e12));
-  CHECK(j["mfu"].get<double>() == doctest::Approx(flops / step / 8 / 989e12));
+  CHECK(j["tokens_per_s"].get<double>() == rel_approx(tokens / step, 1e-9));
+  CHECK(j["tflops_per_gpu"].get<double>() == rel_approx(flops / step / 8 / 1e12, 1e-9));
+  CHECK(j["mfu"].get<double>() == rel_approx(flops / step / 8 / 989e12, 1e-9));
   // Mixed-precision Adam, no ZeRO: 2 + 2 + 12 bytes for each of the 1,235,814,400 parameters.
   const double params = 1235814400.0;
-  CHECK(j["memory"]["by_kind"]["weights"].get<double>() == doctest::Approx(2 * params));
-  CHECK(j["memory"]["by_kind"]["grads"].get<double>() == doctest::Approx(2 * params));
-  CHECK(j["memory"]["by_kind"]["optimizer"].get<double>() == doctest::Approx(12 * params));
+  CHECK(j["memory"]["by_kind"]["weights"].get<double>() == rel_approx(2 * params, 1e-9));
+  CHECK(j["memory"]["by_kind"]["grads"].get<double>() == rel_approx(2 * params, 1e-9));
+  CHECK(j["memory"]["by_kind"]["optimizer"].get<double>() == rel_approx(12 * params, 1e-9));
   CHECK(j["memory"]["oom"] == false);
   const auto& b = j["breakdown_s"];
   CHECK(b["compute"].get<double>() + b["exposed_comm"].get<double>() + b["bubble"].get<double>() +
             b["other"].get<double>() ==
-        doctest::Approx(step));
+        rel_approx(step, 1e-9));
 }
 
 TEST_CASE("the same scenario gives byte-identical reports and traces") {
@@ -91,8 +97,8 @@ TEST_CASE("the same scenario gives byte-identical reports and traces") {
   const std::string t1 = (d / "a.json").string(), t2 = (d / "b.json").string();
   std::filesystem::remove(t1);
   std::filesystem::remove(t2);
-  const Run a = ctwin("run scenarios/quickstart.json --json --trace " + t1);
-  const Run b = ctwin("run scenarios/quickstart.json --json --trace " + t2);
+  const Run a = cli("run scenarios/quickstart.json --json --trace " + t1);
+  const Run b = cli("run scenarios/quickstart.json --json --trace " + t2);
   REQUIRE(a.status == 0);
   REQUIRE(b.status == 0);
   CHECK(a.out == b.out);
@@ -109,7 +115,7 @@ TEST_CASE("bad input exits 2 with one line naming the file and the JSON path") {
   const std::string bad = (d / "bad.json").string();
   std::ofstream(bad) << R"({"name":"x","kind":"training","cluster":{"preset":"dgx-h100"},"model":"llama3-8b",
     "training":{"global_batch":8,"seq_len":1024,"parallelism":{"tp":3}}})";
-  const Run r = ctwin("run " + bad);
+  const Run r = cli("run " + bad);
   CHECK(r.status == 2);
   CHECK(lines(r.err) == 1);
   CHECK(r.err.find(bad + ": /training/parallelism/") != std::string::npos);
@@ -117,7 +123,7 @@ TEST_CASE("bad input exits 2 with one line naming the file and the JSON path") {
 }
 
 TEST_CASE("--set is validated like the file and names the pointer") {
-  const Run r = ctwin("run scenarios/quickstart.json --set /training/parallelism/dp=3");
+  const Run r = cli("run scenarios/quickstart.json --set /training/parallelism/dp=3");
   CHECK(r.status == 2);
   CHECK(lines(r.err) == 1);
   CHECK(r.err.find("/training/parallelism/dp") != std::string::npos);
@@ -127,39 +133,39 @@ TEST_CASE("an existing trace file is not overwritten without --force") {
   const auto d = temp_dir();
   const std::string t = (d / "keep.json").string();
   std::ofstream(t) << "precious";
-  const Run r = ctwin("run scenarios/quickstart.json --trace " + t);
+  const Run r = cli("run scenarios/quickstart.json --trace " + t);
   CHECK(r.status == 2);
   CHECK(slurp(t) == "precious");
-  const Run f = ctwin("run scenarios/quickstart.json --trace " + t + " --force");
+  const Run f = cli("run scenarios/quickstart.json --trace " + t + " --force");
   CHECK(f.status == 0);
   CHECK(slurp(t) != "precious");
 }
 
 TEST_CASE("help and unknown options") {
-  CHECK(ctwin("--help").status == 0);
-  CHECK(ctwin("run --help").status == 0);
-  const Run u = ctwin("run scenarios/quickstart.json --jsn");
+  CHECK(cli("--help").status == 0);
+  CHECK(cli("run --help").status == 0);
+  const Run u = cli("run scenarios/quickstart.json --jsn");
   CHECK(u.status == 2);
   CHECK(u.err.find("--jsn") != std::string::npos);
-  CHECK(ctwin("frobnicate").status == 2);
-  const Run missing = ctwin("run no/such/file.json");
+  CHECK(cli("frobnicate").status == 2);
+  const Run missing = cli("run no/such/file.json");
   CHECK(missing.status == 2);
   CHECK(missing.err.find("no/such/file.json") != std::string::npos);
 }
 
 TEST_CASE("benchmarks report their figures and a same-process baseline as JSON") {
-  const Run r = ctwin("bench engine --quick --json");
+  const Run r = cli("bench engine --quick --json");
   REQUIRE(r.status == 0);
   const auto j = nlohmann::json::parse(r.out);
   CHECK(j["events_per_s"].get<double>() > 0);
   CHECK(j["baseline_events_per_s"].get<double>() > 0);
   CHECK(j["ratio"].get<double>() ==
-        doctest::Approx(j["events_per_s"].get<double>() / j["baseline_events_per_s"].get<double>()));
-  const Run t = ctwin("bench training --quick --json");
+        rel_approx(j["events_per_s"].get<double>() / j["baseline_events_per_s"].get<double>(), 1e-9));
+  const Run t = cli("bench training --quick --json");
   REQUIRE(t.status == 0);
   const auto k = nlohmann::json::parse(t.out);
   CHECK(k["folded_equals_unfolded"] == true);  // folding symmetric replicas is exact
-  CHECK(ctwin("bench nosuch").status == 2);
+  CHECK(cli("bench nosuch").status == 2);
 }
 
 TEST_CASE("ctwin view --screenshot renders the trace ctwin run wrote into a PNG of the asked size") {
@@ -167,7 +173,7 @@ TEST_CASE("ctwin view --screenshot renders the trace ctwin run wrote into a PNG 
   const std::string trace = (d / "v.ctt").string(), png = (d / "v.png").string();
   std::filesystem::remove(trace);
   std::filesystem::remove(png);
-  REQUIRE(ctwin("run scenarios/quickstart.json --trace " + trace).status == 0);
+  REQUIRE(cli("run scenarios/quickstart.json --trace " + trace).status == 0);
   // Headless under Xvfb (CI installs xvfb and xauth, as scripts/install-deps.sh does).
   const std::string cmd = std::string("cd ") + CTWIN_SOURCE_DIR + " && timeout 120 xvfb-run -a " + CTWIN_EXE +
                           " view " + trace + " --screenshot " + png + " --size 640x360 >/dev/null 2>&1";
@@ -189,9 +195,9 @@ TEST_CASE("ctwin view --screenshot renders the trace ctwin run wrote into a PNG 
 }
 
 TEST_CASE("ctwin collective prints nccl-tests' columns with its busbw conventions") {
-  const Run r = ctwin(
-      "collective --op all_reduce --cluster dgx-h100 --algo ring --proto simple --min-bytes 1M --max-bytes 64M "
-      "--step-factor 4 --json");
+  const Run r =
+      cli("collective --op all_reduce --cluster dgx-h100 --algo ring --proto simple --min-bytes 1M --max-bytes 64M "
+          "--step-factor 4 --json");
   REQUIRE(r.status == 0);
   const auto rows = nlohmann::json::parse(r.out);
   REQUIRE(rows.size() == 4);  // 1M, 4M, 16M, 64M
@@ -200,64 +206,69 @@ TEST_CASE("ctwin collective prints nccl-tests' columns with its busbw convention
     // Ring, Simple protocol, over 8 GPUs on NVSwitch: NCCL's base latency 8.4 us plus 2(n-1) steps
     // of NVLink hop (0.6 us) and Simple's per-step cost (2.8 us), at NVLink 4's 20.6 of 25 GB/s per
     // link of the 450 GB/s line rate (NCCL tuning.cc and topo.h).
-    CHECK(
-        t ==
-        doctest::Approx((8.4 + 2 * 7 * (0.6 + 2.8)) * 1e-6 + 2.0 * 7 / 8 * bytes / (450e9 * 20.6 / 25)).epsilon(1e-6));
-    CHECK(row["algbw_gbps"].get<double>() == doctest::Approx(bytes / t / 1e9).epsilon(1e-6));
-    CHECK(row["busbw_gbps"].get<double>() ==
-          doctest::Approx(row["algbw_gbps"].get<double>() * 2 * 7 / 8).epsilon(1e-9));
+    // Seconds, to the picosecond clock (time_us carries six decimals).
+    CHECK(t == abs_approx((8.4 + 2 * 7 * (0.6 + 2.8)) * 1e-6 + 2.0 * 7 / 8 * bytes / (450e9 * 20.6 / 25), 1e-12));
+    CHECK(row["algbw_gbps"].get<double>() == rel_approx(bytes / t / 1e9, 1e-6));
+    CHECK(row["busbw_gbps"].get<double>() == rel_approx(row["algbw_gbps"].get<double>() * 2 * 7 / 8, 1e-9));
   }
-  const Run g = ctwin("collective --op all_gather --cluster dgx-a100 --nodes 2 --min-bytes 1G --max-bytes 1G --json");
+  const Run g = cli("collective --op all_gather --cluster dgx-a100 --nodes 2 --min-bytes 1G --max-bytes 1G --json");
   REQUIRE(g.status == 0);
   const auto row = nlohmann::json::parse(g.out)[0];
-  CHECK(row["busbw_gbps"].get<double>() == doctest::Approx(row["algbw_gbps"].get<double>() * 15 / 16).epsilon(1e-9));
-  CHECK(ctwin("collective --op all_reduce --cluster dgx-h101").status == 2);
-  CHECK(ctwin("collective --op allreduce --cluster dgx-h100").status == 2);
-  CHECK(ctwin("collective --op all_reduce --cluster dgx-a100 --algo nvls").status == 2);  // no NVLS on A100
+  CHECK(row["busbw_gbps"].get<double>() == rel_approx(row["algbw_gbps"].get<double>() * 15 / 16, 1e-9));
+  CHECK(cli("collective --op all_reduce --cluster dgx-h101").status == 2);
+  CHECK(cli("collective --op allreduce --cluster dgx-h100").status == 2);
+  CHECK(cli("collective --op all_reduce --cluster dgx-a100 --algo nvls").status == 2);  // no NVLS on A100
 }
 
 // Published: NVIDIA/nccl-tests issue #212 (2024), NCCL maintainer: on a DGX H100, ring busbw
 // ~370 GB/s, NVLS all-reduce peak busbw ~480 GB/s (algbw ~275 GB/s) on 8 GPUs at large sizes.
 TEST_CASE("DGX H100 all-reduce busbw matches NCCL's published peaks: ring ~370, NVLS ~480 GB/s") {
   const std::string sizes = " --min-bytes 8G --max-bytes 8G --json";
-  const Run nvls = ctwin("collective --op all_reduce --cluster dgx-h100" + sizes);
-  const Run ring = ctwin("collective --op all_reduce --cluster dgx-h100 --algo ring" + sizes);
+  const Run nvls = cli("collective --op all_reduce --cluster dgx-h100" + sizes);
+  const Run ring = cli("collective --op all_reduce --cluster dgx-h100 --algo ring" + sizes);
   REQUIRE(nvls.status == 0);
   REQUIRE(ring.status == 0);
   const auto n = nlohmann::json::parse(nvls.out)[0];
   CHECK(n["algo"] == "nvls");
-  CHECK(n["busbw_gbps"].get<double>() == doctest::Approx(480).epsilon(0.10));
-  CHECK(n["algbw_gbps"].get<double>() == doctest::Approx(275).epsilon(0.10));
-  CHECK(nlohmann::json::parse(ring.out)[0]["busbw_gbps"].get<double>() == doctest::Approx(370).epsilon(0.10));
+  // The 275 GB/s NVLS algbw is the preset's calibration (presets.cpp), so the report must give it
+  // exactly: 8 GiB at 275 GB/s after NCCL's 25 us NVLS latency; busbw 2 x 7/8 of that, ~480.
+  const double S = 8.0 * (1 << 30);
+  CHECK(n["algbw_gbps"].get<double>() == rel_approx(S / (25e-6 + S / 275e9) / 1e9, 1e-9));
+  CHECK(n["busbw_gbps"].get<double>() == rel_approx(n["algbw_gbps"].get<double>() * 2 * 7 / 8, 1e-9));
+  CHECK(n["busbw_gbps"].get<double>() == rel_approx(480, 0.01));  // the maintainer's "~480"
+  // The ring figure is not fitted (NVLink 4 at NCCL's 20.6 of 25 GB/s per link): within the 10%
+  // held for every published collective figure (docs/validation-network.md).
+  CHECK(nlohmann::json::parse(ring.out)[0]["busbw_gbps"].get<double>() == rel_approx(370, 0.10));
 }
 
 TEST_CASE("ctwin collective at flow fidelity agrees with the analytical model on an idle cluster") {
   const std::string args =
       "collective --op all_reduce --cluster dgx-h100 --nodes 2 --min-bytes 256M --max-bytes 256M --json";
-  const Run a = ctwin(args);
-  const Run f = ctwin(args + " --fidelity flow");
+  const Run a = cli(args);
+  const Run f = cli(args + " --fidelity flow");
   REQUIRE(a.status == 0);
   REQUIRE(f.status == 0);
   const double ta = nlohmann::json::parse(a.out)[0]["time_us"].get<double>();
   const double tf = nlohmann::json::parse(f.out)[0]["time_us"].get<double>();
-  CHECK(tf == doctest::Approx(ta).epsilon(0.02));
-  CHECK(ctwin(args + " --fidelity packet").status == 2);
+  // Same plan at both fidelities: equal to the picosecond clock (tests/topology/test_collective_flow.cpp).
+  CHECK(tf == abs_approx(ta, 2e-6));  // us
+  CHECK(cli(args + " --fidelity packet").status == 2);
 }
 
 TEST_CASE("a cluster written by ctwin cluster --write loads back through /cluster/file unchanged") {
   const auto d = temp_dir();
   const std::string desc = (d / "cluster.json").string(), sc = (d / "sc.json").string();
   std::filesystem::remove(desc);
-  REQUIRE(ctwin("cluster --cluster dgx-h100 --nodes 2 --write " + desc).status == 0);
-  CHECK(ctwin("cluster --cluster dgx-h100 --nodes 2 --write " + desc).status == 2);  // no silent overwrite
+  REQUIRE(cli("cluster --cluster dgx-h100 --nodes 2 --write " + desc).status == 0);
+  CHECK(cli("cluster --cluster dgx-h100 --nodes 2 --write " + desc).status == 2);  // no silent overwrite
   std::ofstream(sc)
       << R"({"name": "file", "kind": "training", "cluster": {"file": "cluster.json"}, "model": "llama3-8b",
     "training": {"global_batch": 16, "seq_len": 2048, "parallelism": {"tp": 8, "dp": 2}}})";
   std::ofstream(d / "preset.json")
       << R"({"name": "preset", "kind": "training", "cluster": {"preset": "dgx-h100", "nodes": 2},
     "model": "llama3-8b", "training": {"global_batch": 16, "seq_len": 2048, "parallelism": {"tp": 8, "dp": 2}}})";
-  const Run a = ctwin("run " + sc + " --json");
-  const Run b = ctwin("run " + (d / "preset.json").string() + " --json");
+  const Run a = cli("run " + sc + " --json");
+  const Run b = cli("run " + (d / "preset.json").string() + " --json");
   REQUIRE(a.status == 0);
   REQUIRE(b.status == 0);
   const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
@@ -266,15 +277,15 @@ TEST_CASE("a cluster written by ctwin cluster --write loads back through /cluste
   // A PCIe box with shared NICs survives the round trip too (every field is written).
   const std::string pcie = (d / "pcie.json").string();
   std::filesystem::remove(pcie);
-  REQUIRE(ctwin("cluster --cluster l40s-pcie --nodes 2 --write " + pcie).status == 0);
+  REQUIRE(cli("cluster --cluster l40s-pcie --nodes 2 --write " + pcie).status == 0);
   std::ofstream(d / "pcie_sc.json")
       << R"({"name": "p", "kind": "training", "cluster": {"file": "pcie.json"}, "model": "llama3-8b",
     "training": {"global_batch": 16, "seq_len": 2048, "parallelism": {"dp": 16, "zero_stage": 3}}})";
   std::ofstream(d / "pcie_preset.json")
       << R"({"name": "p", "kind": "training", "cluster": {"preset": "l40s-pcie", "nodes": 2},
     "model": "llama3-8b", "training": {"global_batch": 16, "seq_len": 2048, "parallelism": {"dp": 16, "zero_stage": 3}}})";
-  const Run pa = ctwin("run " + (d / "pcie_sc.json").string() + " --json");
-  const Run pb = ctwin("run " + (d / "pcie_preset.json").string() + " --json");
+  const Run pa = cli("run " + (d / "pcie_sc.json").string() + " --json");
+  const Run pb = cli("run " + (d / "pcie_preset.json").string() + " --json");
   REQUIRE(pa.status == 0);
   REQUIRE(pb.status == 0);
   CHECK(nlohmann::json::parse(pa.out)["step_time_s"] == nlohmann::json::parse(pb.out)["step_time_s"]);
@@ -282,7 +293,7 @@ TEST_CASE("a cluster written by ctwin cluster --write loads back through /cluste
   std::ofstream(d / "bad_cluster.json") << R"({"name": "x", "nodes": 0, "gpus_per_node": 8, "gpu": "H100-SXM"})";
   std::ofstream(d / "bad.json") << R"({"name": "b", "kind": "training", "cluster": {"file": "bad_cluster.json"},
     "model": "llama3-8b", "training": {"global_batch": 8, "seq_len": 2048}})";
-  const Run bad = ctwin("run " + (d / "bad.json").string());
+  const Run bad = cli("run " + (d / "bad.json").string());
   CHECK(bad.status == 2);
   CHECK(bad.err.find("bad_cluster.json: /nodes") != std::string::npos);
 }

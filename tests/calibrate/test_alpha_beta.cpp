@@ -5,7 +5,10 @@
 
 #include "calibrate/alpha_beta.hpp"
 
+#include "tolerance.hpp"
+
 using namespace ctwin::calibrate;
+using ctwin::test::rel_approx;
 
 TEST_CASE("the alpha-beta fit recovers latency and bandwidth from exact samples") {
   // t = 5 us + bytes / 200 GB/s, at nccl-tests sizes from 8 B to 1 GiB.
@@ -15,8 +18,8 @@ TEST_CASE("the alpha-beta fit recovers latency and bandwidth from exact samples"
     secs.push_back(5e-6 + b / 200e9);
   }
   const auto f = fit_alpha_beta(bytes, secs);
-  CHECK(f.alpha_s == doctest::Approx(5e-6).epsilon(1e-6));
-  CHECK(f.bandwidth_gbps == doctest::Approx(200).epsilon(1e-6));
+  CHECK(f.alpha_s == rel_approx(5e-6, 1e-6));
+  CHECK(f.bandwidth_gbps == rel_approx(200, 1e-6));
   CHECK(f.rms_rel_error < 1e-9);
 }
 

@@ -4,7 +4,10 @@
 
 #include "sim/flow.hpp"
 
+#include "tolerance.hpp"
+
 using namespace ctwin;
+using ctwin::test::rel_approx;
 
 TEST_CASE("one flow on one link takes latency plus bytes over bandwidth") {
   Engine e;
@@ -14,7 +17,7 @@ TEST_CASE("one flow on one link takes latency plus bytes over bandwidth") {
   net.start(
       {l}, 1e9, [&] { done = e.now(); }, microseconds(5));
   e.run();
-  CHECK(done.seconds() == doctest::Approx(5e-6 + 1e9 / 100e9).epsilon(1e-9));
+  CHECK(done.seconds() == rel_approx(5e-6 + 1e9 / 100e9, 1e-9));
 }
 
 TEST_CASE("two flows share a link equally; the survivor speeds up when one ends") {
@@ -27,8 +30,8 @@ TEST_CASE("two flows share a link equally; the survivor speeds up when one ends"
   net.start({l}, 1e9, [&] { a = e.now(); });
   net.start({l}, 3e9, [&] { b = e.now(); });
   e.run();
-  CHECK(a.seconds() == doctest::Approx(2.0).epsilon(1e-9));
-  CHECK(b.seconds() == doctest::Approx(4.0).epsilon(1e-9));
+  CHECK(a.seconds() == rel_approx(2.0, 1e-9));
+  CHECK(b.seconds() == rel_approx(4.0, 1e-9));
 }
 
 TEST_CASE("max-min fairness: a flow limited elsewhere leaves its share to the others") {
@@ -41,9 +44,9 @@ TEST_CASE("max-min fairness: a flow limited elsewhere leaves its share to the ot
   auto b = net.start({l1, l2}, 1e12, [] {});
   auto c = net.start({l2}, 1e12, [] {});
   e.run_until(Time{1});
-  CHECK(net.rate_bytes_per_s(a) == doctest::Approx(0.5e9));
-  CHECK(net.rate_bytes_per_s(b) == doctest::Approx(0.5e9));
-  CHECK(net.rate_bytes_per_s(c) == doctest::Approx(2.5e9));
+  CHECK(net.rate_bytes_per_s(a) == rel_approx(0.5e9, 1e-9));
+  CHECK(net.rate_bytes_per_s(b) == rel_approx(0.5e9, 1e-9));
+  CHECK(net.rate_bytes_per_s(c) == rel_approx(2.5e9, 1e-9));
 }
 
 TEST_CASE("the textbook linear network: a long flow gets 1/2 of every link it shares") {
@@ -56,7 +59,7 @@ TEST_CASE("the textbook linear network: a long flow gets 1/2 of every link it sh
   f.push_back(net.start(l, 100, [] {}));
   for (auto x : l) f.push_back(net.start({x}, 100, [] {}));
   e.run_until(Time{1});
-  for (auto id : f) CHECK(net.rate_bytes_per_s(id) == doctest::Approx(0.5));
+  for (auto id : f) CHECK(net.rate_bytes_per_s(id) == rel_approx(0.5, 1e-9));
 }
 
 TEST_CASE("resharing touches only the flows connected to the change") {
@@ -83,11 +86,11 @@ TEST_CASE("max-min with unequal capacities: bottlenecks freeze in order of their
   auto c = net.start({x, y}, 100, [] {});
   auto d = net.start({y}, 2, [] {});
   e.run_until(Time{1});
-  CHECK(net.rate_bytes_per_s(c) == doctest::Approx(1));
-  CHECK(net.rate_bytes_per_s(d) == doctest::Approx(1));
-  CHECK(net.rate_bytes_per_s(a) == doctest::Approx(2.5));
-  CHECK(net.rate_bytes_per_s(b) == doctest::Approx(2.5));
+  CHECK(net.rate_bytes_per_s(c) == rel_approx(1, 1e-9));
+  CHECK(net.rate_bytes_per_s(d) == rel_approx(1, 1e-9));
+  CHECK(net.rate_bytes_per_s(a) == rel_approx(2.5, 1e-9));
+  CHECK(net.rate_bytes_per_s(b) == rel_approx(2.5, 1e-9));
   e.run_until(seconds(2.5));
-  CHECK(net.rate_bytes_per_s(a) == doctest::Approx(2));
-  CHECK(net.rate_bytes_per_s(c) == doctest::Approx(2));
+  CHECK(net.rate_bytes_per_s(a) == rel_approx(2, 1e-9));
+  CHECK(net.rate_bytes_per_s(c) == rel_approx(2, 1e-9));
 }

@@ -6,6 +6,7 @@
 // bare Approx anywhere else under tests/.
 #pragma once
 
+#include <cfloat>
 #include <cmath>
 #include <ostream>
 
@@ -15,8 +16,10 @@ namespace ctwin::test {
 
 // Passes when |actual - expected| <= tolerance * max(|actual|, |expected|): a relative error.
 // An expected value of exactly zero passes only for an exact zero; use abs_approx there.
+// (doctest compares with a strict <, so scale 0 would fail even 0 == 0: a scale of the least
+// normal double lets an exact zero through and nothing else.)
 inline doctest::Approx rel_approx(double expected, double tolerance) {
-  return doctest::Approx(expected).epsilon(tolerance).scale(0);
+  return doctest::Approx(expected).epsilon(tolerance).scale(expected == 0 ? DBL_MIN : 0);
 }
 
 // Passes when |actual - expected| <= tolerance, in the value's own unit (say so at the call).

@@ -1,10 +1,17 @@
 #include <doctest/doctest.h>
 
+#include <string>
+
 #include "topology/collective.hpp"
 #include "topology/collective_flow.hpp"
 #include "topology/dtree.hpp"
 
+#include "tolerance.hpp"
+
 using namespace ctwin;
+using ctwin::test::abs_approx;
+using ctwin::test::rel_approx;
+using ctwin::test::rel_diff;
 
 namespace {
 
@@ -81,8 +88,8 @@ TEST_CASE("ring all-reduce on 8 GPUs matches NCCL's base plus 2(n-1) hops plus 2
   o.protocol = Protocol::simple;
   const double S = 1 << 30, B = 450e9 * 20.6 / 25;
   const auto e = estimate_collective(build_cluster(s), all(CollectiveOp::all_reduce, s, S), o);
-  CHECK(e.time.seconds() == doctest::Approx((8.4 + 14 * 3.4) * 1e-6 + 2.0 * 7 / 8 * S / B).epsilon(1e-9));
-  CHECK(e.busbw_gbps == doctest::Approx(e.algbw_gbps * 2 * 7 / 8));
+  CHECK(e.time.seconds() == rel_approx((8.4 + 14 * 3.4) * 1e-6 + 2.0 * 7 / 8 * S / B, 1e-9));
+  CHECK(e.busbw_gbps == rel_approx(e.algbw_gbps * 2 * 7 / 8, 1e-9));
 }
 
 TEST_CASE("the tuner picks LL for small messages, NVLS for large in an H100 node, ring Simple for large on A100") {
@@ -91,7 +98,8 @@ TEST_CASE("the tuner picks LL for small messages, NVLS for large in an H100 node
   CHECK(small.algo == "ring");
   CHECK(small.protocol == "ll");
   // LL: 6.6 us base + 14 NVLink hops of 0.6 us; the bytes at a quarter of the ring bandwidth.
-  CHECK(small.time.seconds() == doctest::Approx((6.6 + 14 * 0.6) * 1e-6 + 1.75 * 1024 / (0.25 * 370.8e9)));
+  // Times are whole picoseconds: within 1 ps (seconds).
+  CHECK(small.time.seconds() == abs_approx((6.6 + 14 * 0.6) * 1e-6 + 1.75 * 1024 / (0.25 * 370.8e9), 1e-12));
   CHECK(estimate_collective(build_cluster(h), all(CollectiveOp::all_reduce, h, 1 << 30)).algo == "nvls");
   const auto big = estimate_collective(build_cluster(a), all(CollectiveOp::all_reduce, a, 1 << 30));
   CHECK(big.algo == "ring");
@@ -114,15 +122,19 @@ TEST_CASE("tree all-reduce across 2 nodes: bounded by the chain, 2(g-1)/g of the
   const double S = 1 << 30;
   const auto e = estimate_collective(build_cluster(s), all(CollectiveOp::all_reduce, s, S), o);
   const double lat = (8.4 + 2 * (7 * (0.6 + 3.4) + 1 * (2.7 + 11.3))) * 1e-6;
-  CHECK(e.time.seconds() == doctest::Approx(lat + 1.75 * S / (370.8e9 * 0.92)).epsilon(1e-9));
+  CHECK(e.time.seconds() == rel_approx(lat + 1.75 * S / (370.8e9 * 0.92), 1e-9));
 }
 
 TEST_CASE("all-to-all across nodes is bound by one NIC per GPU's share, as nccl-tests reports") {
   // NCCL's maintainers (nccl-tests #267): all-to-all cannot aggregate NICs; its busbw is one NIC's.
+  // Each GPU sends 3/4 of its buffer to the other nodes through its own rail's NIC (50 GB/s at
+  // 0.96): S x 3/4 / 48 GB/s after NCCL's p2p latency; busbw is algbw x 31/32.
   const ClusterSpec s = dgx_h100(4);
-  const double b = busbw(s, CollectiveOp::all_to_all, 4.0 * (1 << 30));
-  CHECK(b == doctest::Approx(50 * 0.96 * (31.0 / 32) / (3.0 / 4)).epsilon(0.01));
-  CHECK(b < 50 * 1.3);
+  const double S = 4.0 * (1 << 30);
+  const Cluster cl = build_cluster(s);
+  const auto call = all(CollectiveOp::all_to_all, s, S);
+  const double t = plan_collective(cl, call, CollectiveOptions{}).latency_s + 0.75 * S / 48e9;
+  CHECK(estimate_collective(cl, call).busbw_gbps == rel_approx(S / t / 1e9 * 31 / 32, 1e-9));
 }
 
 TEST_CASE("forcing an algorithm that cannot run the call is rejected") {
@@ -161,28 +173,32 @@ TEST_CASE("busbw of large all-reduces within 10% of published nccl-tests runs, m
   };
   double sum = 0;
   for (const Case& c : cases) {
-    CAPTURE(c.what);
+    const std::string what = c.what;  // a string, so a failure names the case
+    CAPTURE(what);
     const double b = busbw(c.spec, CollectiveOp::all_reduce, 8.0 * (1 << 30), c.algo);
-    CHECK(b == doctest::Approx(c.measured).epsilon(0.10));
+    CHECK(b == rel_approx(c.measured, 0.10));
     sum += std::abs(b - c.measured) / c.measured;
   }
   CHECK(sum / std::size(cases) <= 0.05);
 }
 
-TEST_CASE("small all-reduce latency within 2x of published nccl-tests runs") {
-  // 8 GPUs on NVLink 4 NVSwitch (H20), 8 bytes: 12.5 us (deepseek-ai/DeepEP #303).
+TEST_CASE("small all-reduce latency is NCCL's tuner's; published runs within that tuner's own error") {
+  // 8 GPUs on NVLink 4 NVSwitch (H20), 8 bytes: 12.5 us (deepseek-ai/DeepEP #303). NCCL's model,
+  // ring LL: 6.6 base + 14 NVLink steps at 0.6, plus 2(n-1)/n x 8 bytes at a quarter of 370.8 GB/s.
   const ClusterSpec s = dgx_h100(1);
   const double t = estimate_collective(build_cluster(s), all(CollectiveOp::all_reduce, s, 8)).time.micros();
-  CHECK(t / 12.5 < 2.0);
-  CHECK(12.5 / t < 2.0);
+  CHECK(t == abs_approx(6.6 + 14 * 0.6 + 1.75 * 8 / (0.25 * 370.8e9) * 1e6, 1e-6));  // us, to the ps clock
   // 2x DGX A100 (AMD EPYC hosts, 8x HDR), NCCL_ALGO=RING, 8 bytes: 93 us (NVIDIA/nccl #812).
   // NCCL's model: 6.6 base + 28 intra-node steps at max(0.6, 2.0 AMD net overhead) + 2 network
-  // steps at 2.7 = 68 us.
+  // steps at 2.7 = 68 us, plus 2 x 15/16 x 8 bytes at LL's quarter of the ring's 8 NICs x 24 GB/s.
   const ClusterSpec a = dgx_a100(2);
   CollectiveOptions ring;
   ring.algo = CollectiveAlgo::ring;
   const double ta = estimate_collective(build_cluster(a), all(CollectiveOp::all_reduce, a, 8), ring).time.micros();
-  CHECK(ta == doctest::Approx(6.6 + 28 * 2.0 + 2 * 2.7));
-  CHECK(93.0 / ta < 2.0);
-  CHECK(ta / 93.0 < 2.0);
+  CHECK(ta == abs_approx(6.6 + 28 * 2.0 + 2 * 2.7 + 2.0 * 15 / 16 * 8 / (0.25 * 8 * 24e9) * 1e6, 1e-6));
+  // Against the measurements: the model is NCCL's own latency table, which is 17% above the H20 run
+  // and 27% below the A100 one; 30% is that table's error on these runs, so a change to the latency
+  // terms that drifts further from the hardware than NCCL's tuner does fails here.
+  CHECK(rel_diff(t, 12.5) <= 0.30);
+  CHECK(rel_diff(ta, 93.0) <= 0.30);
 }

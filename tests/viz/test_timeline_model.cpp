@@ -14,7 +14,10 @@
 #include "viz/timeline_model.hpp"
 #include "viz/viewer.hpp"
 
+#include "tolerance.hpp"
+
 using namespace ctwin;
+using ctwin::test::rel_approx;
 using namespace ctwin::viz;
 
 namespace {
@@ -131,10 +134,10 @@ TEST_CASE("a wide event is drawn at the pixels its start and end map to") {
   const auto it =
       std::find_if(list.rects.begin(), list.rects.end(), [](const DrawRect& r) { return r.kind == ItemKind::event; });
   REQUIRE(it != list.rects.end());
-  CHECK(it->x0 == doctest::Approx(168 + 100));
-  CHECK(it->x1 == doctest::Approx(168 + 300));
-  CHECK(it->y0 == doctest::Approx(kAxisHeight + kGroupHeaderHeight));
-  CHECK(it->y1 == doctest::Approx(kAxisHeight + kGroupHeaderHeight + kLaneHeight));
+  CHECK(it->x0 == rel_approx(168 + 100, 1e-9));
+  CHECK(it->x1 == rel_approx(168 + 300, 1e-9));
+  CHECK(it->y0 == rel_approx(kAxisHeight + kGroupHeaderHeight, 1e-9));
+  CHECK(it->y1 == rel_approx(kAxisHeight + kGroupHeaderHeight + kLaneHeight, 1e-9));
   CHECK(it->color == kind_color("gemm"));
   // Its name is drawn inside it.
   bool named = false;
@@ -215,7 +218,7 @@ TEST_CASE("busy_before matches a brute-force sum of clipped durations") {
     double ref = 0;
     for (const auto& e : evs)
       ref += std::clamp(t - static_cast<double>(e.start_ps), 0.0, static_cast<double>(e.dur_ps));
-    CHECK(m.busy_before(0, t) == doctest::Approx(ref).epsilon(1e-12));
+    CHECK(m.busy_before(0, t) == rel_approx(ref, 1e-12));
   }
 }
 
@@ -243,7 +246,7 @@ TEST_CASE("a collapsed group becomes one utilization row whose bar height is the
   for (const auto& r : list.rects) {
     if (r.kind != ItemKind::summary) continue;
     ++bars;
-    CHECK(r.y1 - r.y0 == doctest::Approx(std::round(0.5f * kLaneHeight)));
+    CHECK(r.y1 - r.y0 == rel_approx(std::round(0.5f * kLaneHeight), 1e-9));
   }
   CHECK(bars == 1);  // equal columns merge into one bar
 }
@@ -325,7 +328,7 @@ TEST_CASE("the background loader reads a .ctt written by write_trace_file and re
   TraceLoader loader(path.string());
   loader.wait();
   CHECK(loader.done());
-  CHECK(loader.progress() == doctest::Approx(1.0));
+  CHECK(loader.progress() == rel_approx(1.0, 1e-9));
   auto m = loader.take();
   REQUIRE(m);
   CHECK(m->trace().events.size() == 3000);
@@ -405,10 +408,10 @@ TEST_CASE("arrows join the rows of their lanes; when crowded only the selected o
   m.build_frame(v, c, FrameOptions{}, list);
   REQUIRE(list.lines.size() == 10);
   const float lane0 = kAxisHeight + kGroupHeaderHeight + kLaneHeight / 2;
-  CHECK(list.lines[3].y0 == doctest::Approx(lane0));
-  CHECK(list.lines[3].y1 == doctest::Approx(lane0 + kLanePitch));
-  CHECK(list.lines[3].x0 == doctest::Approx(168 + 300));  // 3000 ps at 10 ps per pixel
-  CHECK(list.lines[3].x1 == doctest::Approx(168 + 340));
+  CHECK(list.lines[3].y0 == rel_approx(lane0, 1e-9));
+  CHECK(list.lines[3].y1 == rel_approx(lane0 + kLanePitch, 1e-9));
+  CHECK(list.lines[3].x0 == rel_approx(168 + 300, 1e-9));  // 3000 ps at 10 ps per pixel
+  CHECK(list.lines[3].x1 == rel_approx(168 + 340, 1e-9));
   show_range(v, c, 0, 1'000'000);  // all 1000: crowded
   m.build_frame(v, c, FrameOptions{}, list);
   CHECK(list.lines.empty());
@@ -416,5 +419,5 @@ TEST_CASE("arrows join the rows of their lanes; when crowded only the selected o
   opt.selected_event = 500;
   m.build_frame(v, c, opt, list);
   REQUIRE(list.lines.size() == 1);
-  CHECK(list.lines[0].x0 == doctest::Approx(168 + 500));
+  CHECK(list.lines[0].x0 == rel_approx(168 + 500, 1e-9));
 }

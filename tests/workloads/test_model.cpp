@@ -2,7 +2,11 @@
 
 #include "workloads/model.hpp"
 
+#include "tolerance.hpp"
+
 using namespace ctwin;
+using ctwin::test::abs_approx;
+using ctwin::test::rel_approx;
 
 namespace {
 ModelSpec llama(int layers, long hidden, int heads, int kv, long ffn, long vocab, bool tied) {
@@ -35,8 +39,9 @@ TEST_CASE("Mixtral 8x7B has 46.7B parameters and 12.9B active per token") {
   m.moe.top_k = 2;
   m.moe.expert_ffn_hidden = 14336;
   const auto p = count_parameters(m);
-  CHECK(p.total / 1e9 == doctest::Approx(46.7).epsilon(0.002));
-  CHECK(p.active_per_token / 1e9 == doctest::Approx(12.9).epsilon(0.005));
+  // Published to 0.1B: within half of that (billions).
+  CHECK(p.total / 1e9 == abs_approx(46.7, 0.05));
+  CHECK(p.active_per_token / 1e9 == abs_approx(12.9, 0.05));
 }
 
 // DeepSeek-V3: 671B total, 37B activated per token (DeepSeek-V3 Technical Report, abstract and
@@ -46,8 +51,10 @@ TEST_CASE("DeepSeek-V3 has 671B parameters, 37B active per token") {
   m.mla = MlaSpec{1536, 512, 128, 64, 128};
   m.moe = MoeSpec{256, 8, 1, 2048, 3, 1.0};
   const auto p = count_parameters(m);
-  CHECK(p.total / 1e9 == doctest::Approx(671).epsilon(0.002));
-  CHECK(p.active_per_token / 1e9 == doctest::Approx(37).epsilon(0.03));
+  CHECK(p.total / 1e9 == abs_approx(671, 0.5));  // published to the billion (billions)
+  // 37B is ambiguous by 0.9B: with the input embedding counted as active (as Mixtral's 12.9B
+  // counts it, and as here) the layer shapes give 37.55B, without it 36.6B; 3% holds both.
+  CHECK(p.active_per_token / 1e9 == rel_approx(37, 0.03));
 }
 
 TEST_CASE("GPT-3 175B has 175B parameters (Brown et al. 2020, Table 2.1)") {
@@ -56,5 +63,6 @@ TEST_CASE("GPT-3 175B has 175B parameters (Brown et al. 2020, Table 2.1)") {
   m.norm = Norm::layernorm;
   m.learned_positions = true;
   m.max_seq = 2048;
-  CHECK(count_parameters(m).total / 1e9 == doctest::Approx(175).epsilon(0.01));
+  // "175 billion", to the billion (billions); the layer shapes give 174.6B.
+  CHECK(count_parameters(m).total / 1e9 == abs_approx(175, 0.5));
 }

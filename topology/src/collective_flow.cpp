@@ -163,9 +163,17 @@ void CollectiveFlows::start(const CollectiveCall& call, std::function<void()> on
         ring.insert(ring.end(), r.begin(), r.end());
       }
     }
+    // A broadcast's chain starts at the root (the first rank), which alone holds the data, in
+    // every channel; a reduce's ends there. The chain drops the ring's edge into (out of) the root.
+    int first = 0;
+    if (chain) {
+      first = static_cast<int>(std::find(ring.begin(), ring.end(), call.ranks.front()) - ring.begin());
+      if (call.op == CollectiveOp::reduce) first = (first + 1) % n;
+    }
     const int edges = chain ? n - 1 : n;
     for (int i = 0; i < edges; ++i) {
-      flow(ring[static_cast<std::size_t>(i)], ring[static_cast<std::size_t>((i + 1) % n)], per_flow);
+      flow(ring[static_cast<std::size_t>((first + i) % n)], ring[static_cast<std::size_t>((first + i + 1) % n)],
+           per_flow);
     }
   }
 }

@@ -22,6 +22,7 @@ struct ClusterNetwork::Impl {
   Graph g;
   std::size_t edges = 0;
   std::vector<Vertex> nic;   // node * nics + r
+  std::vector<Vertex> host;  // what each NIC plugs into (its GPU, or its PCIe switch), same index
   std::vector<Vertex> leaf;  // the switch each NIC plugs into, same index
   // Hop distances to each destination vertex, computed once per destination.
   mutable std::unordered_map<Vertex, std::vector<int>> dist_to;
@@ -49,6 +50,25 @@ struct ClusterNetwork::Impl {
       }
     }
     return dist_to.emplace(dst, std::move(d)).first->second;
+  }
+
+  // The link of the edge a -> b.
+  void hop(Vertex a, Vertex b, std::vector<LinkId>& links) const {
+    const auto [e, found] = boost::edge(a, b, g);
+    if (!found) throw std::logic_error("ClusterNetwork: no link");
+    links.push_back(g[e].link);
+  }
+
+  // GPU a to NIC i of its own node through the node's fabric and the NIC's host link. A plain
+  // shortest path may tie with one out through another NIC of the node and back down from the
+  // switch they share (a single switch or a fat-tree leaf), loading that NIC twice.
+  void to_nic(Vertex a, std::size_t i, std::vector<LinkId>& links) const {
+    path(a, host[i], links);
+    hop(host[i], nic[i], links);
+  }
+  void from_nic(std::size_t i, Vertex b, std::vector<LinkId>& links) const {
+    hop(nic[i], host[i], links);
+    path(host[i], b, links);
   }
 
   void path(Vertex a, Vertex b, std::vector<LinkId>& links) const {
@@ -134,6 +154,7 @@ ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_
       // NIC r belongs to the first GPU of its share (GPU r*gpn/k).
       both(nic_attach[static_cast<std::size_t>(r * gpn / k)], v, pcie);
       m.nic.push_back(v);
+      m.host.push_back(nic_attach[static_cast<std::size_t>(r * gpn / k)]);
     }
   }
   if (!multi) return;
@@ -210,12 +231,11 @@ std::vector<LinkId> ClusterNetwork::route_via(GpuId a, GpuId b, int nic) const {
   const int gpn = s.gpus_per_node, k = std::min(s.nics(), gpn);
   const int na = static_cast<int>(a.value) / gpn, nb = static_cast<int>(b.value) / gpn;
   if (na == nb || m.nic.empty()) return route(a, b);
-  const Vertex nic_a = m.nic[static_cast<std::size_t>(na * k + nic % k)];
-  const Vertex nic_b = m.nic[static_cast<std::size_t>(nb * k + nic % k)];
+  const auto ia = static_cast<std::size_t>(na * k + nic % k), ib = static_cast<std::size_t>(nb * k + nic % k);
   std::vector<LinkId> links;
-  m.path(static_cast<Vertex>(a.value), nic_a, links);
-  m.path(nic_a, nic_b, links);
-  m.path(nic_b, static_cast<Vertex>(b.value), links);
+  m.to_nic(static_cast<Vertex>(a.value), ia, links);
+  m.path(m.nic[ia], m.nic[ib], links);
+  m.from_nic(ib, static_cast<Vertex>(b.value), links);
   return links;
 }
 
@@ -227,7 +247,7 @@ std::vector<LinkId> ClusterNetwork::route_to_leaf(GpuId a, int nic) const {
   std::vector<LinkId> links;
   if (m.nic.empty()) return links;
   const std::size_t i = static_cast<std::size_t>(static_cast<int>(a.value) / gpn * k + nic % k);
-  m.path(static_cast<Vertex>(a.value), m.nic[i], links);
+  m.to_nic(static_cast<Vertex>(a.value), i, links);
   m.path(m.nic[i], m.leaf[i], links);
   return links;
 }
@@ -239,7 +259,7 @@ std::vector<LinkId> ClusterNetwork::route_from_leaf(GpuId a, int nic) const {
   if (m.nic.empty()) return links;
   const std::size_t i = static_cast<std::size_t>(static_cast<int>(a.value) / gpn * k + nic % k);
   m.path(m.leaf[i], m.nic[i], links);
-  m.path(m.nic[i], static_cast<Vertex>(a.value), links);
+  m.from_nic(i, static_cast<Vertex>(a.value), links);
   return links;
 }
 

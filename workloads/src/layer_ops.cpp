@@ -248,6 +248,9 @@ std::vector<LayerItem> embedding_items(const ModelSpec& m, const LayerShape& s) 
   const double h = static_cast<double>(m.hidden);
   std::vector<LayerItem> items;
   items.push_back(streaming("embedding", OpKind::embedding, s.tokens * h, s.tokens * h, s.bytes_per_elem));
+  // Vocab-parallel: each TP rank looks up its rows only, so the partial outputs are summed, g's
+  // all-reduce (reduce-scatter with SP), as Megatron's VocabParallelEmbedding does.
+  if (s.tp > 1) items.push_back(comm_g(s, h));
   return items;
 }
 
