@@ -15,6 +15,7 @@
 #include "topology/network.hpp"
 #include "workloads/compute_model.hpp"
 #include "workloads/layer_ops.hpp"
+#include "workloads/pipeline_schedule.hpp"
 
 namespace ctwin {
 
@@ -454,56 +455,18 @@ class Builder {
     return p * cfg_.precision.grad_bytes;
   }
 
-  struct Slot {
-    int mb;
-    int chunk;  // model chunk (virtual stage = chunk * pp + stage)
-    char pass;  // 'F' forward, 'B' backward (input only under zero-bubble), 'W' weight gradient
-  };
-
-  // Each stage's order of work. GPipe: all forwards then all backwards. 1F1B: pp-stage-1
-  // warm-up forwards, then one forward one backward (Narayanan et al. 2021). Interleaved:
-  // Megatron-LM's virtual-pipeline order over v model chunks. Zero-bubble (ZB-H1, Qi et al.
-  // 2024): 1F1B with each weight-gradient pass W deferred behind the next backward passes,
-  // filling the drain with W work.
-  std::vector<Slot> schedule(int stage) const {
-    std::vector<Slot> s;
-    const int m = mbs_, pp = par_.pp, v = par_.virtual_stages;
-    if (par_.schedule == PipelineSchedule::gpipe) {
-      for (int i = 0; i < m; ++i) s.push_back({i, 0, 'F'});
-      for (int i = 0; i < m; ++i) s.push_back({i, 0, 'B'});
-      return s;
-    }
-    if (par_.schedule == PipelineSchedule::interleaved && v > 1) {
-      const int total = m * v;
-      int warm = m == pp ? total : std::min((pp - stage - 1) * 2 + (v - 1) * pp, total);
-      auto mb_of = [&](int k) { return (k / (pp * v)) * pp + k % pp; };
-      auto fchunk = [&](int k) { return (k % (pp * v)) / pp; };
-      auto bchunk = [&](int k) { return v - 1 - (k % (pp * v)) / pp; };
-      for (int k = 0; k < warm; ++k) s.push_back({mb_of(k), fchunk(k), 'F'});
-      for (int k = 0; k < total - warm; ++k) {
-        s.push_back({mb_of(warm + k), fchunk(warm + k), 'F'});
-        s.push_back({mb_of(k), bchunk(k), 'B'});
-      }
-      for (int k = total - warm; k < total; ++k) s.push_back({mb_of(k), bchunk(k), 'B'});
-      return s;
-    }
+  // Each stage's order of work (workloads/pipeline_schedule.hpp). GPipe: all forwards then
+  // all backwards. 1F1B: pp-stage-1 warm-up forwards, then one forward one backward
+  // (Narayanan et al. 2021). Interleaved: Megatron-LM's virtual-pipeline order over v model
+  // chunks. Zero-bubble (ZB-H1, Qi et al. 2024): 1F1B with each weight-gradient pass W
+  // deferred behind the next backward passes, filling the drain with W work.
+  std::vector<PipelineSlot> schedule(int stage) const {
     if (par_.schedule == PipelineSchedule::zero_bubble) return zb_order_.at(static_cast<std::size_t>(stage));
-    const int warm = std::min(pp - stage - 1, m);
-    for (int i = 0; i < warm; ++i) s.push_back({i, 0, 'F'});
-    for (int i = 0; i < m - warm; ++i) {
-      s.push_back({warm + i, 0, 'F'});
-      s.push_back({i, 0, 'B'});
-    }
-    for (int i = m - warm; i < m; ++i) s.push_back({i, 0, 'B'});
-    return s;
+    return pipeline_order(par_.schedule, par_.pp, stage, mbs_, par_.virtual_stages);
   }
 
-  // The zero-bubble order comes from a greedy list schedule at the layers' modelled costs
-  // (the ZB-H1 heuristic of Qi et al. 2024): a stage runs a ready B first, else a ready F
-  // while it holds fewer than pp - stage micro-batches (1F1B's memory), else a pending W to
-  // fill what would be a bubble.
-  std::vector<std::vector<Slot>> zero_bubble_order() const {
-    const int pp = par_.pp, m = mbs_;
+  // The zero-bubble order comes from a greedy list schedule at the layers' modelled costs.
+  std::vector<std::vector<PipelineSlot>> zero_bubble_order() const {
     double tf = 0, tb = 0, tw = 0;
     for (const auto& it : dense_layer_) {
       if (it.is_comm) continue;
@@ -515,56 +478,9 @@ class Builder {
       tb += gemm ? op_seconds(cm_, half) : op_seconds(cm_, it.bwd);
       tw += gemm ? op_seconds(cm_, half) : 0;
     }
-    constexpr double kNever = 1e300;
-    std::vector<std::vector<double>> f_done(pp, std::vector<double>(m, kNever)), b_done = f_done;
-    std::vector<double> free_at(pp, 0);
-    std::vector<int> next_f(pp, 0), next_b(pp, 0), next_w(pp, 0);
-    std::vector<std::vector<Slot>> order(pp);
-    auto done = [&](int i) { return next_f[i] == m && next_b[i] == m && next_w[i] == m; };
-    for (;;) {
-      // Each stage's earliest possible action; run the stage that can act first.
-      int best = -1;
-      double best_t = kNever;
-      char best_pass = 0;
-      for (int i = 0; i < pp; ++i) {
-        if (done(i)) continue;
-        const double t = free_at[i];
-        double rb = kNever, rf = kNever;
-        if (next_b[i] < next_f[i]) rb = i == pp - 1 ? f_done[i][next_b[i]] : b_done[i + 1][next_b[i]];
-        if (next_f[i] < m && next_f[i] - next_b[i] < pp - i) rf = i == 0 ? 0.0 : f_done[i - 1][next_f[i]];
-        double when;
-        char pass;
-        if (rb <= t) {
-          when = t, pass = 'B';
-        } else if (rf <= t) {
-          when = t, pass = 'F';
-        } else if (next_w[i] < next_b[i]) {
-          when = t, pass = 'W';
-        } else if (std::min(rb, rf) < kNever) {
-          when = std::min(rb, rf), pass = rb <= rf ? 'B' : 'F';
-        } else {
-          continue;
-        }
-        if (when < best_t) best = i, best_t = when, best_pass = pass;
-      }
-      if (best < 0) break;
-      const int i = best;
-      if (best_pass == 'F') {
-        f_done[i][next_f[i]] = best_t + tf;
-        order[i].push_back({next_f[i]++, 0, 'F'});
-        free_at[i] = best_t + tf;
-      } else if (best_pass == 'B') {
-        b_done[i][next_b[i]] = best_t + tb;
-        order[i].push_back({next_b[i]++, 0, 'B'});
-        free_at[i] = best_t + tb;
-      } else {
-        order[i].push_back({next_w[i]++, 0, 'W'});
-        free_at[i] = best_t + tw;
-      }
-    }
-    return order;
+    return zero_bubble_orders(par_.pp, mbs_, tf, tb, tw);
   }
-  std::vector<std::vector<Slot>> zb_order_;
+  std::vector<std::vector<PipelineSlot>> zb_order_;
 
   double layer_param_bytes(int layer) const {
     return layer_grad_bytes(layer) / cfg_.precision.grad_bytes * cfg_.precision.weight_bytes;
@@ -607,10 +523,10 @@ class Builder {
     const auto plan = schedule(stage);
     std::vector<int> backwards_left(static_cast<std::size_t>(v), mbs_);
     TaskId last_compute = TaskId::none();
-    for (const Slot& sl : plan) {
-      const int mb = sl.mb, vs = sl.chunk * pp + stage, nvs = pp * v;
+    for (const PipelineSlot& sl : plan) {
+      const int mb = sl.micro_batch, vs = sl.chunk * pp + stage, nvs = pp * v;
       const bool first = vs == 0, last = vs == nvs - 1;
-      const bool fwd = sl.pass == 'F';
+      const bool fwd = sl.pass == PipelineSlot::Pass::forward;
       cur_mb_ = static_cast<std::uint16_t>(mb);
       cur_layer_ = -1;
       cur_phase_ = fwd ? 0 : 1;
@@ -619,7 +535,7 @@ class Builder {
       Coords prev = c, next = c;
       prev.p = (stage + pp - 1) % pp;
       next.p = (stage + 1) % pp;
-      if (sl.pass == 'W') {
+      if (sl.pass == PipelineSlot::Pass::weight) {
         for (int l = chunk_layers - 1; l >= 0; --l) {
           const int layer = vs * chunk_layers + l;
           cur_layer_ = static_cast<std::int16_t>(layer);
