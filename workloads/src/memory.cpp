@@ -72,10 +72,13 @@ double stage_params(const ModelSpec& m, const TrainingConfig& cfg, int stage) {
     const double expert = dense_mlp_params(m, m.moe.expert_ffn_hidden);
     params += moe_layers * (expert * m.moe.experts / p.ep / t + expert * m.moe.shared_experts / t + h * m.moe.experts);
   }
-  params += per_stage * 2 * h;  // norms (replicated)
+  params += per_stage * 2 * norm_params(m);  // two norms per layer (replicated)
   const double vocab_shard = static_cast<double>(m.vocab) * h / t;
   if (stage == 0) params += vocab_shard + (m.learned_positions ? static_cast<double>(m.max_seq) * h : 0);
-  if (stage == p.pp - 1 && (!m.tied_embeddings || p.pp > 1)) params += vocab_shard;
+  if (stage == p.pp - 1) {
+    params += norm_params(m);  // the final norm
+    if (!m.tied_embeddings || p.pp > 1) params += vocab_shard;
+  }
   return params;
 }
 
