@@ -842,6 +842,42 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
   }
 
   if (opt.trace) {
+    const Placement placement(par);
+    for (std::uint32_t t = 0; t < b.meta_.size(); ++t) {
+      const auto& mt = b.meta_[t];
+      if (mt.cls == TaskClass::compute || mt.cls == TaskClass::optimizer) continue;
+      const RendezvousId r = b.graph_.task(TaskId(t)).rendezvous;
+      if (!r.valid()) continue;
+      const auto& call = b.calls_[r.value];
+      StepCollective sc;
+      const auto& c = b.gpus_[mt.gpu];
+      sc.rank = placement.rank(c);
+      sc.stage = c.p;
+      switch (mt.cls) {
+        case TaskClass::comm_cp:
+          sc.group = CommGroup::cp;
+          break;
+        case TaskClass::comm_ep:
+          sc.group = CommGroup::ep;
+          break;
+        case TaskClass::comm_dp:
+          sc.group = CommGroup::dp;
+          break;
+        case TaskClass::comm_pp:
+          sc.group = CommGroup::pp;
+          break;
+        default:
+          sc.group = CommGroup::tp;
+      }
+      sc.op = call.op;
+      sc.bytes = call.bytes;
+      sc.group_size = static_cast<int>(b.groups_[call.group].size());
+      sc.phase = static_cast<StepCollective::Phase>(std::min<int>(mt.phase, 3));
+      sc.micro_batch = sc.phase == StepCollective::Phase::step ? -1 : mt.mb;
+      sc.layer = mt.layer;
+      sc.name = b.names_.str(mt.name);
+      res.collectives.push_back(std::move(sc));
+    }
     Trace& tr = res.trace;
     tr = std::move(b.names_);
     const auto gpn = cluster.spec.gpus_per_node;

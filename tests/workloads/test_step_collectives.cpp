@@ -1,0 +1,287 @@
+// The collectives of one training step, per group, counted and sized against closed forms.
+//
+// References: Megatron-LM's tensor parallelism (Shoeybi et al. 2019, Sec. 3: per layer an
+// all-reduce after attention and after the MLP in forward, and their conjugates in backward,
+// each of the s*b*h activations); sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2:
+// each all-reduce becomes an all-gather and a reduce-scatter of the same s*b*h tensor);
+// data-parallel gradient reduction (PyTorch DDP / Megatron: the gradients of every parameter
+// the GPU holds, once per step after the last micro-batch); ZeRO (Rajbhandari et al. 2020:
+// stage 1 reduce-scatters gradients and all-gathers the updated parameters; stages 2 and 3
+// keep only a gradient shard, so they reduce-scatter every micro-batch (DeepSpeed); stage 3
+// all-gathers each layer's parameters before its forward and its backward); pipeline
+// transfers of one micro-batch's s*b*h activations (Narayanan et al. 2021).
+//
+// The model deliberately leaves out: the vocabulary-parallel cross-entropy's small all-reduces
+// (s*b floats each) and ZeRO-3's gathers of the embedding and LM head.
+#include <doctest/doctest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tolerance.hpp"
+#include "topology/cluster.hpp"
+#include "workloads/training_sim.hpp"
+
+using namespace ctwin;
+using ctwin::test::rel_approx;
+using Phase = StepCollective::Phase;
+
+namespace {
+
+// Tiny Llama-style model, counted by hand: per layer q, o 64 x 64, k, v 64 x 32 (attention
+// 12,288), SwiGLU MLP 3 x 64 x 160 (30,720), two RMSNorm scales (128). Embedding and LM head
+// 128 x 64 = 8,192 each, final norm 64.
+constexpr double kAttn = 12288, kMlp = 30720, kNorms = 128, kVocab = 8192, kFinal = 64;
+constexpr double kLayer = kAttn + kMlp + kNorms;
+constexpr int kLayers = 4;
+constexpr double kParams = kLayers * kLayer + 2 * kVocab + kFinal;  // 188,992
+// One micro-batch's activations: s = 32 tokens x b = 2 sequences x h = 64 x 2 bytes.
+constexpr double kSbh2 = 32 * 2 * 64 * 2;
+
+ModelSpec tiny(bool tied = false) {
+  ModelSpec m;
+  m.layers = kLayers;
+  m.hidden = 64;
+  m.heads = 4;
+  m.kv_heads = 2;
+  m.ffn_hidden = 160;
+  m.vocab = 128;
+  m.max_seq = 32;
+  m.tied_embeddings = tied;
+  return m;
+}
+
+Cluster node8() {
+  ClusterSpec s;
+  s.gpu.name = "H100-SXM";
+  s.gpu.bf16_tflops = 989;
+  s.gpu.hbm_bytes = 80e9;
+  s.gpu.hbm_gbps = 3350;
+  s.gpu.nvlink_gbps = 450;
+  s.gpus_per_node = 8;
+  s.intra_gbps = 450;
+  s.intra_latency_us = 0.6;
+  return build_cluster(s);
+}
+
+TrainingConfig layout(int tp, int pp, int dp, int micro_batches, int zero = 0, bool sp = false) {
+  TrainingConfig c;
+  c.parallel.tp = tp;
+  c.parallel.pp = pp;
+  c.parallel.dp = dp;
+  c.parallel.zero_stage = zero;
+  c.parallel.sequence_parallel = sp;
+  c.micro_batch = 2;
+  c.global_batch = 2 * dp * micro_batches;
+  c.seq_len = 32;
+  return c;
+}
+
+std::vector<StepCollective> step(const ModelSpec& m, const TrainingConfig& c) {
+  TrainingOptions opt;
+  opt.trace = true;
+  return simulate_training(m, c, node8(), opt).collectives;
+}
+
+struct Filter {
+  int rank = 0;
+  CommGroup group = CommGroup::tp;
+  int op = -1;  // -1: any
+  int phase = -1;
+  bool layers_only = false;
+};
+
+std::vector<StepCollective> select(const std::vector<StepCollective>& all, const Filter& f) {
+  std::vector<StepCollective> out;
+  for (const auto& c : all) {
+    if (c.rank != f.rank || c.group != f.group) continue;
+    if (f.op >= 0 && static_cast<int>(c.op) != f.op) continue;
+    if (f.phase >= 0 && static_cast<int>(c.phase) != f.phase) continue;
+    if (f.layers_only && c.layer < 0) continue;
+    out.push_back(c);
+  }
+  return out;
+}
+
+double total_bytes(const std::vector<StepCollective>& v) {
+  double b = 0;
+  for (const auto& c : v) b += c.bytes;
+  return b;
+}
+
+int op(CollectiveOp o) { return static_cast<int>(o); }
+int ph(Phase p) { return static_cast<int>(p); }
+
+}  // namespace
+
+TEST_CASE("TP = 2 without SP: each layer all-reduces s*b*h*2 bytes twice in forward and twice in backward") {
+  const int m = 2;
+  const auto all = step(tiny(), layout(2, 1, 1, m));
+  const auto fwd = select(all, {0, CommGroup::tp, op(CollectiveOp::all_reduce), ph(Phase::forward), true});
+  const auto bwd = select(all, {0, CommGroup::tp, op(CollectiveOp::all_reduce), ph(Phase::backward), true});
+  CHECK(fwd.size() == 2 * kLayers * m);
+  CHECK(bwd.size() == 2 * kLayers * m);
+  for (const auto& c : fwd) CHECK(c.name == "tp_g");  // after the row-parallel attention output and MLP down
+  for (const auto& c : bwd) CHECK(c.name == "tp_f");  // before the column-parallel QKV and MLP up
+  for (const auto* v : {&fwd, &bwd}) {
+    for (const auto& c : *v) {
+      CHECK(c.bytes == kSbh2);
+      CHECK(c.group_size == 2);
+    }
+  }
+  // No sequence-parallel collectives without SP.
+  CHECK(select(all, {0, CommGroup::tp, op(CollectiveOp::all_gather)}).empty());
+  CHECK(select(all, {0, CommGroup::tp, op(CollectiveOp::reduce_scatter)}).empty());
+  // The column-parallel LM head's input gradient: one more all-reduce per micro-batch in backward.
+  const auto head = select(all, {0, CommGroup::tp, op(CollectiveOp::all_reduce), ph(Phase::backward)});
+  CHECK(head.size() - bwd.size() == m);
+}
+
+TEST_CASE("TP = 2 with SP: each layer all-gathers twice and reduce-scatters twice per pass, each of s*b*h*2 bytes") {
+  const int m = 2;
+  const auto all = step(tiny(), layout(2, 1, 1, m, 0, true));
+  for (Phase p : {Phase::forward, Phase::backward}) {
+    CAPTURE(ph(p));
+    const auto ag = select(all, {0, CommGroup::tp, op(CollectiveOp::all_gather), ph(p), true});
+    const auto rs = select(all, {0, CommGroup::tp, op(CollectiveOp::reduce_scatter), ph(p), true});
+    CHECK(ag.size() == 2 * kLayers * m);
+    CHECK(rs.size() == 2 * kLayers * m);
+    for (const auto* v : {&ag, &rs}) {
+      for (const auto& c : *v) CHECK(c.bytes == kSbh2);  // nccl-tests size: the gathered tensor
+    }
+  }
+  CHECK(select(all, {0, CommGroup::tp, op(CollectiveOp::all_reduce), -1, true}).empty());
+  // Conjugates: g (after a row-parallel GEMM) reduce-scatters in forward and all-gathers in
+  // backward; f (before a column-parallel GEMM) the reverse.
+  for (const auto& c : select(all, {0, CommGroup::tp, -1, -1, true})) {
+    CAPTURE(c.name);
+    const bool fwd = c.phase == Phase::forward;
+    if (c.name == "tp_reduce_scatter") {
+      CHECK(c.op == (fwd ? CollectiveOp::reduce_scatter : CollectiveOp::all_gather));
+    } else {
+      CHECK(c.name == "tp_all_gather");
+      CHECK(c.op == (fwd ? CollectiveOp::all_gather : CollectiveOp::reduce_scatter));
+    }
+  }
+}
+
+TEST_CASE("TP = 1 issues no tensor-parallel collectives") {
+  CHECK(select(step(tiny(), layout(1, 1, 2, 2)), {0, CommGroup::tp}).empty());
+}
+
+TEST_CASE("DP = 1 reduces no gradients, at every ZeRO stage") {
+  for (int zero : {0, 1, 2, 3}) {
+    CAPTURE(zero);
+    CHECK(select(step(tiny(), layout(1, 1, 1, 2, zero)), {0, CommGroup::dp}).empty());
+  }
+}
+
+TEST_CASE("DP = 2: gradients of every parameter, 2 bytes each, all-reduced once per step after the last micro-batch") {
+  const int m = 3;
+  const auto all = step(tiny(), layout(1, 1, 2, m));
+  const auto dp = select(all, {0, CommGroup::dp});
+  REQUIRE(!dp.empty());
+  CHECK(total_bytes(dp) == rel_approx(2 * kParams, 1e-12));
+  for (const auto& c : dp) {
+    CHECK(c.op == CollectiveOp::all_reduce);
+    CHECK(c.group_size == 2);
+    CHECK(c.micro_batch == m - 1);
+  }
+}
+
+TEST_CASE("DP gradient bytes per GPU are 2 x its stage's parameters / tp (TP = 2, PP = 2, DP = 2)") {
+  const auto all = step(tiny(), layout(2, 2, 2, 4));
+  // Stage 0 (rank 0): 2 layers with attention and MLP split over TP, norms replicated, and half
+  // the embedding. Stage 1 (rank 4 in tp-dp-pp order): 2 layers, half the LM head, final norm.
+  const double stage0 = 2 * ((kAttn + kMlp) / 2 + kNorms) + kVocab / 2;
+  const double stage1 = 2 * ((kAttn + kMlp) / 2 + kNorms) + kVocab / 2 + kFinal;
+  CHECK(total_bytes(select(all, {0, CommGroup::dp})) == rel_approx(2 * stage0, 1e-12));
+  CHECK(total_bytes(select(all, {4, CommGroup::dp})) == rel_approx(2 * stage1, 1e-12));
+  // Closed form: 2 bytes x params / (tp pp), up to the replicated norms.
+  CHECK(total_bytes(select(all, {0, CommGroup::dp})) + total_bytes(select(all, {4, CommGroup::dp})) ==
+        rel_approx(2 * kParams / 2 + 2 * (kLayers * kNorms + kFinal) / 2, 1e-12));
+}
+
+TEST_CASE("ZeRO-1: one gradient reduce-scatter per step, then one all-gather of the updated parameters") {
+  const int m = 3;
+  const auto all = step(tiny(), layout(1, 1, 2, m, 1));
+  const auto rs = select(all, {0, CommGroup::dp, op(CollectiveOp::reduce_scatter)});
+  const auto ag = select(all, {0, CommGroup::dp, op(CollectiveOp::all_gather)});
+  CHECK(total_bytes(rs) == rel_approx(2 * kParams, 1e-12));
+  for (const auto& c : rs) CHECK(c.micro_batch == m - 1);
+  REQUIRE(ag.size() == 1);
+  CHECK(ag[0].bytes == rel_approx(2 * kParams, 1e-12));
+  CHECK(ag[0].phase == Phase::step);
+  CHECK(select(all, {0, CommGroup::dp, op(CollectiveOp::all_reduce)}).empty());
+}
+
+TEST_CASE(
+    "ZeRO-2: gradients reduce-scattered after every micro-batch (m x 2 bytes per parameter), parameters gathered "
+    "once") {
+  const int m = 3;
+  const auto all = step(tiny(), layout(1, 1, 2, m, 2));
+  const auto rs = select(all, {0, CommGroup::dp, op(CollectiveOp::reduce_scatter)});
+  CHECK(total_bytes(rs) == rel_approx(m * 2 * kParams, 1e-12));
+  std::set<int> mbs;
+  for (const auto& c : rs) mbs.insert(c.micro_batch);
+  CHECK(mbs == std::set<int>{0, 1, 2});
+  const auto ag = select(all, {0, CommGroup::dp, op(CollectiveOp::all_gather)});
+  REQUIRE(ag.size() == 1);
+  CHECK(ag[0].bytes == rel_approx(2 * kParams, 1e-12));
+}
+
+TEST_CASE(
+    "ZeRO-3: each layer's parameters gathered before its forward and its backward, gradients scattered per "
+    "micro-batch") {
+  const int m = 2;
+  const auto all = step(tiny(), layout(1, 1, 2, m, 3));
+  const auto ag = select(all, {0, CommGroup::dp, op(CollectiveOp::all_gather)});
+  CHECK(ag.size() == 2 * kLayers * m);
+  for (const auto& c : ag) {
+    CHECK(c.name == "fsdp_all_gather");
+    CHECK(c.bytes == rel_approx(2 * kLayer, 1e-12));
+    CHECK(c.layer >= 0);
+  }
+  const auto rs = select(all, {0, CommGroup::dp, op(CollectiveOp::reduce_scatter)});
+  CHECK(total_bytes(rs) == rel_approx(m * 2 * kParams, 1e-12));
+  // ZeRO-3 flushes per layer: at least one reduce-scatter per layer per micro-batch.
+  CHECK(rs.size() >= kLayers * m);
+}
+
+TEST_CASE("PP = 2: each micro-batch sends s*b*h*2 bytes of activations forward and of gradients back") {
+  const int m = 4;
+  const auto all = step(tiny(), layout(1, 2, 1, m));
+  // Stage 0 is rank 0, stage 1 rank 1 (dp = tp = 1).
+  const auto s0 = select(all, {0, CommGroup::pp});
+  const auto s1 = select(all, {1, CommGroup::pp});
+  auto count = [](const std::vector<StepCollective>& v, const std::string& name) {
+    int n = 0;
+    for (const auto& c : v) n += c.name == name;
+    return n;
+  };
+  CHECK(count(s0, "send_activations") == m);
+  CHECK(count(s0, "recv_grads") == m);
+  CHECK(count(s1, "recv_activations") == m);
+  CHECK(count(s1, "send_grads") == m);
+  CHECK(s0.size() == 2 * m);
+  for (const auto* v : {&s0, &s1}) {
+    for (const auto& c : *v) {
+      CHECK(c.op == CollectiveOp::send_recv);
+      CHECK(c.bytes == kSbh2);
+      CHECK(c.group_size == 2);
+    }
+  }
+}
+
+TEST_CASE("tied embeddings, PP = 1: the shared embedding/LM head gradient is reduced once") {
+  const auto all = step(tiny(true), layout(1, 1, 2, 2));
+  CHECK(total_bytes(select(all, {0, CommGroup::dp})) == rel_approx(2 * (kParams - kVocab), 1e-12));
+}
+
+TEST_CASE("tied embeddings, PP = 2: the last stage reduces its LM head copy's gradient over DP too") {
+  const auto all = step(tiny(true), layout(1, 2, 2, 2));
+  // tp-dp-pp order: stage 0 rank 0, stage 1 rank 2.
+  CHECK(total_bytes(select(all, {0, CommGroup::dp})) == rel_approx(2 * (2 * kLayer + kVocab), 1e-12));
+  CHECK(total_bytes(select(all, {2, CommGroup::dp})) == rel_approx(2 * (2 * kLayer + kVocab + kFinal), 1e-12));
+}
