@@ -285,3 +285,34 @@ TEST_CASE("tied embeddings, PP = 2: the last stage reduces its LM head copy's gr
   CHECK(total_bytes(select(all, {0, CommGroup::dp})) == rel_approx(2 * (2 * kLayer + kVocab), 1e-12));
   CHECK(total_bytes(select(all, {2, CommGroup::dp})) == rel_approx(2 * (2 * kLayer + kVocab + kFinal), 1e-12));
 }
+
+namespace {
+
+// The optimizer step's kernel on GPU 0, from the trace (kind "optimizer").
+TraceEvent optimizer_event(const TrainingResult& r) {
+  const Trace& t = r.trace;
+  for (const auto& e : t.events) {
+    if (t.str(e.kind) == "optimizer" && t.str(t.lanes[e.lane].process) == "gpu 0") return e;
+  }
+  FAIL("no optimizer kernel on gpu 0");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("the Adam step streams 28 bytes per parameter of its shard at HBM bandwidth x efficiency, plus a launch") {
+  // Mixed-precision Adam per parameter: read the bf16 gradient (2), read and write the fp32
+  // master weight (4 + 4), read and write both fp32 moments (8 + 8), write the bf16 weight (2).
+  // Memory-bound: time = bytes / (3,350 GB/s x 0.85) + 2 us (the test GPU's figures).
+  constexpr double kAdamBytes = 2 + 4 + 4 + 8 + 8 + 2;
+  TrainingOptions opt;
+  opt.trace = true;
+  for (int zero : {0, 1}) {
+    CAPTURE(zero);
+    const auto r = simulate_training(tiny(), layout(1, 1, 2, 2, zero), node8(), opt);
+    const TraceEvent e = optimizer_event(r);
+    const double shard = zero >= 1 ? kParams / 2 : kParams;  // ZeRO-1 updates 1/dp of the parameters
+    CHECK(e.bytes == rel_approx(kAdamBytes * shard, 1e-6));
+    CHECK(e.dur_ps * 1e-12 == rel_approx(kAdamBytes * shard / (3350e9 * 0.85) + 2e-6, 1e-6));
+  }
+}
