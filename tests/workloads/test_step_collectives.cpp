@@ -316,3 +316,52 @@ TEST_CASE("the Adam step streams 28 bytes per parameter of its shard at HBM band
     CHECK(e.dur_ps * 1e-12 == rel_approx(kAdamBytes * shard / (3350e9 * 0.85) + 2e-6, 1e-6));
   }
 }
+
+namespace {
+
+// A GPT-style model (LayerNorm with biases, GELU MLP with biases, learned positions), by hand:
+// per layer attention 4 x 64^2 + QKV and output biases 3 x 64 + 64 (16,640); MLP 2 x 64 x 256
+// + biases 256 + 64 (33,088); two LayerNorms of scale and bias 2 x 128. Token embedding and
+// LM head 128 x 64 each, positions 32 x 64, final LayerNorm 128.
+constexpr double kGptLayer = 16640 + 33088 + 256;
+constexpr double kGptParams = 4 * kGptLayer + 2 * 8192 + 2048 + 128;  // 218,496
+
+ModelSpec tiny_gpt() {
+  ModelSpec m;
+  m.layers = 4;
+  m.hidden = 64;
+  m.heads = 4;
+  m.kv_heads = 4;
+  m.ffn_hidden = 256;
+  m.activation = Activation::gelu;
+  m.norm = Norm::layernorm;
+  m.vocab = 128;
+  m.max_seq = 32;
+  m.learned_positions = true;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("DP = 2, GPT-style model: LayerNorm biases, positions and final norm are reduced too (2 x 218,496 bytes)") {
+  const auto all = step(tiny_gpt(), layout(1, 1, 2, 2));
+  CHECK(total_bytes(select(all, {0, CommGroup::dp})) == rel_approx(2 * kGptParams, 1e-12));
+}
+
+TEST_CASE("ZeRO-3, GPT-style model: each layer gathers its 49,984 parameters (LayerNorm biases included)") {
+  for (const auto& c :
+       select(step(tiny_gpt(), layout(1, 1, 2, 1, 3)), {0, CommGroup::dp, op(CollectiveOp::all_gather)})) {
+    CHECK(c.bytes == rel_approx(2 * kGptLayer, 1e-12));
+  }
+}
+
+TEST_CASE("DP = 2, MoE model: expert and router gradients are reduced (router 64 x 4 per layer)") {
+  ModelSpec m = tiny();
+  m.moe.experts = 4;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn_hidden = 160;
+  // Per layer: attention 12,288, 4 experts of 3 x 64 x 160, router 256, norms 128.
+  const double params = kLayers * (kAttn + 4 * kMlp + 256 + kNorms) + 2 * kVocab + kFinal;
+  const auto all = step(m, layout(1, 1, 2, 2));
+  CHECK(total_bytes(select(all, {0, CommGroup::dp})) == rel_approx(2 * params, 1e-12));
+}

@@ -445,10 +445,13 @@ class Builder {
   double layer_grad_bytes(int layer) const {
     if (m_.is_generic()) return m_.generic_layers[static_cast<std::size_t>(layer)].params * cfg_.precision.grad_bytes;
     const double t = par_.tp;
-    double p = attention_params_per_layer(m_) / t + 2.0 * static_cast<double>(m_.hidden);
+    // Attention and MLP weights split over TP; the two norms (scale, and bias for LayerNorm) and
+    // the MoE router replicated.
+    double p = attention_params_per_layer(m_) / t + 2.0 * norm_params(m_);
     if (is_moe_layer(layer)) {
       const double e = dense_mlp_params(m_, m_.moe.expert_ffn_hidden);
-      p += e * m_.moe.experts / par_.ep / t + e * m_.moe.shared_experts / t;
+      p += e * m_.moe.experts / par_.ep / t + e * m_.moe.shared_experts / t +
+           static_cast<double>(m_.hidden) * m_.moe.experts;
     } else {
       p += dense_mlp_params(m_, m_.ffn_hidden) / t;
     }
@@ -573,7 +576,7 @@ class Builder {
           // The LM head's gradient (unless it is the embedding's, counted on the first stage) and the final norm's.
           const bool own_head = !m_.tied_embeddings || nvs > 1;
           bucket += (own_head ? static_cast<double>(m_.hidden) * m_.vocab / par_.tp : 0.0) * cfg_.precision.grad_bytes +
-                    static_cast<double>(m_.hidden) * cfg_.precision.grad_bytes;
+                    norm_params(m_) * cfg_.precision.grad_bytes;
         }
         for (int l = chunk_layers - 1; l >= 0; --l) {
           const int layer = vs * chunk_layers + l;
@@ -596,7 +599,11 @@ class Builder {
         cur_layer_ = -1;
         if (first && !m_.is_generic()) {
           dep = run_items(g, embed_, bp, dep);
-          if (reduce_now) bucket += static_cast<double>(m_.hidden) * m_.vocab / par_.tp * cfg_.precision.grad_bytes;
+          if (reduce_now) {
+            // The token embedding (split over TP) and learned positions (replicated).
+            const double positions = m_.learned_positions ? static_cast<double>(m_.max_seq) * m_.hidden : 0.0;
+            bucket += (static_cast<double>(m_.hidden) * m_.vocab / par_.tp + positions) * cfg_.precision.grad_bytes;
+          }
         }
         meta_.back().activation_delta = -1;
         if (reduce_now) flush_bucket(dep);
