@@ -365,3 +365,29 @@ TEST_CASE("DP = 2, MoE model: expert and router gradients are reduced (router 64
   const auto all = step(m, layout(1, 1, 2, 2));
   CHECK(total_bytes(select(all, {0, CommGroup::dp})) == rel_approx(2 * params, 1e-12));
 }
+
+TEST_CASE("tied embeddings, PP = 4: the first and last stages all-reduce the word embedding's gradient once per step") {
+  // Megatron's embedding group (megatron/core/distributed/finalize_model_grads.py,
+  // _allreduce_word_embedding_grads): the two copies of the tied embedding, on the first stage
+  // and as the LM head on the last, sum their gradients after the DP reduction: one all-reduce
+  // of v*h/t gradients between 2 ranks. tp = 2: v*h/t = 128 x 64 / 2, 2 bytes each.
+  ModelSpec m = tiny(true);
+  const auto all = step(m, layout(2, 4, 1, 4));
+  // tp-dp-pp order: stage s, TP rank 0 is rank 2s.
+  for (int rank : {0, 6}) {
+    CAPTURE(rank);
+    const auto e = select(all, {rank, CommGroup::embedding});
+    REQUIRE(e.size() == 1);
+    CHECK(e[0].op == CollectiveOp::all_reduce);
+    CHECK(e[0].bytes == 128 * 64 / 2 * 2);
+    CHECK(e[0].group_size == 2);
+    CHECK(e[0].phase == Phase::step);
+  }
+  CHECK(select(all, {2, CommGroup::embedding}).empty());
+  CHECK(select(all, {4, CommGroup::embedding}).empty());
+}
+
+TEST_CASE("no embedding all-reduce without tied embeddings, or with one pipeline stage") {
+  CHECK(select(step(tiny(false), layout(1, 2, 1, 2)), {0, CommGroup::embedding}).empty());
+  CHECK(select(step(tiny(true), layout(1, 1, 2, 2)), {0, CommGroup::embedding}).empty());
+}

@@ -74,6 +74,7 @@ TaskClass class_of(CommGroup g) {
     case CommGroup::ep:
       return TaskClass::comm_ep;
     case CommGroup::dp:
+    case CommGroup::embedding:  // gradient synchronisation, as the DP reduction
       return TaskClass::comm_dp;
     case CommGroup::pp:
       return TaskClass::comm_pp;
@@ -93,6 +94,7 @@ struct TaskMeta {
   std::uint8_t stream = 0;           // 0 compute, 1 dp comm, 2 pp transfers
   std::int8_t activation_delta = 0;  // +1 after a forward micro-batch, -1 after a backward one
   std::uint8_t phase = 0;            // 0 forward, 1 backward, 2 recompute, 3 step-level
+  std::uint8_t group = 0;            // a collective's CommGroup
   float flops = 0;
   float bytes = 0;
 };
@@ -207,7 +209,7 @@ class Builder {
   }
   int mbs_ = 1, replicas_ = 1;
   std::vector<std::array<StreamId, 5>> streams_;   // compute, dp comm, (pp transfers are free), tp comm, cp comm
-  std::vector<std::array<std::uint32_t, 5>> seq_;  // collectives issued per group kind, per GPU
+  std::vector<std::array<std::uint32_t, 6>> seq_;  // collectives issued per group kind, per GPU
   struct Pending {
     RendezvousId id;
     std::uint32_t remaining;  // simulated members still to join; the entry is dropped at zero
@@ -288,6 +290,12 @@ class Builder {
       case CommGroup::pp:
         for (x.p = 0; x.p < par_.pp; ++x.p) r.emplace_back(place_.rank(x));
         break;
+      case CommGroup::embedding:
+        x.p = 0;
+        r.emplace_back(place_.rank(x));
+        x.p = par_.pp - 1;
+        r.emplace_back(place_.rank(x));
+        break;
     }
     return r;
   }
@@ -309,6 +317,7 @@ class Builder {
     const RendezvousId r = join(kind << 61 | first << 37 | seq, members, op, group, bytes);
     TaskId id = graph_.add_member(streams_[g][stream], r, 0, deps);
     push_meta(g, name, to_string(op), class_of(grp), stream, 0, bytes);
+    meta_.back().group = static_cast<std::uint8_t>(grp);
     return id;
   }
 
@@ -329,6 +338,7 @@ class Builder {
     const char* name =
         fwd ? (sender ? "send_activations" : "recv_activations") : (sender ? "send_grads" : "recv_grads");
     push_meta(g, name, "send_recv", TaskClass::comm_pp, 2, 0, bytes);
+    meta_.back().group = static_cast<std::uint8_t>(CommGroup::pp);
     return id;
   }
 
@@ -616,6 +626,16 @@ class Builder {
     }
     cur_phase_ = 3;
     cur_layer_ = -1;
+    // A tied word embedding lives on the first stage and, as the LM head, on the last: after the
+    // DP reduction the two copies' gradients are all-reduced between them (Megatron's embedding
+    // group, finalize_model_grads), so both apply the same update.
+    if (m_.tied_embeddings && !m_.is_generic() && pp > 1 && (stage == 0 || stage == pp - 1)) {
+      std::vector<TaskId> deps = dp_tasks;
+      deps.push_back(last_compute);
+      const double bytes = static_cast<double>(m_.hidden) * m_.vocab / par_.tp * cfg_.precision.grad_bytes;
+      dp_tasks.push_back(
+          collective(g, 1, CommGroup::embedding, CollectiveOp::all_reduce, bytes, "embedding_grad_all_reduce", deps));
+    }
     // Optimizer step on this GPU's shard, once every gradient has been reduced.
     double params = stage_params(m_, cfg_, stage);
     const double shard = zero >= 1 ? params / (par_.dp * par_.cp) : params;
@@ -860,22 +880,7 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
       const auto& c = b.gpus_[mt.gpu];
       sc.rank = placement.rank(c);
       sc.stage = c.p;
-      switch (mt.cls) {
-        case TaskClass::comm_cp:
-          sc.group = CommGroup::cp;
-          break;
-        case TaskClass::comm_ep:
-          sc.group = CommGroup::ep;
-          break;
-        case TaskClass::comm_dp:
-          sc.group = CommGroup::dp;
-          break;
-        case TaskClass::comm_pp:
-          sc.group = CommGroup::pp;
-          break;
-        default:
-          sc.group = CommGroup::tp;
-      }
+      sc.group = static_cast<CommGroup>(mt.group);
       sc.op = call.op;
       sc.bytes = call.bytes;
       sc.group_size = static_cast<int>(b.groups_[call.group].size());
