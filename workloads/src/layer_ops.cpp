@@ -16,6 +16,8 @@ const char* to_string(CommGroup g) {
       return "dp";
     case CommGroup::pp:
       return "pp";
+    case CommGroup::embedding:
+      return "embedding";
   }
   return "?";
 }

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "workloads/pipeline_schedule.hpp"
+
 namespace ctwin {
 namespace {
 
@@ -70,60 +72,64 @@ double stage_params(const ModelSpec& m, const TrainingConfig& cfg, int stage) {
     const double expert = dense_mlp_params(m, m.moe.expert_ffn_hidden);
     params += moe_layers * (expert * m.moe.experts / p.ep / t + expert * m.moe.shared_experts / t + h * m.moe.experts);
   }
-  // Norms (replicated): two per layer and the final one on the last stage, each a scale (plus a
-  // bias for LayerNorm), as count_parameters counts them.
-  const double norm = m.norm == Norm::layernorm ? 2 * h : h;
-  params += per_stage * 2 * norm;
+  params += per_stage * 2 * norm_params(m);  // two norms per layer (replicated)
   const double vocab_shard = static_cast<double>(m.vocab) * h / t;
   if (stage == 0) params += vocab_shard + (m.learned_positions ? static_cast<double>(m.max_seq) * h : 0);
-  if (stage == p.pp - 1) params += norm + (!m.tied_embeddings || p.pp > 1 ? vocab_shard : 0);
+  if (stage == p.pp - 1) {
+    params += norm_params(m);  // the final norm
+    if (!m.tied_embeddings || p.pp > 1) params += vocab_shard;
+  }
   return params;
 }
 
-double inflight_microbatches(const TrainingConfig& cfg) {
+double inflight_microbatches(const TrainingConfig& cfg, int stage) {
   const auto& p = cfg.parallel;
-  const double m = std::max(1, cfg.grad_accum());
-  switch (p.schedule) {
-    case PipelineSchedule::gpipe:
-      return m;  // all forwards before any backward
-    case PipelineSchedule::interleaved:
-      // Korthikanti et al. 2022, Section 4.2.3: (1 + (p-1)/(p*v)) times the 1F1B amount.
-      return std::min(m, static_cast<double>(p.pp)) * (1.0 + (p.pp - 1.0) / (p.pp * p.virtual_stages));
-    case PipelineSchedule::one_f_one_b:
-    case PipelineSchedule::zero_bubble:
-      return std::min(m, static_cast<double>(p.pp));
+  const int m = std::max(1, cfg.grad_accum());
+  // ZB-H1 lets stage s hold at most p - s micro-batches, as 1F1B (its order depends on costs).
+  const PipelineSchedule sc = p.schedule == PipelineSchedule::zero_bubble ? PipelineSchedule::one_f_one_b : p.schedule;
+  const int v = sc == PipelineSchedule::interleaved ? std::max(1, p.virtual_stages) : 1;
+  const int pp = std::max(1, p.pp);
+  const int st = std::clamp(stage, 0, pp - 1);
+  return max_in_flight(pipeline_order(sc, pp, st, m, v)) / static_cast<double>(v);
+}
+
+double inflight_microbatches(const TrainingConfig& cfg) { return inflight_microbatches(cfg, 0); }
+
+MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& cfg, double capacity_bytes, int stage) {
+  const auto& p = cfg.parallel;
+  const auto& pr = cfg.precision;
+  MemoryBreakdown mb;
+  const double params = stage_params(m, cfg, stage);
+  const double dp = p.dp;
+  mb.weights = params * pr.weight_bytes / (p.zero_stage >= 3 ? dp : 1);
+  mb.grads = params * pr.grad_bytes / (p.zero_stage >= 2 ? dp : 1);
+  mb.optimizer = params * (pr.master_bytes + pr.optimizer_state_bytes) / (p.zero_stage >= 1 ? dp : 1);
+  const int layers = m.is_generic() ? static_cast<int>(m.generic_layers.size()) : m.layers;
+  const int per_stage = layers / p.pp;
+  const int moe_layers = moe_layers_in(m, stage * per_stage, per_stage);
+  const double per_mb = (per_stage - moe_layers) * activation_bytes_per_layer(m, cfg, false) +
+                        moe_layers * activation_bytes_per_layer(m, cfg, true);
+  // Stage s of 1F1B holds p - s micro-batches of its L/p layers (Korthikanti Sec. 4.2.3);
+  // GPipe all m; interleaved Megatron's (1 + (p-1)/(pv)) factor on stage 0.
+  mb.activations = per_mb * inflight_microbatches(cfg, stage);
+  if (stage == p.pp - 1 && !m.is_generic()) {
+    // Logits in the compute dtype plus FP32 copies for the loss, for one micro-batch.
+    const double tokens = cfg.micro_batch * static_cast<double>(cfg.seq_len) / p.cp;
+    mb.activations += tokens * static_cast<double>(m.vocab) / p.tp * (pr.weight_bytes + 4);
   }
-  return 1;
+  mb.comm_buffers = cfg.comm_buffer_bytes;
+  mb.overhead = cfg.framework_overhead_bytes;
+  mb.peak = mb.weights + mb.grads + mb.optimizer + mb.activations + mb.comm_buffers + mb.overhead;
+  mb.capacity = capacity_bytes;
+  mb.oom = mb.peak > capacity_bytes;
+  return mb;
 }
 
 MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainingConfig& cfg, double capacity_bytes) {
   const auto& p = cfg.parallel;
-  const auto& pr = cfg.precision;
   MemoryBreakdown best;
   for (int stage : {0, p.pp - 1}) {
-    MemoryBreakdown mb;
-    const double params = stage_params(m, cfg, stage);
-    const double dp = p.dp;
-    mb.weights = params * pr.weight_bytes / (p.zero_stage >= 3 ? dp : 1);
-    mb.grads = params * pr.grad_bytes / (p.zero_stage >= 2 ? dp : 1);
-    mb.optimizer = params * (pr.master_bytes + pr.optimizer_state_bytes) / (p.zero_stage >= 1 ? dp : 1);
-    const int layers = m.is_generic() ? static_cast<int>(m.generic_layers.size()) : m.layers;
-    const int per_stage = layers / p.pp;
-    const int moe_layers = moe_layers_in(m, stage * per_stage, per_stage);
-    const double per_mb = (per_stage - moe_layers) * activation_bytes_per_layer(m, cfg, false) +
-                          moe_layers * activation_bytes_per_layer(m, cfg, true);
-    // The first stage of 1F1B holds p micro-batches of its L/p layers (Korthikanti Sec. 4.2.3);
-    // stage s holds p - s of them.
-    const double inflight = std::max(1.0, inflight_microbatches(cfg) - stage);
-    mb.activations = per_mb * inflight;
-    if (stage == p.pp - 1 && !m.is_generic()) {
-      // Logits in the compute dtype plus FP32 copies for the loss, for one micro-batch.
-      const double tokens = cfg.micro_batch * static_cast<double>(cfg.seq_len) / p.cp;
-      mb.activations += tokens * static_cast<double>(m.vocab) / p.tp * (pr.weight_bytes + 4);
-    }
-    mb.comm_buffers = cfg.comm_buffer_bytes;
-    mb.overhead = cfg.framework_overhead_bytes;
-    mb.peak = mb.weights + mb.grads + mb.optimizer + mb.activations + mb.comm_buffers + mb.overhead;
+    const MemoryBreakdown mb = estimate_stage_memory(m, cfg, capacity_bytes, stage);
     if (mb.peak > best.peak) best = mb;
   }
   best.capacity = capacity_bytes;

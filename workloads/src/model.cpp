@@ -31,6 +31,11 @@ double dense_mlp_params(const ModelSpec& m, std::int64_t ffn) {
   return 2.0 * h * f + (m.norm == Norm::layernorm ? f + h : 0);  // GPT-style biases
 }
 
+double norm_params(const ModelSpec& m) {
+  const double h = static_cast<double>(m.hidden);
+  return m.norm == Norm::layernorm ? 2 * h : h;  // scale (+ bias)
+}
+
 ParamCounts count_parameters(const ModelSpec& m) {
   ParamCounts p;
   if (m.is_generic()) {
@@ -44,8 +49,7 @@ ParamCounts count_parameters(const ModelSpec& m) {
   p.embedding = v * h + (m.learned_positions ? static_cast<double>(m.max_seq) * h : 0);
   p.lm_head = m.tied_embeddings ? 0 : v * h;
   p.attention = L * attention_params_per_layer(m);
-  const double norm_params = m.norm == Norm::layernorm ? 2 * h : h;  // scale (+ bias)
-  p.norms = (2 * L + 1) * norm_params;
+  p.norms = (2 * L + 1) * norm_params(m);
   double mlp_active = 0;
   if (m.moe.enabled()) {
     const int dense_layers = m.moe.first_dense_layers;

@@ -15,6 +15,7 @@
 #include "topology/network.hpp"
 #include "workloads/compute_model.hpp"
 #include "workloads/layer_ops.hpp"
+#include "workloads/pipeline_schedule.hpp"
 
 namespace ctwin {
 
@@ -73,6 +74,7 @@ TaskClass class_of(CommGroup g) {
     case CommGroup::ep:
       return TaskClass::comm_ep;
     case CommGroup::dp:
+    case CommGroup::embedding:  // gradient synchronisation, as the DP reduction
       return TaskClass::comm_dp;
     case CommGroup::pp:
       return TaskClass::comm_pp;
@@ -92,6 +94,7 @@ struct TaskMeta {
   std::uint8_t stream = 0;           // 0 compute, 1 dp comm, 2 pp transfers
   std::int8_t activation_delta = 0;  // +1 after a forward micro-batch, -1 after a backward one
   std::uint8_t phase = 0;            // 0 forward, 1 backward, 2 recompute, 3 step-level
+  std::uint8_t group = 0;            // a collective's CommGroup
   float flops = 0;
   float bytes = 0;
 };
@@ -206,7 +209,7 @@ class Builder {
   }
   int mbs_ = 1, replicas_ = 1;
   std::vector<std::array<StreamId, 5>> streams_;   // compute, dp comm, (pp transfers are free), tp comm, cp comm
-  std::vector<std::array<std::uint32_t, 5>> seq_;  // collectives issued per group kind, per GPU
+  std::vector<std::array<std::uint32_t, 6>> seq_;  // collectives issued per group kind, per GPU
   struct Pending {
     RendezvousId id;
     std::uint32_t remaining;  // simulated members still to join; the entry is dropped at zero
@@ -287,6 +290,12 @@ class Builder {
       case CommGroup::pp:
         for (x.p = 0; x.p < par_.pp; ++x.p) r.emplace_back(place_.rank(x));
         break;
+      case CommGroup::embedding:
+        x.p = 0;
+        r.emplace_back(place_.rank(x));
+        x.p = par_.pp - 1;
+        r.emplace_back(place_.rank(x));
+        break;
     }
     return r;
   }
@@ -308,6 +317,7 @@ class Builder {
     const RendezvousId r = join(kind << 61 | first << 37 | seq, members, op, group, bytes);
     TaskId id = graph_.add_member(streams_[g][stream], r, 0, deps);
     push_meta(g, name, to_string(op), class_of(grp), stream, 0, bytes);
+    meta_.back().group = static_cast<std::uint8_t>(grp);
     return id;
   }
 
@@ -328,6 +338,7 @@ class Builder {
     const char* name =
         fwd ? (sender ? "send_activations" : "recv_activations") : (sender ? "send_grads" : "recv_grads");
     push_meta(g, name, "send_recv", TaskClass::comm_pp, 2, 0, bytes);
+    meta_.back().group = static_cast<std::uint8_t>(CommGroup::pp);
     return id;
   }
 
@@ -444,66 +455,31 @@ class Builder {
   double layer_grad_bytes(int layer) const {
     if (m_.is_generic()) return m_.generic_layers[static_cast<std::size_t>(layer)].params * cfg_.precision.grad_bytes;
     const double t = par_.tp;
-    double p = attention_params_per_layer(m_) / t + 2.0 * static_cast<double>(m_.hidden);
+    // Attention and MLP weights split over TP; the two norms (scale, and bias for LayerNorm) and
+    // the MoE router replicated.
+    double p = attention_params_per_layer(m_) / t + 2.0 * norm_params(m_);
     if (is_moe_layer(layer)) {
       const double e = dense_mlp_params(m_, m_.moe.expert_ffn_hidden);
-      p += e * m_.moe.experts / par_.ep / t + e * m_.moe.shared_experts / t;
+      p += e * m_.moe.experts / par_.ep / t + e * m_.moe.shared_experts / t +
+           static_cast<double>(m_.hidden) * m_.moe.experts;
     } else {
       p += dense_mlp_params(m_, m_.ffn_hidden) / t;
     }
     return p * cfg_.precision.grad_bytes;
   }
 
-  struct Slot {
-    int mb;
-    int chunk;  // model chunk (virtual stage = chunk * pp + stage)
-    char pass;  // 'F' forward, 'B' backward (input only under zero-bubble), 'W' weight gradient
-  };
-
-  // Each stage's order of work. GPipe: all forwards then all backwards. 1F1B: pp-stage-1
-  // warm-up forwards, then one forward one backward (Narayanan et al. 2021). Interleaved:
-  // Megatron-LM's virtual-pipeline order over v model chunks. Zero-bubble (ZB-H1, Qi et al.
-  // 2024): 1F1B with each weight-gradient pass W deferred behind the next backward passes,
-  // filling the drain with W work.
-  std::vector<Slot> schedule(int stage) const {
-    std::vector<Slot> s;
-    const int m = mbs_, pp = par_.pp, v = par_.virtual_stages;
-    if (par_.schedule == PipelineSchedule::gpipe) {
-      for (int i = 0; i < m; ++i) s.push_back({i, 0, 'F'});
-      for (int i = 0; i < m; ++i) s.push_back({i, 0, 'B'});
-      return s;
-    }
-    if (par_.schedule == PipelineSchedule::interleaved && v > 1) {
-      const int total = m * v;
-      int warm = m == pp ? total : std::min((pp - stage - 1) * 2 + (v - 1) * pp, total);
-      auto mb_of = [&](int k) { return (k / (pp * v)) * pp + k % pp; };
-      auto fchunk = [&](int k) { return (k % (pp * v)) / pp; };
-      auto bchunk = [&](int k) { return v - 1 - (k % (pp * v)) / pp; };
-      for (int k = 0; k < warm; ++k) s.push_back({mb_of(k), fchunk(k), 'F'});
-      for (int k = 0; k < total - warm; ++k) {
-        s.push_back({mb_of(warm + k), fchunk(warm + k), 'F'});
-        s.push_back({mb_of(k), bchunk(k), 'B'});
-      }
-      for (int k = total - warm; k < total; ++k) s.push_back({mb_of(k), bchunk(k), 'B'});
-      return s;
-    }
+  // Each stage's order of work (workloads/pipeline_schedule.hpp). GPipe: all forwards then
+  // all backwards. 1F1B: pp-stage-1 warm-up forwards, then one forward one backward
+  // (Narayanan et al. 2021). Interleaved: Megatron-LM's virtual-pipeline order over v model
+  // chunks. Zero-bubble (ZB-H1, Qi et al. 2024): 1F1B with each weight-gradient pass W
+  // deferred behind the next backward passes, filling the drain with W work.
+  std::vector<PipelineSlot> schedule(int stage) const {
     if (par_.schedule == PipelineSchedule::zero_bubble) return zb_order_.at(static_cast<std::size_t>(stage));
-    const int warm = std::min(pp - stage - 1, m);
-    for (int i = 0; i < warm; ++i) s.push_back({i, 0, 'F'});
-    for (int i = 0; i < m - warm; ++i) {
-      s.push_back({warm + i, 0, 'F'});
-      s.push_back({i, 0, 'B'});
-    }
-    for (int i = m - warm; i < m; ++i) s.push_back({i, 0, 'B'});
-    return s;
+    return pipeline_order(par_.schedule, par_.pp, stage, mbs_, par_.virtual_stages);
   }
 
-  // The zero-bubble order comes from a greedy list schedule at the layers' modelled costs
-  // (the ZB-H1 heuristic of Qi et al. 2024): a stage runs a ready B first, else a ready F
-  // while it holds fewer than pp - stage micro-batches (1F1B's memory), else a pending W to
-  // fill what would be a bubble.
-  std::vector<std::vector<Slot>> zero_bubble_order() const {
-    const int pp = par_.pp, m = mbs_;
+  // The zero-bubble order comes from a greedy list schedule at the layers' modelled costs.
+  std::vector<std::vector<PipelineSlot>> zero_bubble_order() const {
     double tf = 0, tb = 0, tw = 0;
     for (const auto& it : dense_layer_) {
       if (it.is_comm) continue;
@@ -515,56 +491,9 @@ class Builder {
       tb += gemm ? op_seconds(cm_, half) : op_seconds(cm_, it.bwd);
       tw += gemm ? op_seconds(cm_, half) : 0;
     }
-    constexpr double kNever = 1e300;
-    std::vector<std::vector<double>> f_done(pp, std::vector<double>(m, kNever)), b_done = f_done;
-    std::vector<double> free_at(pp, 0);
-    std::vector<int> next_f(pp, 0), next_b(pp, 0), next_w(pp, 0);
-    std::vector<std::vector<Slot>> order(pp);
-    auto done = [&](int i) { return next_f[i] == m && next_b[i] == m && next_w[i] == m; };
-    for (;;) {
-      // Each stage's earliest possible action; run the stage that can act first.
-      int best = -1;
-      double best_t = kNever;
-      char best_pass = 0;
-      for (int i = 0; i < pp; ++i) {
-        if (done(i)) continue;
-        const double t = free_at[i];
-        double rb = kNever, rf = kNever;
-        if (next_b[i] < next_f[i]) rb = i == pp - 1 ? f_done[i][next_b[i]] : b_done[i + 1][next_b[i]];
-        if (next_f[i] < m && next_f[i] - next_b[i] < pp - i) rf = i == 0 ? 0.0 : f_done[i - 1][next_f[i]];
-        double when;
-        char pass;
-        if (rb <= t) {
-          when = t, pass = 'B';
-        } else if (rf <= t) {
-          when = t, pass = 'F';
-        } else if (next_w[i] < next_b[i]) {
-          when = t, pass = 'W';
-        } else if (std::min(rb, rf) < kNever) {
-          when = std::min(rb, rf), pass = rb <= rf ? 'B' : 'F';
-        } else {
-          continue;
-        }
-        if (when < best_t) best = i, best_t = when, best_pass = pass;
-      }
-      if (best < 0) break;
-      const int i = best;
-      if (best_pass == 'F') {
-        f_done[i][next_f[i]] = best_t + tf;
-        order[i].push_back({next_f[i]++, 0, 'F'});
-        free_at[i] = best_t + tf;
-      } else if (best_pass == 'B') {
-        b_done[i][next_b[i]] = best_t + tb;
-        order[i].push_back({next_b[i]++, 0, 'B'});
-        free_at[i] = best_t + tb;
-      } else {
-        order[i].push_back({next_w[i]++, 0, 'W'});
-        free_at[i] = best_t + tw;
-      }
-    }
-    return order;
+    return zero_bubble_orders(par_.pp, mbs_, tf, tb, tw);
   }
-  std::vector<std::vector<Slot>> zb_order_;
+  std::vector<std::vector<PipelineSlot>> zb_order_;
 
   double layer_param_bytes(int layer) const {
     return layer_grad_bytes(layer) / cfg_.precision.grad_bytes * cfg_.precision.weight_bytes;
@@ -607,10 +536,10 @@ class Builder {
     const auto plan = schedule(stage);
     std::vector<int> backwards_left(static_cast<std::size_t>(v), mbs_);
     TaskId last_compute = TaskId::none();
-    for (const Slot& sl : plan) {
-      const int mb = sl.mb, vs = sl.chunk * pp + stage, nvs = pp * v;
+    for (const PipelineSlot& sl : plan) {
+      const int mb = sl.micro_batch, vs = sl.chunk * pp + stage, nvs = pp * v;
       const bool first = vs == 0, last = vs == nvs - 1;
-      const bool fwd = sl.pass == 'F';
+      const bool fwd = sl.pass == PipelineSlot::Pass::forward;
       cur_mb_ = static_cast<std::uint16_t>(mb);
       cur_layer_ = -1;
       cur_phase_ = fwd ? 0 : 1;
@@ -619,7 +548,7 @@ class Builder {
       Coords prev = c, next = c;
       prev.p = (stage + pp - 1) % pp;
       next.p = (stage + 1) % pp;
-      if (sl.pass == 'W') {
+      if (sl.pass == PipelineSlot::Pass::weight) {
         for (int l = chunk_layers - 1; l >= 0; --l) {
           const int layer = vs * chunk_layers + l;
           cur_layer_ = static_cast<std::int16_t>(layer);
@@ -657,7 +586,7 @@ class Builder {
           // The LM head's gradient (unless it is the embedding's, counted on the first stage) and the final norm's.
           const bool own_head = !m_.tied_embeddings || nvs > 1;
           bucket += (own_head ? static_cast<double>(m_.hidden) * m_.vocab / par_.tp : 0.0) * cfg_.precision.grad_bytes +
-                    static_cast<double>(m_.hidden) * cfg_.precision.grad_bytes;
+                    norm_params(m_) * cfg_.precision.grad_bytes;
         }
         for (int l = chunk_layers - 1; l >= 0; --l) {
           const int layer = vs * chunk_layers + l;
@@ -680,7 +609,11 @@ class Builder {
         cur_layer_ = -1;
         if (first && !m_.is_generic()) {
           dep = run_items(g, embed_, bp, dep);
-          if (reduce_now) bucket += static_cast<double>(m_.hidden) * m_.vocab / par_.tp * cfg_.precision.grad_bytes;
+          if (reduce_now) {
+            // The token embedding (split over TP) and learned positions (replicated).
+            const double positions = m_.learned_positions ? static_cast<double>(m_.max_seq) * m_.hidden : 0.0;
+            bucket += (static_cast<double>(m_.hidden) * m_.vocab / par_.tp + positions) * cfg_.precision.grad_bytes;
+          }
         }
         meta_.back().activation_delta = -1;
         if (reduce_now) flush_bucket(dep);
@@ -693,6 +626,16 @@ class Builder {
     }
     cur_phase_ = 3;
     cur_layer_ = -1;
+    // A tied word embedding lives on the first stage and, as the LM head, on the last: after the
+    // DP reduction the two copies' gradients are all-reduced between them (Megatron's embedding
+    // group, finalize_model_grads), so both apply the same update.
+    if (m_.tied_embeddings && !m_.is_generic() && pp > 1 && (stage == 0 || stage == pp - 1)) {
+      std::vector<TaskId> deps = dp_tasks;
+      deps.push_back(last_compute);
+      const double bytes = static_cast<double>(m_.hidden) * m_.vocab / par_.tp * cfg_.precision.grad_bytes;
+      dp_tasks.push_back(
+          collective(g, 1, CommGroup::embedding, CollectiveOp::all_reduce, bytes, "embedding_grad_all_reduce", deps));
+    }
     // Optimizer step on this GPU's shard, once every gradient has been reduced.
     double params = stage_params(m_, cfg_, stage);
     const double shard = zero >= 1 ? params / (par_.dp * par_.cp) : params;
@@ -926,6 +869,27 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
   }
 
   if (opt.trace) {
+    const Placement placement(par);
+    for (std::uint32_t t = 0; t < b.meta_.size(); ++t) {
+      const auto& mt = b.meta_[t];
+      if (mt.cls == TaskClass::compute || mt.cls == TaskClass::optimizer) continue;
+      const RendezvousId r = b.graph_.task(TaskId(t)).rendezvous;
+      if (!r.valid()) continue;
+      const auto& call = b.calls_[r.value];
+      StepCollective sc;
+      const auto& c = b.gpus_[mt.gpu];
+      sc.rank = placement.rank(c);
+      sc.stage = c.p;
+      sc.group = static_cast<CommGroup>(mt.group);
+      sc.op = call.op;
+      sc.bytes = call.bytes;
+      sc.group_size = static_cast<int>(b.groups_[call.group].size());
+      sc.phase = static_cast<StepCollective::Phase>(std::min<int>(mt.phase, 3));
+      sc.micro_batch = sc.phase == StepCollective::Phase::step ? -1 : mt.mb;
+      sc.layer = mt.layer;
+      sc.name = b.names_.str(mt.name);
+      res.collectives.push_back(std::move(sc));
+    }
     Trace& tr = res.trace;
     tr = std::move(b.names_);
     const auto gpn = cluster.spec.gpus_per_node;

@@ -15,7 +15,8 @@
 
 namespace ctwin {
 
-enum class CommGroup : std::uint8_t { tp, cp, ep, dp, pp };
+// embedding: the first and last pipeline stages' ranks that hold a tied word embedding.
+enum class CommGroup : std::uint8_t { tp, cp, ep, dp, pp, embedding };
 const char* to_string(CommGroup g);
 
 struct LayerItem {

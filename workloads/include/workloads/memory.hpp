@@ -31,8 +31,15 @@ double activation_bytes_per_layer(const ModelSpec& m, const TrainingConfig& cfg,
 // Parameters held by one GPU of pipeline stage `stage` (of cfg.parallel.pp), before ZeRO sharding.
 double stage_params(const ModelSpec& m, const TrainingConfig& cfg, int stage);
 
-// Micro-batches whose activations stage 0 holds at the peak of the schedule.
+// Micro-batches whose activations pipeline stage `stage` holds at the peak of the schedule: the
+// most forwards of its order (workloads/pipeline_schedule.hpp) whose backward has not run, in
+// whole-stage micro-batches (an interleaved chunk forward counts 1/v). Zero-bubble keeps
+// 1F1B's count. The one-argument form is stage 0's.
+double inflight_microbatches(const TrainingConfig& cfg, int stage);
 double inflight_microbatches(const TrainingConfig& cfg);
+
+// One pipeline stage's memory (the peak field and oom are that stage's; no advice).
+MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& cfg, double capacity_bytes, int stage);
 
 // The worst stage's memory (stage 0 holds the most activations; the last holds the LM head).
 MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainingConfig& cfg, double capacity_bytes);

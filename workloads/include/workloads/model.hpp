@@ -86,6 +86,8 @@ ParamCounts count_parameters(const ModelSpec& m);
 // Attention-layer parameters of one layer; MLP parameters of one dense layer; of one expert.
 double attention_params_per_layer(const ModelSpec& m);
 double dense_mlp_params(const ModelSpec& m, std::int64_t ffn);
+// One normalisation layer: a scale, plus a bias for LayerNorm. A layer has two; the model one more.
+double norm_params(const ModelSpec& m);
 
 struct ModelCatalog {
   std::map<std::string, ModelSpec> models;

@@ -12,6 +12,7 @@
 #include "sim/trace.hpp"
 #include "topology/cluster.hpp"
 #include "topology/collective.hpp"
+#include "workloads/layer_ops.hpp"
 #include "workloads/memory.hpp"
 #include "workloads/model.hpp"
 #include "workloads/training.hpp"
@@ -46,6 +47,22 @@ struct StepBreakdown {
   double exposed_comm_s() const { return exposed_tp_s + exposed_cp_s + exposed_ep_s + exposed_dp_s + exposed_pp_s; }
 };
 
+// One collective (or pipeline send/receive) as one simulated GPU issued it during the step:
+// the structured record behind the trace's communication events.
+struct StepCollective {
+  enum class Phase : std::uint8_t { forward, backward, recompute, step };
+  int rank = 0;   // the issuing GPU's global rank
+  int stage = 0;  // its pipeline stage
+  CommGroup group = CommGroup::tp;
+  CollectiveOp op = CollectiveOp::all_reduce;
+  double bytes = 0;      // nccl-tests size (send_recv: the message)
+  int group_size = 0;    // ranks taking part
+  int micro_batch = -1;  // -1 for step-level calls (after the last backward)
+  int layer = -1;        // -1 when not a transformer layer's
+  Phase phase = Phase::forward;
+  std::string name;  // the op: "tp_f", "grad_all_reduce", "send_activations", ...
+};
+
 struct TrainingResult {
   double step_time_s = 0;            // the first step's; with noise, see step_time_p50_s / p99
   std::vector<double> step_times_s;  // every simulated step
@@ -70,6 +87,8 @@ struct TrainingResult {
   std::vector<double> stage_utilization;  // compute busy fraction of each pipeline stage
   MemoryBreakdown memory;
   Trace trace;
+  // With TrainingOptions::trace: every collective each simulated GPU issued, in issue order.
+  std::vector<StepCollective> collectives;
 };
 
 // Model FLOPs per step by the Megatron/PaLM convention: 6 N tokens + 12 L s h_q tokens.

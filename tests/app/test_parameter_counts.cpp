@@ -1,0 +1,97 @@
+// Parameter counts of published models from the built-in catalog, against their published
+// exact counts (the sum of the tensor sizes in the released checkpoints), each broken down by
+// hand in a comment so a wrong term can be found.
+#include <doctest/doctest.h>
+
+#include "scenario.hpp"
+#include "tolerance.hpp"
+#include "workloads/memory.hpp"
+#include "workloads/model.hpp"
+
+using namespace ctwin;
+using ctwin::test::rel_approx;
+
+namespace {
+
+const ModelSpec& catalog(const std::string& name) {
+  static const ModelCatalog c = builtin_models();
+  REQUIRE(c.models.count(name) == 1);
+  return c.models.at(name);
+}
+
+// Parameters held by all pipeline stages together (tp = 1).
+double sum_of_stages(const ModelSpec& m, int pp) {
+  TrainingConfig c;
+  c.parallel.pp = pp;
+  double total = 0;
+  for (int s = 0; s < pp; ++s) total += stage_params(m, c, s);
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("GPT-2 124M has 124,439,808 parameters (tied embeddings, learned positions, LayerNorm, biases)") {
+  // openai-community/gpt2: wte 50257 x 768 = 38,597,376; wpe 1024 x 768 = 786,432. Per layer:
+  // c_attn 768 x 2304 + 2304 bias; c_proj 768 x 768 + 768; c_fc 768 x 3072 + 3072; mlp c_proj
+  // 3072 x 768 + 768; ln_1, ln_2 2 x 1536: 7,087,872. ln_f 1536. The LM head is wte.
+  // 38,597,376 + 786,432 + 12 x 7,087,872 + 1,536 = 124,439,808.
+  const auto pc = count_parameters(catalog("gpt2-124m"));
+  CHECK(pc.total == 124439808);
+  CHECK(pc.embedding == 38597376 + 786432);
+  CHECK(pc.lm_head == 0);
+  CHECK(pc.norms == 25 * 1536);
+}
+
+TEST_CASE("Llama-2-7B has 6,738,415,616 parameters") {
+  // meta-llama/Llama-2-7b-hf: embed and lm_head 32000 x 4096 each = 262,144,000. Per layer:
+  // q, k, v, o 4 x 4096^2 = 67,108,864; gate, up, down 3 x 4096 x 11008 = 135,266,304; two
+  // RMSNorm 8,192: 202,383,360. Final norm 4,096. 262,144,000 + 32 x 202,383,360 + 4,096.
+  const auto pc = count_parameters(catalog("llama2-7b"));
+  CHECK(pc.total == 6738415616);
+}
+
+TEST_CASE("Llama-3-8B has 8,030,261,248 parameters (GQA, 128K vocabulary)") {
+  // meta-llama/Meta-Llama-3-8B: embed and lm_head 128256 x 4096 each = 1,050,673,152. Per
+  // layer: q, o 2 x 4096^2 + k, v 2 x 4096 x 1024 = 41,943,040; MLP 3 x 4096 x 14336 =
+  // 176,160,768; norms 8,192: 218,112,000. 1,050,673,152 + 32 x 218,112,000 + 4,096.
+  const auto pc = count_parameters(catalog("llama3-8b"));
+  CHECK(pc.total == 8030261248);
+}
+
+TEST_CASE("Mixtral-8x7B has 46,702,792,704 parameters, 12,879,925,248 active per token with top-2 routing") {
+  // mistralai/Mixtral-8x7B-v0.1: embed and lm_head 32000 x 4096 each = 262,144,000. Per layer:
+  // attention 41,943,040 (as Llama-3-8B); 8 experts x 3 x 4096 x 14336 = 1,409,286,144;
+  // router 4096 x 8 = 32,768; norms 8,192. Final norm 4,096.
+  // Total: 262,144,000 + 32 x 1,451,270,144 + 4,096. Active: 2 experts of 176,160,768 instead
+  // of 8: 262,144,000 + 32 x 394,305,536 + 4,096.
+  const auto pc = count_parameters(catalog("mixtral-8x7b"));
+  CHECK(pc.total == 46702792704);
+  CHECK(pc.active_per_token == 12879925248);
+  CHECK(pc.router == 32 * 32768);
+}
+
+TEST_CASE("pipeline stages together hold every parameter once (untied models, pp = 1, 2, 4)") {
+  for (const char* name : {"llama2-7b", "llama3-8b", "mixtral-8x7b"}) {
+    for (int pp : {1, 2, 4}) {
+      CAPTURE(name);
+      CAPTURE(pp);
+      const ModelSpec& m = catalog(name);
+      CHECK(sum_of_stages(m, pp) == rel_approx(count_parameters(m).total, 1e-15));
+    }
+  }
+}
+
+TEST_CASE("GPT-2's stages hold its LayerNorm scales and biases, positions and final norm: 124,439,808 at pp = 1") {
+  const ModelSpec& m = catalog("gpt2-124m");
+  CHECK(sum_of_stages(m, 1) == 124439808);
+}
+
+TEST_CASE("with pp > 1 a tied embedding is held twice: by the first stage and, as the LM head, by the last") {
+  // Megatron keeps a copy of the word embedding on the last stage (and all-reduces the two
+  // copies' gradients); 50257 x 768 = 38,597,376 more than the model's own count.
+  const ModelSpec& m = catalog("gpt2-124m");
+  for (int pp : {2, 4}) {
+    CAPTURE(pp);
+    CHECK(sum_of_stages(m, pp) == 124439808 + 38597376);
+  }
+}

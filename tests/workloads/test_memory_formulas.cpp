@@ -1,0 +1,299 @@
+// Memory per GPU against closed forms, at made-up dimensions small enough to check by hand.
+//
+// References:
+// - Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion Parameter
+//   Models", Sec. 5 and Fig. 1: mixed-precision Adam keeps 2 (fp16 weights) + 2 (fp16 grads)
+//   + K = 12 (fp32 master weights, momentum, variance) bytes per parameter; P_os divides the
+//   12 by N_d, P_os+g also the gradients' 2, P_os+g+p also the weights' 2.
+// - Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+//   Sec. 4: per layer sbh(34 + 5as/h) bytes without parallelism; sbh(10 + 24/t + 5as/(ht))
+//   with TP; sbh/t (34 + 5as/h) with TP + SP; selective recompute drops the 5as/h term; full
+//   recompute keeps the 2sbh layer input. 1F1B's first stage holds p micro-batches of its L/p
+//   layers; interleaving multiplies that by 1 + (p - 1)/(pv) (Sec. 4.2.3).
+//
+// Where the model deliberately deviates from the papers (each checked below):
+// - Korthikanti assumes dropout; the model counts its masks only with dropout on (2 sbh).
+// - Flash attention keeps no s x s scores (the 5as/h term is gone, as with selective
+//   recompute); its per-row softmax statistics are not counted.
+// - GQA and SwiGLU generalise the per-layer form: Q, K, V and the attention output are stored
+//   at their own widths; a SwiGLU MLP keeps three ffn-wide tensors (gate, up, product).
+// - In-flight micro-batches come from the schedule's order (stage s of 1F1B holds
+//   min(p - s, m); GPipe holds all m on every stage; interleaved counts chunk forwards / v).
+#include <doctest/doctest.h>
+
+#include "tolerance.hpp"
+#include "workloads/memory.hpp"
+
+using namespace ctwin;
+using ctwin::test::rel_approx;
+
+namespace {
+
+// A GPT-style layer small enough to count by hand: s = 32, b = 2, h = 64, a = 4, 4h MLP.
+ModelSpec tiny_gpt() {
+  ModelSpec m;
+  m.layers = 4;
+  m.hidden = 64;
+  m.heads = 4;
+  m.kv_heads = 4;
+  m.ffn_hidden = 256;
+  m.activation = Activation::gelu;
+  m.norm = Norm::layernorm;
+  m.vocab = 128;
+  m.max_seq = 32;
+  return m;
+}
+
+// A Llama-style model: GQA (4 query heads of 16, 2 KV heads), SwiGLU with ffn 160, RMSNorm,
+// untied 128-token vocabulary.
+ModelSpec tiny_llama() {
+  ModelSpec m;
+  m.layers = 4;
+  m.hidden = 64;
+  m.heads = 4;
+  m.kv_heads = 2;
+  m.ffn_hidden = 160;
+  m.activation = Activation::swiglu;
+  m.norm = Norm::rmsnorm;
+  m.vocab = 128;
+  m.max_seq = 32;
+  return m;
+}
+
+TrainingConfig korthikanti_cfg(int tp, bool sp, Recompute rc) {
+  TrainingConfig c;
+  c.parallel.tp = tp;
+  c.parallel.sequence_parallel = sp;
+  c.micro_batch = 2;
+  c.global_batch = 2;
+  c.seq_len = 32;
+  c.attention = AttentionKernel::standard;
+  c.dropout = true;
+  c.recompute = rc;
+  return c;
+}
+
+constexpr double s = 32, b = 2, h = 64, a = 4;
+
+}  // namespace
+
+TEST_CASE("Korthikanti, no parallelism: a GPT layer keeps sbh(34 + 5as/h) bytes = 4096 * 44 at s=32 b=2 h=64 a=4") {
+  const double expected = s * b * h * (34 + 5 * a * s / h);  // 4096 * (34 + 10) = 180,224
+  CHECK(expected == 180224);
+  CHECK(activation_bytes_per_layer(tiny_gpt(), korthikanti_cfg(1, false, Recompute::none), false) ==
+        rel_approx(expected, 1e-12));
+}
+
+TEST_CASE("Korthikanti, TP without SP: sbh(10 + 24/t + 5as/(ht)) at t = 2 and t = 4") {
+  for (double t : {2.0, 4.0}) {
+    CAPTURE(t);
+    const double expected = s * b * h * (10 + 24 / t + 5 * a * s / (h * t));
+    CHECK(activation_bytes_per_layer(tiny_gpt(), korthikanti_cfg(static_cast<int>(t), false, Recompute::none), false) ==
+          rel_approx(expected, 1e-12));
+  }
+}
+
+TEST_CASE("Korthikanti, TP with SP: sbh/t (34 + 5as/h)") {
+  const double t = 4;
+  CHECK(activation_bytes_per_layer(tiny_gpt(), korthikanti_cfg(4, true, Recompute::none), false) ==
+        rel_approx(s * b * h / t * (34 + 5 * a * s / h), 1e-12));
+}
+
+TEST_CASE("Korthikanti, selective recompute: sbh(10 + 24/t) without SP, 34 sbh/t with SP") {
+  const double t = 2;
+  CHECK(activation_bytes_per_layer(tiny_gpt(), korthikanti_cfg(2, false, Recompute::selective), false) ==
+        rel_approx(s * b * h * (10 + 24 / t), 1e-12));
+  CHECK(activation_bytes_per_layer(tiny_gpt(), korthikanti_cfg(2, true, Recompute::selective), false) ==
+        rel_approx(34 * s * b * h / t, 1e-12));
+}
+
+TEST_CASE("Korthikanti, full recompute keeps only the 2sbh layer input (2sbh/t with SP)") {
+  CHECK(activation_bytes_per_layer(tiny_gpt(), korthikanti_cfg(1, false, Recompute::full), false) ==
+        rel_approx(2 * s * b * h, 1e-12));
+  CHECK(activation_bytes_per_layer(tiny_gpt(), korthikanti_cfg(4, true, Recompute::full), false) ==
+        rel_approx(2 * s * b * h / 4, 1e-12));
+}
+
+TEST_CASE("deviation: without dropout a GPT layer keeps 32 sbh + 2as^2b (no masks, no dropped-out scores)") {
+  TrainingConfig c = korthikanti_cfg(1, false, Recompute::none);
+  c.dropout = false;
+  // Korthikanti's 34 less the two 1-byte masks; 5as^2b less the mask (1) and the copy (2).
+  CHECK(activation_bytes_per_layer(tiny_gpt(), c, false) == rel_approx(32 * s * b * h + 2 * a * s * s * b, 1e-12));
+}
+
+TEST_CASE("deviation: flash attention keeps no s x s term: 34 sbh with dropout") {
+  TrainingConfig c = korthikanti_cfg(1, false, Recompute::none);
+  c.attention = AttentionKernel::flash;
+  CHECK(activation_bytes_per_layer(tiny_gpt(), c, false) == rel_approx(34 * s * b * h, 1e-12));
+}
+
+TEST_CASE("GQA + SwiGLU layer: 8sbh replicated + 2sb(q + k + v + o widths) + 2sb * 3 ffn, by hand 118,784 bytes") {
+  TrainingConfig c = korthikanti_cfg(1, false, Recompute::none);
+  c.attention = AttentionKernel::flash;
+  c.dropout = false;
+  // sb = 64 tokens. Replicated: 2 norm inputs + QKV input + MLP input at 2 bytes = 8 * 64 * 64.
+  // Split: Q 64 + K 32 + V 32 + attention output 64 wide at 2 bytes; gate, up, product 160 wide.
+  const double expected = 8 * 64 * 64 + 2 * 64 * (64 + 32 + 32 + 64) + 2 * 64 * 3 * 160;
+  CHECK(expected == 118784);
+  CHECK(activation_bytes_per_layer(tiny_llama(), c, false) == rel_approx(expected, 1e-12));
+  // With TP = 2 the split part halves, the replicated part does not.
+  c.parallel.tp = 2;
+  CHECK(activation_bytes_per_layer(tiny_llama(), c, false) ==
+        rel_approx(8 * 64 * 64 + (2 * 64 * (64 + 32 + 32 + 64) + 2 * 64 * 3 * 160) / 2, 1e-12));
+}
+
+namespace {
+
+// Parameters of the tiny Llama by hand: per layer q 64x64, k and v 64x32, o 64x64 (12,288),
+// MLP 3 x 64 x 160 (30,720), two RMSNorm scales (128): 43,136. Embedding and LM head 128 x 64
+// each; the final norm 64.
+constexpr double kLayer = 64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 160 + 2 * 64;
+constexpr double kVocab = 128 * 64;
+
+TrainingConfig zero_cfg(int dp, int zero) {
+  TrainingConfig c;
+  c.parallel.dp = dp;
+  c.parallel.zero_stage = zero;
+  c.micro_batch = 1;
+  c.global_batch = dp;
+  c.seq_len = 32;
+  c.recompute = Recompute::full;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a single-stage tiny Llama holds 4 layers + embedding + LM head + final norm = 180,864 parameters") {
+  static_assert(kLayer == 43136);
+  CHECK(stage_params(tiny_llama(), zero_cfg(1, 0), 0) == rel_approx(4 * kLayer + 2 * kVocab + 64, 1e-12));
+}
+
+TEST_CASE("two pipeline stages split layers; the embedding sits on the first, the LM head and final norm on the last") {
+  TrainingConfig c = zero_cfg(1, 0);
+  c.parallel.pp = 2;
+  CHECK(stage_params(tiny_llama(), c, 0) == rel_approx(2 * kLayer + kVocab, 1e-12));
+  CHECK(stage_params(tiny_llama(), c, 1) == rel_approx(2 * kLayer + kVocab + 64, 1e-12));
+}
+
+TEST_CASE("ZeRO stages 0-3 at dp = 4: 16, 4 + 12/4, 2 + 14/4 and 16/4 bytes per parameter") {
+  const double p = 4 * kLayer + 2 * kVocab + 64;
+  struct Row {
+    int zero;
+    double weights, grads, optimizer;  // bytes per parameter
+  };
+  for (const Row& r : {Row{0, 2, 2, 12}, Row{1, 2, 2, 3}, Row{2, 2, 0.5, 3}, Row{3, 0.5, 0.5, 3}}) {
+    CAPTURE(r.zero);
+    const auto mem = estimate_memory(tiny_llama(), zero_cfg(4, r.zero), 80e9);
+    CHECK(mem.weights == rel_approx(r.weights * p, 1e-12));
+    CHECK(mem.grads == rel_approx(r.grads * p, 1e-12));
+    CHECK(mem.optimizer == rel_approx(r.optimizer * p, 1e-12));
+  }
+}
+
+TEST_CASE("ZeRO's published figure: 7.5B parameters on 64 GPUs need 120, 31.4, 16.6 and 1.9 GB") {
+  // Rajbhandari et al. 2020, Fig. 1. Model states per parameter from estimate_memory, scaled to
+  // 7.5B; the paper rounds to 0.1 GB.
+  const double p = 4 * kLayer + 2 * kVocab + 64;
+  const double published_gb[] = {120, 31.4, 16.6, 1.9};
+  for (int z = 0; z < 4; ++z) {
+    CAPTURE(z);
+    const auto mem = estimate_memory(tiny_llama(), zero_cfg(64, z), 80e9);
+    const double per_param = (mem.weights + mem.grads + mem.optimizer) / p;
+    CHECK(per_param * 7.5 == ctwin::test::abs_approx(published_gb[z], 0.05));  // GB
+  }
+}
+
+TEST_CASE("ZeRO shards nothing at dp = 1") {
+  const double p = 4 * kLayer + 2 * kVocab + 64;
+  const auto mem = estimate_memory(tiny_llama(), zero_cfg(1, 3), 80e9);
+  CHECK(mem.weights + mem.grads + mem.optimizer == rel_approx(16 * p, 1e-12));
+}
+
+namespace {
+
+// The tiny Llama on p = 2 stages, 4 micro-batches of b = 2, s = 32, flash, no dropout: every
+// layer keeps 118,784 bytes per micro-batch (see above); each stage has 2 layers (4 / p, or 2
+// chunks of 1 layer when interleaved with v = 2).
+TrainingConfig pipe_cfg(PipelineSchedule sc, int pp, int m, int v = 1) {
+  TrainingConfig c;
+  c.parallel.pp = pp;
+  c.parallel.schedule = sc;
+  c.parallel.virtual_stages = v;
+  c.micro_batch = 2;
+  c.global_batch = 2 * m;
+  c.seq_len = 32;
+  c.attention = AttentionKernel::flash;
+  return c;
+}
+constexpr double kAct = 118784;
+// The last stage also keeps one micro-batch's logits: 64 tokens x 128 vocab x (2 + 4) bytes.
+constexpr double kLogits = 64 * 128 * 6;
+
+}  // namespace
+
+TEST_CASE("1F1B on 2 stages, 4 micro-batches: stage 0 keeps 2 micro-batches of 2 layers, stage 1 keeps 1 + logits") {
+  const auto c = pipe_cfg(PipelineSchedule::one_f_one_b, 2, 4);
+  CHECK(inflight_microbatches(c, 0) == 2);
+  CHECK(inflight_microbatches(c, 1) == 1);
+  CHECK(estimate_stage_memory(tiny_llama(), c, 80e9, 0).activations == rel_approx(2 * 2 * kAct, 1e-12));
+  CHECK(estimate_stage_memory(tiny_llama(), c, 80e9, 1).activations == rel_approx(1 * 2 * kAct + kLogits, 1e-12));
+}
+
+TEST_CASE("1F1B on 4 stages, 8 micro-batches: stage s keeps p - s = 4, 3, 2, 1 micro-batches") {
+  ModelSpec m = tiny_llama();
+  m.layers = 8;
+  const auto c = pipe_cfg(PipelineSchedule::one_f_one_b, 4, 8);
+  for (int st = 0; st < 4; ++st) {
+    CAPTURE(st);
+    CHECK(inflight_microbatches(c, st) == 4 - st);
+    const double logits = st == 3 ? kLogits : 0;
+    CHECK(estimate_stage_memory(m, c, 80e9, st).activations == rel_approx((4 - st) * 2 * kAct + logits, 1e-12));
+  }
+}
+
+TEST_CASE("1F1B with fewer micro-batches than stages: stage s keeps min(p - s, m)") {
+  const auto c = pipe_cfg(PipelineSchedule::one_f_one_b, 4, 2);
+  CHECK(inflight_microbatches(c, 0) == 2);
+  CHECK(inflight_microbatches(c, 1) == 2);
+  CHECK(inflight_microbatches(c, 2) == 2);
+  CHECK(inflight_microbatches(c, 3) == 1);
+}
+
+TEST_CASE("GPipe keeps all m micro-batches on every stage, the last one included") {
+  const auto c = pipe_cfg(PipelineSchedule::gpipe, 2, 4);
+  CHECK(inflight_microbatches(c, 0) == 4);
+  CHECK(inflight_microbatches(c, 1) == 4);
+  CHECK(estimate_stage_memory(tiny_llama(), c, 80e9, 1).activations == rel_approx(4 * 2 * kAct + kLogits, 1e-12));
+}
+
+TEST_CASE("interleaved, p = 2, v = 2: stage 0 keeps p (1 + (p - 1)/(pv)) = 2.5 stage micro-batches") {
+  const auto c = pipe_cfg(PipelineSchedule::interleaved, 2, 4, 2);
+  const double p = 2, v = 2;
+  CHECK(inflight_microbatches(c, 0) == rel_approx(p * (1 + (p - 1) / (p * v)), 1e-12));
+  CHECK(inflight_microbatches(c) == rel_approx(2.5, 1e-12));
+  CHECK(estimate_stage_memory(tiny_llama(), c, 80e9, 0).activations == rel_approx(2.5 * 2 * kAct, 1e-12));
+}
+
+TEST_CASE("interleaved, p = 4, v = 4, 8 micro-batches: stage s keeps (2(p-s-1) + p(v-1) + 1)/v stage micro-batches") {
+  // Stage 0: (6 + 12 + 1) / 4 = 4.75 = 4 (1 + 3/16), Megatron's factor; the last stage:
+  // (0 + 12 + 1) / 4 = 3.25 (it runs chunks 0..2 of 4 micro-batches before its first backward).
+  const auto c = pipe_cfg(PipelineSchedule::interleaved, 4, 8, 4);
+  CHECK(inflight_microbatches(c, 0) == rel_approx(4.75, 1e-12));
+  CHECK(inflight_microbatches(c, 1) == rel_approx(4.25, 1e-12));
+  CHECK(inflight_microbatches(c, 3) == rel_approx(3.25, 1e-12));
+}
+
+TEST_CASE("zero-bubble keeps 1F1B's activation memory: p - s micro-batches") {
+  const auto c = pipe_cfg(PipelineSchedule::zero_bubble, 2, 4);
+  CHECK(inflight_microbatches(c, 0) == 2);
+  CHECK(inflight_microbatches(c, 1) == 1);
+}
+
+TEST_CASE("estimate_memory reports the stage with the higher peak") {
+  // 1F1B, p = 2: stage 0 keeps 4 layer-micro-batches (475,136 bytes), stage 1 two plus the
+  // logits (286,720); their static states differ by the final norm (64 x 16 bytes).
+  const auto c = pipe_cfg(PipelineSchedule::one_f_one_b, 2, 4);
+  const auto worst = estimate_memory(tiny_llama(), c, 80e9);
+  CHECK(worst.activations == rel_approx(2 * 2 * kAct, 1e-12));
+  CHECK(worst.peak == rel_approx(estimate_stage_memory(tiny_llama(), c, 80e9, 0).peak, 1e-12));
+}
