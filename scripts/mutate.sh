@@ -81,7 +81,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "mutate: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-if ! [[ $min_score =~ ^(0|1)?(\.[0-9]+)?$|^1$|^0$ ]]; then
+if ! [[ $min_score =~ ^[0-9]*\.?[0-9]+$ ]] || awk -v s="$min_score" 'BEGIN { exit !(s > 1) }'; then
   echo "mutate: --min-score wants a number from 0 to 1, got '$min_score'" >&2
   exit 2
 fi
@@ -186,7 +186,11 @@ if [[ $list_only -eq 1 ]]; then
   for i in "${selected[@]}"; do
     n=$(applies "$i" "$root")
     state=ok
-    [[ $n -eq 1 ]] || { state="stale ($n occurrences)"; stale=$((stale + 1)); }
+    if [[ $n -ne 1 ]]; then
+      state="stale ($n occurrences)"
+      stale=$((stale + 1))
+      echo "mutate: STALE ${ids[i]}: the original text occurs $n times in ${files[i]}, not once; update ${list_file#"$root"/}" >&2
+    fi
     if [[ $json -eq 1 ]]; then
       printf '%s\n  {"id": %s, "file": %s, "bug": %s, "applies": %s}' "$sep" "$(json_str "${ids[i]}")" \
         "$(json_str "${files[i]}")" "$(json_str "${bugs[i]}")" "$([[ $n -eq 1 ]] && echo true || echo false)"
