@@ -43,6 +43,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 workdir=""
 timeout_s=""
 verbose=0
+doctest_filter=()
 
 usage() {
   sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -56,6 +57,8 @@ Options:
   --jobs N            build jobs (default: nproc)
   --workdir DIR       keep the scratch tree and build in DIR and reuse them on the next run
   --timeout S         seconds per test executable (default: 10x its unmutated time, at least 60)
+  --source-file GLOB  run only the test cases of matching test files (doctest -sf), to see
+                      whether one file's tests kill a mutant: --source-file '*test_presets.cpp'
   --verbose           show build and test output of failures
 EOF
 }
@@ -76,6 +79,8 @@ while [[ $# -gt 0 ]]; do
     --workdir=*) workdir=${1#*=}; shift ;;
     --timeout) timeout_s=${2:?--timeout needs seconds}; shift 2 ;;
     --timeout=*) timeout_s=${1#*=}; shift ;;
+    --source-file) doctest_filter=("--source-file=${2:?--source-file needs a pattern}"); shift 2 ;;
+    --source-file=*) doctest_filter=("--source-file=${1#*=}"); shift ;;
     --verbose | -v) verbose=1; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "mutate: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -264,7 +269,7 @@ fi
 
 # Runs test executable $1 (under timeout $2); returns its exit status, output in $3.
 run_test() {
-  (cd "$build/tests" && exec timeout --kill-after=10 "$2" "./$1" --abort-after=1 --no-version) >"$3" 2>&1
+  (cd "$build/tests" && exec timeout --kill-after=10 "$2" "./$1" --abort-after=1 --no-version "${@:4}") >"$3" 2>&1
 }
 
 declare -A base_s
@@ -319,7 +324,7 @@ for i in "${selected[@]}"; do
         if [[ $verbose -eq 1 ]]; then grep -m5 -A3 'error:' "$log.build.log" >&2; fi
         break
       fi
-      run_test "$t" "$(limit_for "$t")" "$log.test.log"
+      run_test "$t" "$(limit_for "$t")" "$log.test.log" "${doctest_filter[@]}"
       rc=$?
       if [[ $rc -eq 124 || $rc -eq 137 ]]; then
         status=timeout killer=$t
