@@ -157,9 +157,10 @@ double ring_bw(const ClusterSpec& s, const Shape& sh) {
   return k * std::min(nic_bw(s), intra / k);
 }
 
-// NCCL's latency tables (src/graph/tuning.cc, 2.19-2.21): base latency per algorithm and
-// protocol, and per-hop latency per link type. The link's own LL latency comes from the spec
-// (intra_latency_us, inter_latency_us); the other protocols add NCCL's difference over LL.
+// NCCL's latency tables (src/graph/tuning.cc baseLat and hwLat, 2.23 and later; 2.19-2.22 had
+// Tree Simple at base 0 and 28 us per hop): base latency per algorithm and protocol, and per-hop
+// latency per link type. The link's own LL latency comes from the spec (intra_latency_us,
+// inter_latency_us); the other protocols add NCCL's difference over LL.
 constexpr double kBaseRing[3] = {6.6, 14.0, 8.4};  // LL, LL128, Simple (us)
 constexpr double kBaseTree[3] = {6.8, 14.0, 8.4};
 constexpr double kRingNvlExtra[3] = {0.0, 1.3, 2.8};   // NVLink ring hop: 0.6 / 1.9 / 3.4

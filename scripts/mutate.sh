@@ -1,0 +1,415 @@
+#!/usr/bin/env bash
+# Mutation testing: plants one plausible bug at a time (tests/mutations.txt) in a scratch copy of
+# the source tree, rebuilds and runs the test suite; a mutation the tests do not notice survived.
+#
+#   scripts/mutate.sh                    every mutation; exit 1 if the score is below --min-score
+#   scripts/mutate.sh --only ID[,ID]     just these (while writing a test that should kill one)
+#   scripts/mutate.sh --list             ids, files and bugs, and whether each still applies
+#   scripts/mutate.sh --json             the results as JSON on stdout (progress on stderr)
+#
+# The scratch copy (git-tracked files as they are in the working tree, uncommitted edits
+# included; untracked files are left out) goes to a fresh directory under ${TMPDIR:-/tmp},
+# removed on exit, or to --workdir DIR, kept and reused (only changed files are copied again, so
+# a rerun rebuilds incrementally). The user's tree is only read. It is configured once (Release,
+# Ninja, CTWIN_WERROR=ON as CI builds, ccache as compiler launcher when installed, so restoring a
+# mutated file is a cache hit) and built once; the suite must pass there before any mutation is
+# tried.
+#
+# For each mutation: the original text must occur exactly once in its file, else the mutation is
+# STALE (the code changed; update tests/mutations.txt). It is applied, and the test executables
+# are rebuilt incrementally and run one at a time (doctest --abort-after=1), the mutated
+# module's own first, each under a timeout; the first failure kills the mutant (a hang counts,
+# as a timeout). A mutant that does not compile is NOBUILD: neither killed nor survived. The file
+# is then restored. Score = killed / (killed + survived). Exit status 1 when the score is below
+# --min-score (default 0.90), or when any mutation is stale or does not compile; 2 on a usage
+# error or when the unmutated tree does not build or pass.
+#
+# Format of the mutation list: blocks separated by blank lines; '#' starts a comment line.
+#   id: zero-1-shards-optimizer        unique name
+#   file: workloads/src/memory.cpp     path from the repository root
+#   bug: ZeRO-1 no longer shards ...   the plausible bug, one line
+#   - original text                    one or more lines; the text after "- " (or nothing, for a
+#   + replacement text                 line "-" alone) joined by newlines; may be part of a line
+set -uo pipefail
+shopt -u patsub_replacement 2>/dev/null || true
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+list_file=tests/mutations.txt
+only=""
+json=0
+list_only=0
+min_score=0.90
+jobs=$(nproc 2>/dev/null || echo 2)
+workdir=""
+timeout_s=""
+verbose=0
+doctest_filter=()
+
+usage() {
+  sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  cat <<'EOF'
+Options:
+  --only ID[,ID...]   run only these mutations
+  --list              list the mutations (and check that each still applies); builds nothing
+  --json              print results as JSON on stdout
+  --min-score X       fail below this score (default 0.90)
+  --file PATH         mutation list (default tests/mutations.txt)
+  --jobs N            build jobs (default: nproc)
+  --workdir DIR       keep the scratch tree and build in DIR and reuse them on the next run
+  --timeout S         seconds per test executable (default: 10x its unmutated time, at least 60)
+  --source-file GLOB  run only the test cases of matching test files (doctest -sf), to see
+                      whether one file's tests kill a mutant: --source-file '*test_presets.cpp'
+  --verbose           show build and test output of failures
+EOF
+}
+
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --only) only=${2:?--only needs ids}; shift 2 ;;
+    --only=*) only=${1#*=}; shift ;;
+    --list) list_only=1; shift ;;
+    --json) json=1; shift ;;
+    --min-score) min_score=${2:?--min-score needs a number}; shift 2 ;;
+    --min-score=*) min_score=${1#*=}; shift ;;
+    --file) list_file=${2:?--file needs a path}; shift 2 ;;
+    --file=*) list_file=${1#*=}; shift ;;
+    --jobs | -j) jobs=${2:?--jobs needs a number}; shift 2 ;;
+    --jobs=*) jobs=${1#*=}; shift ;;
+    --workdir) workdir=${2:?--workdir needs a directory}; shift 2 ;;
+    --workdir=*) workdir=${1#*=}; shift ;;
+    --timeout) timeout_s=${2:?--timeout needs seconds}; shift 2 ;;
+    --timeout=*) timeout_s=${1#*=}; shift ;;
+    --source-file) doctest_filter=("--source-file=${2:?--source-file needs a pattern}"); shift 2 ;;
+    --source-file=*) doctest_filter=("--source-file=${1#*=}"); shift ;;
+    --verbose | -v) verbose=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "mutate: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+if ! [[ $min_score =~ ^[0-9]*\.?[0-9]+$ ]] || awk -v s="$min_score" 'BEGIN { exit !(s > 1) }'; then
+  echo "mutate: --min-score wants a number from 0 to 1, got '$min_score'" >&2
+  exit 2
+fi
+[[ $list_file = /* ]] || list_file=$root/$list_file
+[[ -f $list_file ]] || { echo "mutate: no mutation list at $list_file" >&2; exit 2; }
+
+# Progress goes to stderr under --json, so stdout holds the JSON alone.
+say() { if [[ $json -eq 1 ]]; then printf '%s\n' "$*" >&2; else printf '%s\n' "$*"; fi; }
+die() { echo "mutate: $*" >&2; exit 2; }
+
+# ------------------------------------------------------------------ the list
+ids=() files=() bugs=() origs=() repls=()
+parse_list() {
+  local line text lineno=0 id="" file="" bug="" orig="" repl="" has_o=0 has_r=0 start=0
+  flush() {
+    if [[ -z $id && -z $file && -z $bug && $has_o -eq 0 && $has_r -eq 0 ]]; then return; fi
+    [[ -n $id ]] || die "$list_file:$start: a mutation without 'id:'"
+    [[ -n $file ]] || die "$list_file:$start: mutation $id has no 'file:'"
+    [[ -n $bug ]] || die "$list_file:$start: mutation $id has no 'bug:'"
+    [[ $has_o -eq 1 && $has_r -eq 1 ]] || die "$list_file:$start: mutation $id needs '-' and '+' lines"
+    [[ $orig != "$repl" ]] || die "$list_file:$start: mutation $id replaces its text with itself"
+    local i
+    for i in "${ids[@]}"; do [[ $i != "$id" ]] || die "$list_file:$start: duplicate id $id"; done
+    ids+=("$id") files+=("$file") bugs+=("$bug") origs+=("$orig") repls+=("$repl")
+    id="" file="" bug="" orig="" repl="" has_o=0 has_r=0
+  }
+  while IFS= read -r line || [[ -n $line ]]; do
+    lineno=$((lineno + 1))
+    case $line in
+      '#'*) ;;
+      '') flush ;;
+      'id: '*) flush; id=${line#id: }; start=$lineno
+        [[ $id =~ ^[A-Za-z0-9._-]+$ ]] || die "$list_file:$lineno: id '$id' (letters, digits, . _ - only)" ;;
+      'file: '*) file=${line#file: } ;;
+      'bug: '*) bug=${line#bug: } ;;
+      '-' | '- '*)
+        [[ $has_r -eq 0 ]] || die "$list_file:$lineno: '-' line after '+' lines in mutation $id"
+        text=${line#-}
+        if [[ $has_o -eq 1 ]]; then orig+=$'\n'; fi
+        orig+=${text#" "} has_o=1 ;;
+      '+' | '+ '*)
+        text=${line#+}
+        if [[ $has_r -eq 1 ]]; then repl+=$'\n'; fi
+        repl+=${text#" "} has_r=1 ;;
+      *) die "$list_file:$lineno: cannot read '$line' (id:, file:, bug:, '- ' or '+ ' lines)" ;;
+    esac
+  done <"$list_file"
+  flush
+}
+parse_list
+[[ ${#ids[@]} -gt 0 ]] || die "$list_file lists no mutation"
+
+selected=()
+if [[ -n $only ]]; then
+  IFS=, read -r -a wanted <<<"$only"
+  for w in "${wanted[@]}"; do
+    found=0
+    for i in "${!ids[@]}"; do
+      if [[ ${ids[i]} == "$w" ]]; then selected+=("$i"); found=1; fi
+    done
+    [[ $found -eq 1 ]] || die "no mutation with id '$w' (see --list)"
+  done
+else
+  selected=("${!ids[@]}")
+fi
+
+# Occurrences of the exact text $2 in file $1 (awk's index(): bash's own pattern matching is
+# quadratic on a 50 kB file). RS is a byte source files never hold, so the file is one record.
+occurrences() {
+  NEEDLE=$2 awk 'BEGIN { RS = "\001"; n = ENVIRON["NEEDLE"] }
+    { s = s $0 }
+    END { c = 0; while ((i = index(s, n)) > 0) { c++; s = substr(s, i + length(n)) } print c }' "$1"
+}
+# File $1 with the first occurrence of $2 replaced by $3, on stdout.
+substitute() {
+  NEEDLE=$2 REPL=$3 awk 'BEGIN { RS = "\001"; n = ENVIRON["NEEDLE"]; r = ENVIRON["REPL"] }
+    { s = s $0 }
+    END { i = index(s, n); printf "%s%s%s", substr(s, 1, i - 1), r, substr(s, i + length(n)) }' "$1"
+}
+
+json_str() {
+  local s=$1
+  s=${s//\\/\\\\}
+  s=${s//\"/\\\"}
+  s=${s//$'\n'/\\n}
+  s=${s//$'\t'/\\t}
+  s=${s//$'\r'/\\r}
+  printf '"%s"' "$s"
+}
+
+# Whether mutation $1 applies to the tree at $2: prints the occurrence count.
+applies() {
+  local f=$2/${files[$1]}
+  [[ -f $f ]] || { echo 0; return; }
+  occurrences "$f" "${origs[$1]}"
+}
+
+if [[ $list_only -eq 1 ]]; then
+  stale=0
+  [[ $json -eq 1 ]] && printf '{"mutations": ['
+  sep=""
+  for i in "${selected[@]}"; do
+    n=$(applies "$i" "$root")
+    state=ok
+    if [[ $n -ne 1 ]]; then
+      state="stale ($n occurrences)"
+      stale=$((stale + 1))
+      echo "mutate: STALE ${ids[i]}: the original text occurs $n times in ${files[i]}, not once; update ${list_file#"$root"/}" >&2
+    fi
+    if [[ $json -eq 1 ]]; then
+      printf '%s\n  {"id": %s, "file": %s, "bug": %s, "applies": %s}' "$sep" "$(json_str "${ids[i]}")" \
+        "$(json_str "${files[i]}")" "$(json_str "${bugs[i]}")" "$([[ $n -eq 1 ]] && echo true || echo false)"
+      sep=","
+    else
+      printf '%-34s %-38s %s%s\n' "${ids[i]}" "${files[i]}" "${bugs[i]}" "$([[ $state == ok ]] || echo "  [$state]")"
+    fi
+  done
+  if [[ $json -eq 1 ]]; then printf '\n], "stale": %d}\n' "$stale"; else say "${#selected[@]} mutations, $stale stale"; fi
+  [[ $stale -eq 0 ]]
+  exit
+fi
+
+command -v cmake >/dev/null || die "cmake is not installed (scripts/install-deps.sh)"
+command -v ninja >/dev/null || die "ninja is not installed (scripts/install-deps.sh)"
+command -v git >/dev/null || die "git is not installed (scripts/install-deps.sh)"
+
+# ------------------------------------------------------------------ the scratch tree
+t_begin=$EPOCHREALTIME
+if [[ -n $workdir ]]; then
+  mkdir -p "$workdir" || die "cannot create $workdir"
+  work=$(cd "$workdir" && pwd)
+  keep=1
+else
+  work=$(mktemp -d "${TMPDIR:-/tmp}/ctwin-mutate.XXXXXX") || die "cannot create a scratch directory"
+  keep=0
+fi
+case $work/ in "$root"/*) die "the scratch directory must lie outside the source tree";; esac
+# The build sits inside the copy, as ./build does in a checkout: with CCACHE_BASEDIR at $work the
+# compiler sees the same relative paths as in a developer's own build, so even the first build of
+# a fresh scratch tree mostly hits the cache.
+src=$work/src build=$work/src/build logs=$work/logs
+mkdir -p "$src" "$logs"
+current=-1  # the mutation applied now, restored on exit from $work/original
+cleanup() {
+  if [[ $current -ge 0 ]]; then cp "$work/original" "$src/${files[current]}"; fi
+  if [[ $keep -eq 0 ]]; then rm -rf "$work"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say "mutate: scratch tree in $work"
+# Copy tracked files that differ, so a kept build stays incremental.
+copied=0
+while IFS= read -r -d '' f; do
+  [[ -f $root/$f && ! -L $root/$f ]] || continue
+  if ! cmp -s "$root/$f" "$src/$f" 2>/dev/null; then
+    mkdir -p "$src/$(dirname "$f")"
+    cp "$root/$f" "$src/$f" || die "cannot copy $f"
+    copied=$((copied + 1))
+  fi
+done < <(git -C "$root" ls-files -z)
+say "mutate: $copied files copied"
+
+cmake_args=(-S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCTWIN_WERROR=ON)
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR=$work CCACHE_NOHASHDIR=1
+  cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+if ! cmake "${cmake_args[@]}" >"$logs/configure.log" 2>&1; then
+  tail -30 "$logs/configure.log" >&2
+  die "configuring the scratch tree failed (log: $logs/configure.log)"
+fi
+mapfile -t tests < <(ninja -C "$build" -t targets all 2>/dev/null | sed -n 's/^\(test_[A-Za-z0-9_]*\): phony$/\1/p' | sort -u)
+[[ ${#tests[@]} -gt 0 ]] || die "the build defines no test_* executables"
+say "mutate: building ${tests[*]} (${jobs} jobs)"
+if ! cmake --build "$build" --parallel "$jobs" --target "${tests[@]}" >"$logs/build.log" 2>&1; then
+  tail -30 "$logs/build.log" >&2
+  die "the unmutated tree does not build (log: $logs/build.log)"
+fi
+
+# Runs test executable $1 (under timeout $2); returns its exit status, output in $3.
+run_test() {
+  (cd "$build/tests" && exec timeout --kill-after=10 "$2" "./$1" --abort-after=1 --no-version "${@:4}") >"$3" 2>&1
+}
+
+declare -A base_s
+for t in "${tests[@]}"; do
+  t0=$EPOCHREALTIME
+  if ! run_test "$t" 1800 "$logs/baseline-$t.log"; then
+    tail -30 "$logs/baseline-$t.log" >&2
+    die "$t fails on the unmutated tree: fix that first (log: $logs/baseline-$t.log)"
+  fi
+  base_s[$t]=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+done
+baseline_line=""
+for t in "${tests[@]}"; do baseline_line+=" $t ${base_s[$t]}s"; done
+say "mutate: unmutated suite passes:$baseline_line"
+
+limit_for() {
+  if [[ -n $timeout_s ]]; then echo "$timeout_s"; else
+    awk -v b="${base_s[$1]}" 'BEGIN { t = 10 * b; if (t < 60) t = 60; printf "%d", t + 0.5 }'
+  fi
+}
+
+# The mutated module's tests first, then the rest, quickest first.
+mapfile -t by_speed < <(for t in "${tests[@]}"; do echo "${base_s[$t]} $t"; done | sort -n | cut -d' ' -f2)
+order_for() {
+  local module=${1%%/*} t
+  for t in "${tests[@]}"; do [[ $t == "test_$module" ]] && echo "$t"; done
+  for t in "${by_speed[@]}"; do [[ $t == "test_$module" ]] || echo "$t"; done
+}
+
+# ------------------------------------------------------------------ the mutations
+statuses=() killers=() secs=()
+n_sel=${#selected[@]}
+k=0
+for i in "${selected[@]}"; do
+  k=$((k + 1))
+  t0=$EPOCHREALTIME
+  f=$src/${files[i]}
+  status="" killer=""
+  n=$(applies "$i" "$src")
+  if [[ $n -ne 1 ]]; then
+    status=stale killer="$n occurrences of the original text"
+  else
+    cp "$f" "$work/original" || die "cannot back up $f"
+    current=$i
+    substitute "$work/original" "${origs[i]}" "${repls[i]}" >"$f"
+    status=survived
+    log=$logs/${ids[i]}
+    while IFS= read -r t; do
+      if ! cmake --build "$build" --parallel "$jobs" --target "$t" >"$log.build.log" 2>&1; then
+        status=nobuild killer=$t
+        killer="$(grep -m1 'error:' "$log.build.log" | cut -c1-200)"
+        if [[ $verbose -eq 1 ]]; then grep -m5 -A3 'error:' "$log.build.log" >&2; fi
+        break
+      fi
+      run_test "$t" "$(limit_for "$t")" "$log.test.log" "${doctest_filter[@]}"
+      rc=$?
+      if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+        status=timeout killer=$t
+        break
+      elif [[ $rc -ne 0 ]]; then
+        status=killed
+        case_name=$(sed -n 's/^TEST CASE: *//p' "$log.test.log" | head -1)
+        killer="$t${case_name:+: $case_name}"
+        if [[ $verbose -eq 1 ]]; then grep -m3 -B2 -A6 'ERROR' "$log.test.log" >&2; fi
+        break
+      fi
+    done < <(order_for "${files[i]}")
+    cp "$work/original" "$f"  # a new mtime: the next build recompiles it (a ccache hit)
+    current=-1
+  fi
+  dt=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  statuses+=("$status") killers+=("$killer") secs+=("$dt")
+  label=$(echo "$status" | tr a-z A-Z)
+  case $status in
+    survived) detail="${bugs[i]}" ;;
+    *) detail=$killer ;;
+  esac
+  say "$(printf '[%d/%d] %-8s %-34s %6ss  %s' "$k" "$n_sel" "$label" "${ids[i]}" "$dt" "$detail")"
+done
+
+# ------------------------------------------------------------------ summary
+killed=0 survived=0 stale=0 nobuild=0
+for s in "${statuses[@]}"; do
+  case $s in
+    killed | timeout) killed=$((killed + 1)) ;;
+    survived) survived=$((survived + 1)) ;;
+    stale) stale=$((stale + 1)) ;;
+    nobuild) nobuild=$((nobuild + 1)) ;;
+  esac
+done
+measured=$((killed + survived))
+if [[ $measured -gt 0 ]]; then
+  score=$(awk -v k="$killed" -v m="$measured" 'BEGIN { printf "%.3f", k / m }')
+  low=$(awk -v s="$score" -v m="$min_score" 'BEGIN { print (s + 1e-9 < m) ? 1 : 0 }')
+else
+  score=null low=0
+fi
+total_s=$(awk -v a="$t_begin" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }')
+ok=1
+[[ $low -eq 0 && $stale -eq 0 && $nobuild -eq 0 ]] || ok=0
+
+if [[ $json -eq 1 ]]; then
+  printf '{\n  "mutations": ['
+  sep=""
+  for j in "${!selected[@]}"; do
+    i=${selected[j]}
+    printf '%s\n    {"id": %s, "file": %s, "bug": %s, "status": %s, "detail": %s, "seconds": %s}' "$sep" \
+      "$(json_str "${ids[i]}")" "$(json_str "${files[i]}")" "$(json_str "${bugs[i]}")" \
+      "$(json_str "${statuses[j]}")" "$(json_str "${killers[j]}")" "${secs[j]}"
+    sep=","
+  done
+  printf '\n  ],\n  "killed": %d,\n  "survived": %d,\n  "stale": %d,\n  "nobuild": %d,\n' "$killed" "$survived" "$stale" "$nobuild"
+  printf '  "score": %s,\n  "min_score": %s,\n  "seconds": %s,\n  "survivors": [' "$score" "$min_score" "$total_s"
+  sep=""
+  for j in "${!selected[@]}"; do
+    [[ ${statuses[j]} == survived ]] || continue
+    i=${selected[j]}
+    printf '%s\n    {"id": %s, "file": %s, "bug": %s}' "$sep" "$(json_str "${ids[i]}")" "$(json_str "${files[i]}")" \
+      "$(json_str "${bugs[i]}")"
+    sep=","
+  done
+  printf '\n  ],\n  "ok": %s\n}\n' "$([[ $ok -eq 1 ]] && echo true || echo false)"
+fi
+
+say ""
+say "mutation score: $killed killed / $measured = $score (minimum $min_score); $stale stale, $nobuild did not compile; ${total_s}s"
+if [[ $survived -gt 0 ]]; then
+  say "survivors:"
+  for j in "${!selected[@]}"; do
+    [[ ${statuses[j]} == survived ]] || continue
+    i=${selected[j]}
+    say "  ${ids[i]} (${files[i]}): ${bugs[i]}"
+  done
+fi
+for j in "${!selected[@]}"; do
+  i=${selected[j]}
+  case ${statuses[j]} in
+    stale) say "STALE: ${ids[i]} (${files[i]}): the original text occurs ${killers[j]%% *} times, not once; update $list_file" ;;
+    nobuild) say "NOBUILD: ${ids[i]} (${files[i]}) does not compile; fix it in $list_file: ${killers[j]}" ;;
+  esac
+done
+[[ $keep -eq 1 ]] && say "mutate: scratch tree and logs kept in $work"
+[[ $ok -eq 1 ]]
