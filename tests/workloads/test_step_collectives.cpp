@@ -391,3 +391,36 @@ TEST_CASE("no embedding all-reduce without tied embeddings, or with one pipeline
   CHECK(select(step(tiny(false), layout(1, 2, 1, 2)), {0, CommGroup::embedding}).empty());
   CHECK(select(step(tiny(true), layout(1, 1, 2, 2)), {0, CommGroup::embedding}).empty());
 }
+
+TEST_CASE("DDP buckets: a bucket is reduced once it holds grad_bucket_bytes, in backward order (hand-worked)") {
+  // Backward adds, in order: the LM head and final norm (8,192 + 64) x 2 = 16,512 bytes; layers
+  // 3, 2, 1, 0 at kLayer x 2 = 86,272 each; the embedding 8,192 x 2 = 16,384. With a 200,000
+  // byte bucket: 16,512 + 3 x 86,272 = 275,328 reaches it after layer 1; layer 0 and the
+  // embedding (102,656) go in the last bucket, flushed at the end of backward.
+  auto c = layout(1, 1, 2, 1);
+  c.grad_bucket_bytes = 200000;
+  const auto dp = select(step(tiny(), c), {0, CommGroup::dp});
+  REQUIRE(dp.size() == 2);
+  CHECK(dp[0].bytes == rel_approx(16512 + 3 * 86272, 1e-12));
+  CHECK(dp[1].bytes == rel_approx(86272 + 16384, 1e-12));
+  CHECK(dp[0].bytes + dp[1].bytes == rel_approx(2 * kParams, 1e-12));
+}
+
+TEST_CASE("CP = 2, all-gather form: each layer gathers the whole sequence's K and V, b*s*(kv + v)*2 bytes") {
+  auto c = layout(1, 1, 1, 1);
+  c.parallel.cp = 2;
+  c.parallel.cp_comm = Parallelism::CpComm::all_gather;
+  const auto all = step(tiny(), c);
+  const auto ag = select(all, {0, CommGroup::cp, op(CollectiveOp::all_gather), ph(Phase::forward), true});
+  const auto rs = select(all, {0, CommGroup::cp, op(CollectiveOp::reduce_scatter), ph(Phase::backward), true});
+  CHECK(ag.size() == kLayers);
+  CHECK(rs.size() == kLayers);
+  // K and V are 2 KV heads x 16 = 32 wide each; b = 2 sequences of s = 32 tokens; bf16.
+  const double kv_bytes = 2 * 32 * (32 + 32) * 2.0;
+  for (const auto* v : {&ag, &rs}) {
+    for (const auto& x : *v) {
+      CHECK(x.bytes == kv_bytes);
+      CHECK(x.group_size == 2);
+    }
+  }
+}
