@@ -20,7 +20,7 @@
 #include "bench.hpp"
 #include "sim/trace.hpp"
 #include "viz/timeline_model.hpp"
-#include "viz/viewer.hpp"
+#include "viz/trace_loader.hpp"
 
 namespace ctwin {
 namespace {

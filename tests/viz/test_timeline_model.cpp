@@ -12,7 +12,7 @@
 #include "sim/error.hpp"
 #include "sim/trace.hpp"
 #include "viz/timeline_model.hpp"
-#include "viz/viewer.hpp"
+#include "viz/trace_loader.hpp"
 
 #include "tolerance.hpp"
 

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "sim/error.hpp"
-#include "viz/timeline_model.hpp"
+#include "viz/trace_loader.hpp"
 
 namespace ctwin::viz {
 namespace {

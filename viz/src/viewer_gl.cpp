@@ -23,6 +23,7 @@
 #include <stdexcept>
 
 #include "sim/error.hpp"
+#include "viz/trace_loader.hpp"
 #include "viz/viewer.hpp"
 
 namespace ctwin::viz {

@@ -1,6 +1,6 @@
 // The timeline viewer's model: everything that decides what a frame shows, in plain C++ with
 // no GL or ImGui, so it is unit-tested and benchmarked on its own (Tracy's two phases: build
-// draw lists here, then viz/src/viewer.cpp only draws them).
+// draw lists here, then the GL viewer, viz/src/viewer_*.cpp, only draws them).
 //
 // A frame is built into a DrawList of rectangles, lines and text items in pixel coordinates.
 // Its cost is bounded by the screen, not by the trace:
@@ -11,159 +11,31 @@
 //   - lanes outside the vertical scroll window are skipped;
 //   - the DrawList and scratch buffers keep their capacity between frames (no allocation
 //     per frame once warmed up).
+//
+// The model's sources, one concern each (viz/src/): timeline_model.cpp (construction),
+// trace_index.cpp (per-lane index, visible range, busy time), layout.cpp (groups, rows,
+// canvases), utilization.cpp (utilization grids, summary rows, minimap), search.cpp,
+// hit_test.cpp, and the frame builder: frame.cpp (backgrounds, labels, axis, overlays),
+// frame_lanes.cpp (events and folding), frame_counters.cpp, frame_arrows.cpp.
 #pragma once
 
-#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sim/trace.hpp"
+#include "viz/colors.hpp"
+#include "viz/draw_list.hpp"
+#include "viz/layout_metrics.hpp"
+#include "viz/text_format.hpp"
+#include "viz/view.hpp"
 
 namespace ctwin::viz {
-
-// ---------------------------------------------------------------- layout constants (pixels)
-// The whole-window layout (viewer.cpp) and the tests' reference arithmetic both use these.
-inline constexpr float kToolbarHeight = 32;      // search box and buttons above the canvas
-inline constexpr float kSidePanelWidth = 320;    // details, legend and summary on the right
-inline constexpr float kAxisHeight = 26;         // time axis at the top of a canvas
-inline constexpr float kMinimapHeight = 36;      // whole-run overview at the bottom of a canvas
-inline constexpr float kLabelWidth = 168;        // lane names on the left of a canvas
-inline constexpr float kGroupHeaderHeight = 20;  // one per TraceLane::group
-inline constexpr float kLaneHeight = 18;         // an event row
-inline constexpr float kLaneGap = 2;             // space under each lane
-inline constexpr float kLanePitch = kLaneHeight + kLaneGap;
-inline constexpr float kCounterHeight = 30;  // a counter track (memory per GPU)
-inline constexpr float kCounterPitch = kCounterHeight + kLaneGap;
-inline constexpr float kSummaryColumnPx = 4;      // utilization bars of a collapsed group
-inline constexpr float kMinVisiblePx = 3;         // narrower events are folded together
-inline constexpr float kMaxFoldPx = 12;           // a folded run is cut here, so its colour stays local
-inline constexpr float kLabelMinPx = 36;          // wider events get their name drawn
-inline constexpr std::size_t kArrowBudget = 300;  // more on screen: only the selected op's
-inline constexpr int kMinimapBins = 1024;         // resolution of the precomputed overview
-
-// ---------------------------------------------------------------- colours
-// Colours are 0xAABBGGRR (ImGui's IM_COL32 layout): r in the low byte.
-constexpr std::uint32_t rgba(std::uint8_t r, std::uint8_t g, std::uint8_t b, std::uint8_t a = 255) {
-  return static_cast<std::uint32_t>(r) | static_cast<std::uint32_t>(g) << 8 | static_cast<std::uint32_t>(b) << 16 |
-         static_cast<std::uint32_t>(a) << 24;
-}
-constexpr std::uint8_t red_of(std::uint32_t c) { return static_cast<std::uint8_t>(c & 0xff); }
-constexpr std::uint8_t green_of(std::uint32_t c) { return static_cast<std::uint8_t>((c >> 8) & 0xff); }
-constexpr std::uint8_t blue_of(std::uint32_t c) { return static_cast<std::uint8_t>((c >> 16) & 0xff); }
-
-namespace palette {
-inline constexpr std::uint32_t kBackground = rgba(24, 26, 31);
-inline constexpr std::uint32_t kLaneBackground = rgba(33, 36, 43);
-inline constexpr std::uint32_t kLabelBackground = rgba(28, 30, 36);
-inline constexpr std::uint32_t kGroupHeader = rgba(48, 53, 64);
-inline constexpr std::uint32_t kAxisBackground = rgba(40, 44, 52);
-inline constexpr std::uint32_t kGrid = rgba(60, 65, 76);
-inline constexpr std::uint32_t kText = rgba(220, 224, 232);
-inline constexpr std::uint32_t kDimText = rgba(150, 156, 168);
-inline constexpr std::uint32_t kCounterFill = rgba(86, 156, 214, 200);
-inline constexpr std::uint32_t kSummaryFill = rgba(120, 190, 140);
-inline constexpr std::uint32_t kMinimapFill = rgba(110, 140, 200);
-inline constexpr std::uint32_t kMinimapWindow = rgba(255, 255, 255, 60);
-inline constexpr std::uint32_t kArrow = rgba(235, 235, 245, 170);
-inline constexpr std::uint32_t kSelection = rgba(255, 255, 255);
-inline constexpr std::uint32_t kHover = rgba(255, 255, 255, 140);
-inline constexpr std::uint32_t kSearchHit = rgba(255, 230, 0);
-inline constexpr std::uint32_t kRangeSelect = rgba(120, 170, 255, 60);
-}  // namespace palette
-
-// The colour of an op kind: a fixed table for the kinds ClusterTwin writes (compute kinds
-// warm, collectives cool, point-to-point green), a stable hash of the name for any other.
-std::uint32_t kind_color(std::string_view kind);
-// The kinds the fixed table knows, in legend order.
-std::span<const std::string_view> known_kinds();
-
-// ---------------------------------------------------------------- text
-// "0", "12.5 ns", "3.25 ms", "1.2 s": picoseconds in the unit that keeps 1-3 integer digits.
-std::string format_time(double ps);
-// Same into a caller's buffer; returns the length written (no allocation).
-std::size_t format_time(double ps, char* buf, std::size_t size);
-// "512 B", "1.5 KiB", "80 GiB".
-std::string format_bytes(double bytes);
-// "1.2 GFLOP", "3.4 TFLOP".
-std::string format_flops(double flops);
-
-// ---------------------------------------------------------------- draw lists
-enum class ItemKind : std::uint8_t {
-  background,    // canvas, lane and label backgrounds
-  event,         // one op: `event` is its index in Trace::events
-  merged,        // `count` ops folded together, first is `event`
-  group_header,  // `index` is the group
-  summary,       // utilization bar of a collapsed group (`index` is the group)
-  counter,       // counter bar (`index` is the counter track)
-  axis,
-  minimap,
-  overlay,  // selection, hover and search outlines
-};
-
-struct DrawRect {
-  float x0, y0, x1, y1;
-  std::uint32_t color;
-  ItemKind kind;
-  bool filled = true;  // false: outline only
-  std::uint32_t event = kNoIndex;
-  std::uint32_t count = 0;  // ops covered (event, merged)
-  std::uint32_t index = kNoIndex;
-};
-
-struct DrawLine {
-  float x0, y0, x1, y1;
-  std::uint32_t color;
-  float thickness;
-  bool arrow_head = false;  // a head at (x1, y1)
-};
-
-struct DrawText {
-  float x, y;
-  std::uint32_t color;
-  float clip_x0, clip_x1;        // drawn clipped to [clip_x0, clip_x1)
-  std::uint32_t offset, length;  // into DrawList::text
-};
-
-struct DrawList {
-  std::vector<DrawRect> rects;  // in draw order
-  std::vector<DrawLine> lines;  // drawn after the rects
-  std::vector<DrawText> texts;  // drawn last
-  std::string text;             // the characters of all texts
-
-  void clear();
-  void reserve(std::size_t rects, std::size_t lines, std::size_t texts, std::size_t chars);
-  std::string_view text_of(const DrawText& t) const { return std::string_view(text).substr(t.offset, t.length); }
-  void add_text(float x, float y, std::uint32_t color, float clip_x0, float clip_x1, std::string_view s);
-};
-
-// ---------------------------------------------------------------- view
-// Where a trace is drawn on the screen and which part of it is shown.
-struct Canvas {
-  float x = 0, y = 0, w = 0, h = 0;
-};
-
-struct View {
-  double t0_ps = 0;      // time at the left edge of the event area
-  double ps_per_px = 1;  // zoom
-  float scroll_y = 0;    // pixels of rows scrolled off the top
-
-  double time_at(const Canvas& c, float x) const { return t0_ps + (x - c.x - kLabelWidth) * ps_per_px; }
-  float x_at(const Canvas& c, double t_ps) const {
-    return static_cast<float>(c.x + kLabelWidth + (t_ps - t0_ps) / ps_per_px);
-  }
-  // The time shown at the right edge of the event area.
-  double t1_ps(const Canvas& c) const { return t0_ps + (c.w - kLabelWidth) * ps_per_px; }
-};
-
-// Zoom by `factor` (< 1 zooms in) keeping the time under `x` where it is.
-void zoom_around(View& v, const Canvas& c, float x, double factor);
-// Show [t0, t1) across the event area.
-void show_range(View& v, const Canvas& c, double t0_ps, double t1_ps);
 
 struct FrameOptions {
   std::uint32_t selected_event = kNoIndex;
@@ -267,8 +139,12 @@ class TimelineModel {
   float minimap_x_at(const Canvas& c, double t_ps) const;
 
  private:
-  void layout();
-  void build_axis(const View& v, const Canvas& c, DrawList& out) const;
+  // Construction stages, in order (each reports its progress itself or through the caller).
+  void index_events(const ProgressFn& report);  // trace_index.cpp: checks, sorts, indexes lanes
+  void group_lanes();                           // layout.cpp: groups, counter tracks, labels
+  void build_overview();                        // utilization.cpp: the minimap's whole-run bins
+  void build_utilization_grid();                // utilization.cpp: per-group busy-time grid
+  void layout();                                // layout.cpp: rows from groups and collapse state
   void build_lane(std::uint32_t lane, float y, const View& v, const Canvas& c, const FrameOptions& opt,
                   DrawList& out) const;
   void build_summary(const Group& g, std::uint32_t gi, float y, const View& v, const Canvas& c, DrawList& out) const;
@@ -301,33 +177,6 @@ class TimelineModel {
   std::vector<std::vector<double>> group_busy_;  // per group: busy ps before each grid point
   mutable std::vector<double> scratch_;          // per-lane busy time while building a summary row
   mutable std::vector<std::size_t> cursors_;     // per-lane search cursor for the same sweep
-};
-
-// Reads a .ctt or .json trace, reporting the fraction of the file read.
-Trace read_trace_with_progress(const std::string& path, const ProgressFn& progress);
-
-// Loads a trace and builds its model on a background thread; the UI polls progress().
-class TraceLoader {
- public:
-  explicit TraceLoader(std::string path);
-  ~TraceLoader();
-  TraceLoader(const TraceLoader&) = delete;
-  TraceLoader& operator=(const TraceLoader&) = delete;
-
-  bool done() const { return done_.load(std::memory_order_acquire); }
-  double progress() const { return progress_.load(std::memory_order_relaxed); }
-  std::string stage() const;
-  // After done(): the model, or rethrows the load's exception (InputError for a bad file).
-  std::unique_ptr<TimelineModel> take();
-  // Blocks until done.
-  void wait();
-
- private:
-  struct State;
-  std::string path_;
-  std::atomic<bool> done_{false};
-  std::atomic<double> progress_{0};
-  std::unique_ptr<State> state_;
 };
 
 }  // namespace ctwin::viz

@@ -38,9 +38,6 @@ Image render_offscreen(TimelineModel& a, TimelineModel* b, int width, int height
                        std::optional<std::pair<double, double>> range_ps, const std::string& name_a = "A",
                        const std::string& name_b = "B");
 
-// The canvas rectangles of the window layout: one trace, or two stacked for --compare.
-std::vector<Canvas> canvas_layout(int width, int height, bool compare);
-
 // Writes a PNG (stb_image_write). Throws InputError if the file cannot be written.
 void write_png(const std::string& path, const Image& img);
 

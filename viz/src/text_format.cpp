@@ -1,0 +1,55 @@
+// Times, byte counts and FLOP counts as the viewer shows them.
+#include "viz/text_format.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace ctwin::viz {
+
+std::size_t format_time(double ps, char* buf, std::size_t size) {
+  const double a = std::fabs(ps);
+  const char* unit = "ps";
+  double v = ps;
+  if (a == 0) {
+    return static_cast<std::size_t>(std::max(0, std::snprintf(buf, size, "0")));
+  } else if (a < 1e3) {
+    unit = "ps";
+  } else if (a < 1e6) {
+    v = ps / 1e3, unit = "ns";
+  } else if (a < 1e9) {
+    v = ps / 1e6, unit = "us";
+  } else if (a < 1e12) {
+    v = ps / 1e9, unit = "ms";
+  } else {
+    v = ps / 1e12, unit = "s";
+  }
+  int n = std::snprintf(buf, size, "%.4g %s", v, unit);
+  return n < 0 ? 0 : std::min(static_cast<std::size_t>(n), size ? size - 1 : 0);
+}
+
+std::string format_time(double ps) {
+  char buf[48];
+  auto n = format_time(ps, buf, sizeof buf);
+  return std::string(buf, n);
+}
+
+std::string format_bytes(double bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (std::fabs(bytes) >= 1024 && u < 5) bytes /= 1024, ++u;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.4g %s", bytes, kUnits[u]);
+  return buf;
+}
+
+std::string format_flops(double flops) {
+  static constexpr const char* kUnits[] = {"FLOP", "KFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP", "EFLOP"};
+  int u = 0;
+  while (std::fabs(flops) >= 1000 && u < 6) flops /= 1000, ++u;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.4g %s", flops, kUnits[u]);
+  return buf;
+}
+
+}  // namespace ctwin::viz
