@@ -16,6 +16,12 @@
 
 #include "tolerance.hpp"
 
+// The model is pure data, usable without GL: none of its headers may pull in OpenGL, GLFW
+// or ImGui (the GL side's headers are viz/src/gl_*.hpp and viz/src/viewer_app.hpp).
+#if defined(IMGUI_VERSION) || defined(GLFW_VERSION_MAJOR) || defined(GL_VERSION_1_1) || defined(__gl_h_)
+#error "a viz model header includes GL, GLFW or ImGui"
+#endif
+
 using namespace ctwin;
 using ctwin::test::rel_approx;
 using namespace ctwin::viz;
