@@ -315,7 +315,7 @@ TEST_CASE("format_time picks the unit that keeps one to three integer digits") {
   CHECK(format_flops(3.4e12) == "3.4 TFLOP");
 }
 
-TEST_CASE("kind colours: fixed for known kinds, distinct across compute and comm, stable for others") {
+TEST_CASE("kind colours: fixed and distinct for every kind the simulator emits, stable for others") {
   CHECK(kind_color("gemm") == rgba(230, 126, 34));
   CHECK(kind_color("all_reduce") == rgba(52, 152, 219));
   CHECK(kind_color("gemm") != kind_color("attention"));
@@ -324,6 +324,20 @@ TEST_CASE("kind colours: fixed for known kinds, distinct across compute and comm
   for (std::size_t i = 0; i < k.size(); ++i) {
     for (std::size_t j = i + 1; j < k.size(); ++j) CHECK(kind_color(k[i]) != kind_color(k[j]));
   }
+  // Every op kind the simulator writes into TraceEvent::kind is in the fixed table, never a
+  // hashed fallback. viz does not depend on workloads or topology, so this list is kept in
+  // step by hand with the enums whose names become kinds: OpKind in
+  // workloads/include/workloads/compute_model.hpp (to_string in compute_model.cpp) and
+  // CollectiveOp in topology/include/topology/collective.hpp (to_string in collective.cpp).
+  const std::string_view emitted[] = {
+      "gemm",       "grouped_gemm",   "attention",  "elementwise", "norm",   "embedding",  "loss",      "optimizer",
+      "all_reduce", "reduce_scatter", "all_gather", "broadcast",   "reduce", "all_to_all", "send_recv",
+  };
+  for (const std::string_view kind : emitted) {
+    CAPTURE(kind);
+    CHECK(std::find(k.begin(), k.end(), kind) != k.end());
+  }
+  CHECK(kind_color("grouped_gemm") != kind_color("gemm"));
 }
 
 TEST_CASE("the background loader reads a .ctt written by write_trace_file and reaches progress 1") {
