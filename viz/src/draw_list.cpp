@@ -9,13 +9,6 @@ void DrawList::clear() {
   text.clear();
 }
 
-void DrawList::reserve(std::size_t r, std::size_t l, std::size_t t, std::size_t chars) {
-  rects.reserve(r);
-  lines.reserve(l);
-  texts.reserve(t);
-  text.reserve(chars);
-}
-
 void DrawList::add_text(float x, float y, std::uint32_t color, float clip_x0, float clip_x1, std::string_view s) {
   texts.push_back(DrawText{x, y, color, clip_x0, clip_x1, static_cast<std::uint32_t>(text.size()),
                            static_cast<std::uint32_t>(s.size())});

@@ -57,7 +57,7 @@ void TimelineModel::build_frame(const View& v, const Canvas& c, const FrameOptio
     const Row& row = rows_[r];
     const float y = row_y(v, c, r);
     if (row.kind == RowKind::lane)
-      build_lane(row.index, y, v, c, opt, out);
+      build_lane(row.index, y, v, c, out);
     else if (row.kind == RowKind::summary)
       build_summary(groups_[row.index], row.index, y, v, c, out);
     else if (row.kind == RowKind::counter && opt.counters)

@@ -9,8 +9,7 @@
 
 namespace ctwin::viz {
 
-void TimelineModel::build_lane(std::uint32_t lane, float y, const View& v, const Canvas& c, const FrameOptions&,
-                               DrawList& out) const {
+void TimelineModel::build_lane(std::uint32_t lane, float y, const View& v, const Canvas& c, DrawList& out) const {
   const float xl = c.x + kLabelWidth, xr = c.x + c.w;
   const float top = rows_top(c), bottom = rows_bottom(c);
   const float y0 = std::max(y, top), y1 = std::min(y + kLaneHeight, bottom);

@@ -45,7 +45,6 @@ void App::frame(int w, int h) {
       opt.range_x0 = std::min(drag_start.x, ImGui::GetIO().MousePos.x);
       opt.range_x1 = std::max(drag_start.x, ImGui::GetIO().MousePos.x);
     }
-    std::string title;
     if (n_panes == 2) opt.title = p == 0 ? "A (top)" : "B (bottom)";
     panes[p].get()->build_frame(pv, cs[p], opt, panes[p].list);
   }

@@ -1,4 +1,5 @@
-// Built instead of viewer_gl.cpp when CTWIN_BUILD_VIEWER is OFF.
+// Built instead of the GL viewer (gl_*.cpp, viewer_*.cpp, png_write.cpp) when CTWIN_BUILD_VIEWER
+// is OFF: the model still builds and is tested; the window and screenshots say they are absent.
 #include <stdexcept>
 
 #include "viz/viewer.hpp"

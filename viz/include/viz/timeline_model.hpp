@@ -86,7 +86,6 @@ class TimelineModel {
 
   // Events of one lane, sorted by start, and their indices in Trace::events.
   std::span<const TraceEvent> lane_events(std::uint32_t lane) const;
-  std::size_t lane_first(std::uint32_t lane) const { return lane_begin_[lane]; }
   // Indices [first, last) into Trace::events of the lane's events overlapping [t0, t1).
   std::pair<std::size_t, std::size_t> visible_range(std::uint32_t lane, double t0_ps, double t1_ps) const;
   // Busy picoseconds of a lane in [0, t) (events assumed not to overlap within a lane).
@@ -105,9 +104,6 @@ class TimelineModel {
   // The row a lane is drawn in (its group's summary row when collapsed).
   std::uint32_t row_of_lane(std::uint32_t lane) const { return lane_row_[lane]; }
   const std::string& lane_label(std::uint32_t lane) const { return lane_labels_[lane]; }
-  const std::string& group_label(std::uint32_t group) const { return group_labels_[group]; }
-  const std::string& counter_label(std::uint32_t counter) const { return counter_labels_[counter]; }
-  double counter_max(std::uint32_t counter) const { return counter_max_[counter]; }
   // Whole-run utilization (mean over lanes), kMinimapBins values in [0, 1].
   const std::vector<float>& overview() const { return overview_; }
 
@@ -120,8 +116,6 @@ class TimelineModel {
   std::size_t set_search(std::string_view needle);
   bool name_matches(std::uint32_t name) const { return !search_.empty() && name_match_[name] != 0; }
   const std::string& search() const { return search_; }
-  // Matching events sorted by (start, lane).
-  const std::vector<std::uint32_t>& matches() const { return matches_; }
   // The next (or previous) match strictly after (before) time t, wrapping; kNoIndex if none.
   std::uint32_t next_match(double t_ps, bool forward) const;
 
@@ -145,8 +139,7 @@ class TimelineModel {
   void build_overview();                        // utilization.cpp: the minimap's whole-run bins
   void build_utilization_grid();                // utilization.cpp: per-group busy-time grid
   void layout();                                // layout.cpp: rows from groups and collapse state
-  void build_lane(std::uint32_t lane, float y, const View& v, const Canvas& c, const FrameOptions& opt,
-                  DrawList& out) const;
+  void build_lane(std::uint32_t lane, float y, const View& v, const Canvas& c, DrawList& out) const;
   void build_summary(const Group& g, std::uint32_t gi, float y, const View& v, const Canvas& c, DrawList& out) const;
   void build_counter(std::uint32_t counter, float y, const View& v, const Canvas& c, DrawList& out) const;
   void build_arrows(const View& v, const Canvas& c, const FrameOptions& opt, DrawList& out) const;
@@ -170,7 +163,7 @@ class TimelineModel {
   std::int64_t arrow_max_span_ = 0;
   std::string search_;
   std::vector<std::uint8_t> name_match_;
-  std::vector<std::uint32_t> matches_;
+  std::vector<std::uint32_t> matches_;  // matching events sorted by (start, lane)
   std::vector<std::string> lane_labels_, group_labels_, counter_labels_, counter_max_labels_;
   std::size_t summary_bins_ = 1024;
   double bin_ps_ = 1;
