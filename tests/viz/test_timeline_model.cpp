@@ -283,6 +283,30 @@ TEST_CASE("search finds names by substring and next/previous walk matches in tim
   CHECK(m.next_match(0, true) == kNoIndex);
 }
 
+TEST_CASE("search covers the \"counters\" group name the model interns for a counter of a process without lanes") {
+  // The model interns "counters" while grouping, after the trace's strings were counted; a
+  // search must still size its per-string table to every string (it wrote one past the end).
+  Trace t;
+  t.add_lane("gpu 0", "compute", "node 0", 0, 0);
+  const auto k = t.intern("gemm"), op = t.intern("op");
+  t.events.push_back(ev(0, 0, 100, op, k));
+  TraceCounterTrack c;
+  c.process = t.intern("host");
+  c.name = t.intern("memory_bytes");
+  c.samples = {{0, 1.0}, {100, 2.0}};
+  t.counters.push_back(c);
+  const std::size_t strings = t.strings.size();
+  TimelineModel m(std::move(t));
+  REQUIRE(m.trace().strings.size() == strings + 1);
+  const auto counters = static_cast<std::uint32_t>(strings);
+  CHECK(m.trace().str(counters) == "counters");
+  CHECK(m.trace().str(m.groups().back().name) == "counters");
+  CHECK(m.set_search("counters") == 0);  // no op is named so, but the name itself matches
+  CHECK(m.name_matches(counters));
+  CHECK(m.set_search("op") == 1);
+  CHECK(!m.name_matches(counters));
+}
+
 TEST_CASE("events out of (lane, start) order are sorted on load") {
   Trace t;
   t.add_lane("gpu 0", "compute", "", 0, 0);

@@ -10,7 +10,7 @@ namespace ctwin::viz {
 std::size_t TimelineModel::set_search(std::string_view needle) {
   search_ = needle;
   matches_.clear();
-  std::fill(name_match_.begin(), name_match_.end(), 0);
+  name_match_.assign(trace_.strings.size(), 0);
   if (needle.empty()) return 0;
   bool any = false;
   for (std::size_t s = 0; s < trace_.strings.size(); ++s) {

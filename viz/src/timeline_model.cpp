@@ -8,9 +8,9 @@ TimelineModel::TimelineModel(Trace trace, const ProgressFn& progress) : trace_(s
     if (progress) progress(f, stage);
   };
   index_events(report);
-  name_match_.assign(trace_.strings.size(), 0);
   report(0.7, "grouping lanes");
-  group_lanes();
+  group_lanes();  // may intern "counters", so strings are final only after it
+  name_match_.assign(trace_.strings.size(), 0);
   report(0.8, "building the overview");
   build_overview();
   report(0.9, "building utilization lanes");
