@@ -1,6 +1,6 @@
 // The timeline viewer's model: everything that decides what a frame shows, in plain C++ with
 // no GL or ImGui, so it is unit-tested and benchmarked on its own (Tracy's two phases: build
-// draw lists here, then the GL viewer, viz/src/viewer_*.cpp, only draws them).
+// draw lists here, then the GL viewer, viz/src/gl_render_list.cpp, only draws them).
 //
 // A frame is built into a DrawList of rectangles, lines and text items in pixel coordinates.
 // Its cost is bounded by the screen, not by the trace:
@@ -13,8 +13,8 @@
 //     per frame once warmed up).
 //
 // The model's sources, one concern each (viz/src/): timeline_model.cpp (construction),
-// trace_index.cpp (per-lane index, visible range, busy time), layout.cpp (groups, rows,
-// canvases), utilization.cpp (utilization grids, summary rows, minimap), search.cpp,
+// trace_index.cpp (per-lane index, visible range, busy time), layout.cpp (groups, labels,
+// rows), utilization.cpp (utilization grids, summary rows, minimap), search.cpp,
 // hit_test.cpp, and the frame builder: frame.cpp (backgrounds, labels, axis, overlays),
 // frame_lanes.cpp (events and folding), frame_counters.cpp, frame_arrows.cpp.
 #pragma once

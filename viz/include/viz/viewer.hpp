@@ -1,5 +1,6 @@
 // The interactive viewer window (ImGui + GLFW, OpenGL 3) and its offscreen screenshot path.
-// Everything a frame shows comes from TimelineModel::build_frame; this layer only draws it.
+// The canvases show what TimelineModel::build_frame builds; this layer draws them and adds the
+// panels around them (viz/src/gl_*.cpp, viz/src/viewer_*.cpp).
 #pragma once
 
 #include <cstdint>
