@@ -140,8 +140,9 @@ std::string params_text(std::span<const ParamTable> tables) {
     std::size_t w = 0;
     for (const auto& d : t.params) w = std::max(w, d.key.size());
     for (const auto& d : t.params) {
+      const std::string def = param_default_text(d);
       std::string line = "  " + std::string(d.key) + std::string(w + 2 - d.key.size(), ' ') + param_type_text(d) +
-                         "; default " + param_default_text(d);
+                         (def.rfind("required", 0) == 0 ? "; " : "; default ") + def;
       if (!d.unit.empty()) line += "; " + std::string(d.unit);
       out += line + "\n" + std::string(w + 4, ' ') + std::string(d.doc) + "\n";
     }
