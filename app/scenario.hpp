@@ -137,7 +137,9 @@ inline constexpr ParamDecl validation_params[] = {
      .required = true,
      .min_exclusive = true},
     {.key = "notes", .type = ParamType::string, .def_name = "", .doc = "for reports"},
-    {.key = "tolerance", .type = ParamType::number, .doc = "accepted, not read (docs/validation.md sets the bands)"},
+    {.key = "tolerance",
+     .type = ParamType::number,
+     .doc = "accepted, not read (the validation test applies its own bands)"},
 };
 
 // Every table a scenario is read through, in document order (`ctwin params`).
