@@ -77,7 +77,7 @@ class ParamReader {
   }
 
  private:
-  const JsonObject& o_;
+  JsonObject o_;  // a copy: a view of the JSON, cheap, and safe to build from a temporary
   std::span<const ParamDecl> table_;
 };
 
