@@ -5,11 +5,12 @@
 #include <fstream>
 
 #include "cli.hpp"
-#include "cluster_json.hpp"
 #include "commands.hpp"
 #include "scenario.hpp"
 #include "sim/error.hpp"
 #include "sim/flow.hpp"
+#include "topology/catalog_json.hpp"
+#include "topology/cluster_json.hpp"
 #include "topology/network.hpp"
 
 namespace ctwin {

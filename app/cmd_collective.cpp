@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "scenario.hpp"
 #include "sim/error.hpp"
+#include "topology/catalog_json.hpp"
 #include "topology/collective.hpp"
 #include "topology/network.hpp"
 

@@ -53,7 +53,7 @@ int cmd_run(const Args& args) {
     opt.progress = [](double f) { std::fprintf(stderr, "\rsimulating %5.1f%%", 100 * f); };
   }
   const Cluster cluster = build_cluster(sc.cluster);
-  TrainingResult r = simulate_training(sc.model, sc.training, cluster, opt);
+  TrainingResult r = simulate_training(training_job(sc).model, training_job(sc).training, cluster, opt);
   if (tty) std::fprintf(stderr, "\r%20s\r", "");
   if (trace_path) write_trace_file(r.trace, *trace_path);
   if (p->has("--json")) {

@@ -56,7 +56,8 @@ int cmd_validate(const Args& args) {
     TrainingOptions opt;
     opt.flow_network = sc.fidelity == NetworkFidelity::flow;
     opt.collectives = sc.collectives;
-    const TrainingResult r = simulate_training(sc.model, sc.training, build_cluster(sc.cluster), opt);
+    const TrainingResult r =
+        simulate_training(training_job(sc).model, training_job(sc).training, build_cluster(sc.cluster), opt);
     const double pred = predicted_metric(sc, r);
     const double err = (pred - sc.validation.published) / sc.validation.published;
     sum_abs += std::fabs(err);

@@ -15,5 +15,6 @@ int cmd_bench(const Args& args);       // app/cmd_bench.cpp
 int cmd_view(const Args& args);        // app/cmd_view.cpp
 int cmd_validate(const Args& args);    // app/cmd_validate.cpp
 int cmd_cluster(const Args& args);     // app/cmd_cluster.cpp
+int cmd_params(const Args& args);      // app/cmd_params.cpp
 
 }  // namespace ctwin

@@ -16,6 +16,7 @@ commands:
   run FILE          simulate a scenario: step time, MFU, memory (training)
   collective        predict nccl-tests figures for a collective on a cluster
   cluster           describe a cluster as JSON (to edit, or load back with /cluster/file)
+  params            list every scenario key: type, default, bounds, unit, meaning
   validate PATH...  compare simulated against published measurements (scenarios/validation/)
   view TRACE        open the timeline viewer on a trace
   bench NAME        run a benchmark: engine, network, viewer, training
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
     if (cmd == "run") return ctwin::cmd_run(args);
     if (cmd == "collective") return ctwin::cmd_collective(args);
     if (cmd == "cluster") return ctwin::cmd_cluster(args);
+    if (cmd == "params") return ctwin::cmd_params(args);
     if (cmd == "bench") return ctwin::cmd_bench(args);
     if (cmd == "view") return ctwin::cmd_view(args);
     if (cmd == "validate") return ctwin::cmd_validate(args);

@@ -1,11 +1,17 @@
-// Scenario files: JSON parsed here, once, into typed structs. Every key is documented in
-// docs/scenarios.md; every error names the file, the JSON pointer, what was found and
-// what is expected (InputError, exit status 2).
+// Scenario files: JSON read here, once, into typed structs. Every key is declared once in a
+// parameter table beside the struct it fills (`ctwin params`, docs/scenarios.md); every error
+// names the file, the JSON pointer, what was found and what is expected (InputError, exit 2).
+//
+// Assembly only: GPUs and clusters are read by topology (catalog_json, cluster_json), models by
+// workloads (model_json); app/scenario_*.cpp read the scenario's own parts, one concern each.
 #pragma once
 
+#include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "sim/params.hpp"
 #include "topology/catalog.hpp"
 #include "topology/cluster.hpp"
 #include "topology/collective.hpp"
@@ -15,6 +21,14 @@
 namespace ctwin {
 
 enum class NetworkFidelity { analytical, flow };
+inline constexpr auto fidelity_names =
+    make_names<NetworkFidelity>({{NetworkFidelity::analytical, "analytical"}, {NetworkFidelity::flow, "flow"}});
+
+// What a scenario simulates (/kind). Serving is named so the loader can say it is not built
+// yet; its loader and runner will sit beside training's.
+enum class JobKind { training, serving };
+inline constexpr auto job_kind_names =
+    make_names<JobKind>({{JobKind::training, "training"}, {JobKind::serving, "serving"}});
 
 // A published measurement a validation scenario reproduces (/validation).
 struct ValidationTarget {
@@ -27,18 +41,109 @@ struct ValidationTarget {
   bool present() const { return !metric.empty(); }
 };
 
+// /kind "training": a model trained with a layout (/model, /training).
+struct TrainingJob {
+  ModelSpec model;          // /model
+  TrainingConfig training;  // /training
+};
+using Job = std::variant<TrainingJob>;  // a ServingJob joins here with the serving loader
+
 struct Scenario {
   std::string file;                                        // where it came from, for messages
   std::string name;                                        // /name
-  std::string kind;                                        // /kind: "training" (serving later)
+  JobKind kind = JobKind::training;                        // /kind
   std::uint64_t seed = 1;                                  // /seed
   ClusterSpec cluster;                                     // /cluster
-  ModelSpec model;                                         // /model
-  TrainingConfig training;                                 // /training
+  Job job;                                                 // /model, /training (by /kind)
   NetworkFidelity fidelity = NetworkFidelity::analytical;  // /network/fidelity
   CollectiveOptions collectives;                           // /network/algo, /network/protocol
   ValidationTarget validation;                             // /validation
 };
+
+// The training job of a scenario; an InputError naming /kind for any other kind.
+const TrainingJob& training_job(const Scenario& sc);
+
+// /network/algo and /network/protocol names, as NCCL_ALGO and NCCL_PROTO take them.
+inline constexpr std::string_view nccl_algo_choices[] = {"auto", "ring", "tree", "nvls", "collnet"};
+inline constexpr std::string_view nccl_protocol_choices[] = {"auto", "ll", "ll128", "simple"};
+inline constexpr std::string_view validation_metric_choices[] = {"tflops_per_gpu", "hardware_tflops_per_gpu",
+                                                                 "step_time_s", "tokens_per_s_per_gpu", "mfu"};
+
+// The top level of a scenario, filling Scenario.
+inline constexpr ParamDecl scenario_params[] = {
+    {.key = "name", .type = ParamType::string, .doc = "shown in reports", .required = true},
+    {.key = "kind",
+     .type = ParamType::choice,
+     .def_name = "training",
+     .doc = "what to simulate (serving is not built yet)",
+     .choices = job_kind_names.names},
+    {.key = "seed",
+     .type = ParamType::integer,
+     .def = 1,
+     .min = 0,
+     .doc = "seeds the noise model; same seed, same output bytes"},
+    {.key = "cluster",
+     .type = ParamType::object,
+     .doc = "the hardware (/cluster); {\"file\": PATH} reads a `ctwin cluster --write` description, relative to "
+            "the scenario, and the keys beside it override it",
+     .required = true},
+    {.key = "model", .type = ParamType::any, .doc = "a catalog model name, or an object (/model)", .required = true},
+    {.key = "training",
+     .type = ParamType::object,
+     .doc = "the training job (/training); required for training",
+     .required = true},
+    {.key = "network",
+     .type = ParamType::object,
+     .doc = "network model (/network)",
+     .computed = "{\"fidelity\": \"analytical\"}"},
+    {.key = "catalog",
+     .type = ParamType::object,
+     .doc = "/catalog/gpus/NAME and /catalog/models/NAME add entries or override fields of built-in ones"},
+    {.key = "validation", .type = ParamType::object, .doc = "a published measurement this scenario reproduces"},
+};
+
+inline constexpr ParamDecl network_params[] = {
+    {.key = "fidelity",
+     .type = ParamType::choice,
+     .def_name = "analytical",
+     .doc = "alpha-beta collectives, or flows sharing the cluster's links by max-min fairness (slower)",
+     .choices = fidelity_names.names},
+    {.key = "algo",
+     .type = ParamType::choice,
+     .def_name = "auto",
+     .doc = "NCCL's algorithm for every collective, or an object per operation ({\"all_reduce\": \"tree\"}); "
+            "where the choice cannot run a call NCCL's tuner picks",
+     .source = "NCCL_ALGO",
+     .choices = nccl_algo_choices},
+    {.key = "protocol",
+     .type = ParamType::choice,
+     .def_name = "auto",
+     .doc = "NCCL's protocol, or an object per operation, with the same fallback",
+     .source = "NCCL_PROTO",
+     .choices = nccl_protocol_choices},
+};
+
+inline constexpr ParamDecl validation_params[] = {
+    {.key = "source", .type = ParamType::string, .doc = "the publication", .required = true},
+    {.key = "metric",
+     .type = ParamType::choice,
+     .doc = "what was measured",
+     .required = true,
+     .choices = validation_metric_choices},
+    {.key = "published",
+     .type = ParamType::number,
+     .min = 0,
+     .doc = "the published value",
+     .required = true,
+     .min_exclusive = true},
+    {.key = "notes", .type = ParamType::string, .def_name = "", .doc = "for reports"},
+    {.key = "tolerance",
+     .type = ParamType::number,
+     .doc = "accepted, not read (the validation test applies its own bands)"},
+};
+
+// Every table a scenario is read through, in document order (`ctwin params`).
+std::span<const ParamTable> scenario_param_tables();
 
 // A "--set /json/pointer=value" override. The value is parsed as JSON when it is valid
 // JSON (numbers, true, {"a":1}), else taken as a string.
@@ -53,9 +158,5 @@ Override parse_override(const std::string& text);
 Scenario load_scenario(const std::string& path, const std::vector<Override>& overrides = {});
 // The same from text (path is used in messages only).
 Scenario parse_scenario(const std::string& text, const std::string& path, const std::vector<Override>& overrides = {});
-
-// The embedded catalogs (topology/catalog/gpus.json, workloads/catalog/models.json).
-GpuCatalog builtin_gpus();
-ModelCatalog builtin_models();
 
 }  // namespace ctwin

@@ -8,7 +8,7 @@ namespace ctwin {
 
 nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingResult& r) {
   using J = nlohmann::ordered_json;
-  const auto& p = sc.training.parallel;
+  const auto& p = training_job(sc).training.parallel;
   J j;
   j["kind"] = "training";
   j["scenario"] = sc.name;
@@ -26,7 +26,7 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
                   {"dp", p.dp},
                   {"cp", p.cp},
                   {"ep", p.ep},
-                  {"micro_batch", sc.training.micro_batch},
+                  {"micro_batch", training_job(sc).training.micro_batch},
                   {"grad_accum", r.grad_accum},
                   {"schedule", to_string(p.schedule)},
                   {"zero_stage", p.zero_stage}};
@@ -82,7 +82,7 @@ std::string pct(double part, double whole) {
 }  // namespace
 
 std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
-  const auto& p = sc.training.parallel;
+  const auto& p = training_job(sc).training.parallel;
   std::string o;
   char line[256];
   auto row = [&](const char* k, const std::string& v) {
@@ -90,10 +90,11 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
     o += line;
   };
   o += "ClusterTwin training step: " + sc.name + "\n";
-  std::snprintf(
-      line, sizeof line, "  %s on %d x %s (%s, %d node%s); TP%d PP%d DP%d; micro-batch %d x %d accum; seq %d\n\n",
-      sc.model.name.c_str(), r.gpus, sc.cluster.gpu.name.c_str(), sc.cluster.name.c_str(), sc.cluster.nodes,
-      sc.cluster.nodes == 1 ? "" : "s", p.tp, p.pp, p.dp, sc.training.micro_batch, r.grad_accum, sc.training.seq_len);
+  std::snprintf(line, sizeof line,
+                "  %s on %d x %s (%s, %d node%s); TP%d PP%d DP%d; micro-batch %d x %d accum; seq %d\n\n",
+                training_job(sc).model.name.c_str(), r.gpus, sc.cluster.gpu.name.c_str(), sc.cluster.name.c_str(),
+                sc.cluster.nodes, sc.cluster.nodes == 1 ? "" : "s", p.tp, p.pp, p.dp,
+                training_job(sc).training.micro_batch, r.grad_accum, training_job(sc).training.seq_len);
   o += line;
   row("step time", ms(r.step_time_s));
   if (r.step_times_s.size() > 1) {

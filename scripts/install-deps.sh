@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git clang-format
   ccache
-  libboost-graph-dev nlohmann-json3-dev libeigen3-dev doctest-dev libopenmpi-dev
+  libboost-graph-dev nlohmann-json3-dev libeigen3-dev doctest-dev  # libopenmpi-dev returns with sweeps/realrun
   libimgui-dev libglfw3-dev libgl-dev libstb-dev
   xvfb xauth libgl1-mesa-dri
 )

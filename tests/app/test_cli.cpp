@@ -153,6 +153,35 @@ TEST_CASE("help and unknown options") {
   CHECK(missing.err.find("no/such/file.json") != std::string::npos);
 }
 
+TEST_CASE("ctwin params lists every scenario key; --markdown gives docs/scenarios.md's tables") {
+  const Run r = cli("params");
+  REQUIRE(r.status == 0);
+  for (const char* key : {"micro_batch", "zero_stage", "nic_gbps", "bf16_tflops", "kv_lora_rank", "fidelity"}) {
+    CHECK_MESSAGE(r.out.find(key) != std::string::npos, key);
+  }
+  const Run md = cli("params --markdown");
+  REQUIRE(md.status == 0);
+  CHECK(md.out.find("### `/training/parallelism`") != std::string::npos);
+  CHECK(md.out.find("| `schedule` | \"1f1b\", \"gpipe\", \"interleaved\", \"zero_bubble\" | \"1f1b\" |") !=
+        std::string::npos);
+}
+
+TEST_CASE("a serving scenario exits 2 with one line naming /kind; no /kind means training") {
+  const auto d = temp_dir();
+  const std::string serving = (d / "serving.json").string();
+  std::ofstream(serving) << R"({"name":"s","kind":"serving","cluster":{"preset":"dgx-h100"},"model":"llama3-8b",
+    "training":{"global_batch":8,"seq_len":1024}})";
+  const Run r = cli("run " + serving);
+  CHECK(r.status == 2);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find(serving + ": /kind: ") != std::string::npos);
+  CHECK(r.err.find("not built yet") != std::string::npos);
+  const std::string plain = (d / "plain.json").string();
+  std::ofstream(plain) << R"({"name":"p","cluster":{"preset":"dgx-h100"},"model":"llama3.2-1b",
+    "training":{"global_batch":8,"seq_len":1024}})";
+  CHECK(cli("run " + plain).status == 0);
+}
+
 TEST_CASE("benchmarks report their figures and a same-process baseline as JSON") {
   const Run r = cli("bench engine --quick --json");
   REQUIRE(r.status == 0);

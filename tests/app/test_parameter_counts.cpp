@@ -7,6 +7,7 @@
 #include "tolerance.hpp"
 #include "workloads/memory.hpp"
 #include "workloads/model.hpp"
+#include "workloads/model_json.hpp"
 
 using namespace ctwin;
 using ctwin::test::rel_approx;

@@ -17,6 +17,7 @@
 
 #include "scenario.hpp"
 #include "tolerance.hpp"
+#include "topology/catalog_json.hpp"
 #include "topology/cluster.hpp"
 #include "topology/collective.hpp"
 

@@ -6,6 +6,8 @@
 
 #include "scenario.hpp"
 #include "sim/error.hpp"
+#include "topology/catalog_json.hpp"
+#include "workloads/model_json.hpp"
 
 using namespace ctwin;
 using nlohmann::json;
@@ -52,14 +54,14 @@ TEST_CASE("a good scenario loads the catalog's values into typed structs") {
   CHECK(s.cluster.gpu.bf16_tflops == 989);
   CHECK(s.cluster.gpus_per_node == 8);
   CHECK(s.cluster.nic_gbps == 50);
-  CHECK(s.model.layers == 32);
-  CHECK(s.model.kv_heads == 8);
-  CHECK(s.model.ffn_hidden == 14336);
-  CHECK(s.model.vocab == 128256);
-  CHECK(s.training.parallel.tp == 2);
-  CHECK(s.training.parallel.dp == 4);
-  CHECK(s.training.grad_accum() == 4);
-  CHECK(s.training.recompute == Recompute::none);  // documented default
+  CHECK(training_job(s).model.layers == 32);
+  CHECK(training_job(s).model.kv_heads == 8);
+  CHECK(training_job(s).model.ffn_hidden == 14336);
+  CHECK(training_job(s).model.vocab == 128256);
+  CHECK(training_job(s).training.parallel.tp == 2);
+  CHECK(training_job(s).training.parallel.dp == 4);
+  CHECK(training_job(s).training.grad_accum() == 4);
+  CHECK(training_job(s).training.recompute == Recompute::none);  // documented default
 }
 
 TEST_CASE("/network/algo and /network/protocol set NCCL's choices, per operation or for all") {
@@ -80,9 +82,9 @@ TEST_CASE("--set overrides any key and is validated like the file") {
   const Scenario s = parse_scenario(base().dump(), "good.json",
                                     {parse_override("/training/parallelism/tp=4"),
                                      parse_override("/training/parallelism/dp=2"), parse_override("/model/layers=2")});
-  CHECK(s.training.parallel.tp == 4);
-  CHECK(s.model.layers == 2);
-  CHECK(s.model.hidden == 4096);  // the rest of the preset stays
+  CHECK(training_job(s).training.parallel.tp == 4);
+  CHECK(training_job(s).model.layers == 2);
+  CHECK(training_job(s).model.hidden == 4096);  // the rest of the preset stays
   auto e = error_of(base(), {parse_override("/training/parallelism/tp=3")});
   CHECK(e.path == "/training/parallelism/dp");
   auto e2 = error_of(base(), {parse_override("/training/nothing/here=1")});
@@ -167,8 +169,10 @@ TEST_CASE("bad scenarios each give one error naming the path, what was found and
          j["training"]["precision"] = {{"compute", "fp8"}};
        },
        "/training/precision/compute", "has no FP8 tensor cores"},
-      {"unknown kind", [](json& j) { j["kind"] = "serving"; }, "/kind",
-       "found \"serving\"; expected one of \"training\""},
+      {"unknown kind", [](json& j) { j["kind"] = "inference"; }, "/kind",
+       "found \"inference\"; expected one of \"training\", \"serving\""},
+      {"serving is not built yet", [](json& j) { j["kind"] = "serving"; }, "/kind",
+       "found \"serving\": serving scenarios are not built yet"},
       {"catalog entry of the wrong type",
        [](json& j) {
          j["catalog"] = {{"gpus", {{"X", 3}}}};
@@ -216,25 +220,25 @@ TEST_CASE("a HuggingFace config.json gives the same model as the catalog's llama
   j["model"] = {{"hf_config", "llama3-8b-config.json"}};
   const Scenario hf = parse_scenario(j.dump(), std::string(CTWIN_SOURCE_DIR) + "/tests/app/scenarios/s.json");
   const Scenario cat = parse_scenario(base().dump(), "good.json");
-  CHECK(hf.model.layers == cat.model.layers);
-  CHECK(hf.model.hidden == cat.model.hidden);
-  CHECK(hf.model.heads == cat.model.heads);
-  CHECK(hf.model.kv_heads == cat.model.kv_heads);
-  CHECK(hf.model.ffn_hidden == cat.model.ffn_hidden);
-  CHECK(hf.model.vocab == cat.model.vocab);
-  CHECK(hf.model.max_seq == cat.model.max_seq);
-  CHECK(hf.model.tied_embeddings == cat.model.tied_embeddings);
-  CHECK(hf.model.activation == Activation::swiglu);
-  CHECK_FALSE(hf.model.moe.enabled());
+  CHECK(training_job(hf).model.layers == training_job(cat).model.layers);
+  CHECK(training_job(hf).model.hidden == training_job(cat).model.hidden);
+  CHECK(training_job(hf).model.heads == training_job(cat).model.heads);
+  CHECK(training_job(hf).model.kv_heads == training_job(cat).model.kv_heads);
+  CHECK(training_job(hf).model.ffn_hidden == training_job(cat).model.ffn_hidden);
+  CHECK(training_job(hf).model.vocab == training_job(cat).model.vocab);
+  CHECK(training_job(hf).model.max_seq == training_job(cat).model.max_seq);
+  CHECK(training_job(hf).model.tied_embeddings == training_job(cat).model.tied_embeddings);
+  CHECK(training_job(hf).model.activation == Activation::swiglu);
+  CHECK_FALSE(training_job(hf).model.moe.enabled());
 }
 
 TEST_CASE("a HuggingFace Mixtral config maps its experts") {
   json j = base();
   j["model"] = {{"hf_config", "mixtral-config.json"}};
   const Scenario s = parse_scenario(j.dump(), std::string(CTWIN_SOURCE_DIR) + "/tests/app/scenarios/s.json");
-  CHECK(s.model.moe.experts == 8);
-  CHECK(s.model.moe.top_k == 2);
-  CHECK(s.model.moe.expert_ffn_hidden == 14336);
+  CHECK(training_job(s).model.moe.experts == 8);
+  CHECK(training_job(s).model.moe.top_k == 2);
+  CHECK(training_job(s).model.moe.expert_ffn_hidden == 14336);
 }
 
 TEST_CASE("the builtin catalogs parse and carry a source for every entry") {

@@ -31,10 +31,10 @@ json base() {
 
 TEST_CASE("training defaults: gradient reduction overlaps, 1 GiB framework overhead, 0.5 GiB comm buffers") {
   const Scenario s = parse_scenario(base().dump(), "defaults.json");
-  CHECK(s.training.overlap_grad_reduce);
-  CHECK(s.training.grad_bucket_bytes == 25 * 1024.0 * 1024.0);
-  CHECK(s.training.framework_overhead_bytes == 1.0 * kGiB);
-  CHECK(s.training.comm_buffer_bytes == 0.5 * kGiB);
+  CHECK(training_job(s).training.overlap_grad_reduce);
+  CHECK(training_job(s).training.grad_bucket_bytes == 25 * 1024.0 * 1024.0);
+  CHECK(training_job(s).training.framework_overhead_bytes == 1.0 * kGiB);
+  CHECK(training_job(s).training.comm_buffer_bytes == 0.5 * kGiB);
 }
 
 TEST_CASE("the *_gb and *_mb training keys are binary units (GiB, MiB)") {
@@ -43,9 +43,9 @@ TEST_CASE("the *_gb and *_mb training keys are binary units (GiB, MiB)") {
   j["training"]["comm_buffer_gb"] = 3;
   j["training"]["grad_bucket_mb"] = 40;
   const Scenario s = parse_scenario(j.dump(), "units.json");
-  CHECK(s.training.framework_overhead_bytes == 2.5 * kGiB);
-  CHECK(s.training.comm_buffer_bytes == 3 * kGiB);
-  CHECK(s.training.grad_bucket_bytes == 40 * 1024.0 * 1024.0);
+  CHECK(training_job(s).training.framework_overhead_bytes == 2.5 * kGiB);
+  CHECK(training_job(s).training.comm_buffer_bytes == 3 * kGiB);
+  CHECK(training_job(s).training.grad_bucket_bytes == 40 * 1024.0 * 1024.0);
 }
 
 TEST_CASE("byte sizes on the command line are powers of 1024, as nccl-tests reads them") {

@@ -28,7 +28,7 @@ TEST_CASE("every validation case is within 10% of its published figure, and the 
     const auto file = dir / (std::string(name) + ".json");
     const Scenario sc = load_scenario(file.string());
     REQUIRE(sc.validation.present());
-    const auto r = simulate_training(sc.model, sc.training, build_cluster(sc.cluster), {});
+    const auto r = simulate_training(training_job(sc).model, training_job(sc).training, build_cluster(sc.cluster), {});
     const double err = (predicted_metric(sc, r) - sc.validation.published) / sc.validation.published;
     CAPTURE(name);
     CAPTURE(err);

@@ -16,18 +16,6 @@ double GpuSpec::peak_flops(Dtype d) const {
   return 0;
 }
 
-const char* to_string(Dtype d) {
-  switch (d) {
-    case Dtype::bf16:
-      return "bf16";
-    case Dtype::fp16:
-      return "fp16";
-    case Dtype::fp8:
-      return "fp8";
-    case Dtype::fp32:
-      return "fp32";
-  }
-  return "?";
-}
+const char* to_string(Dtype d) { return dtype_names.name(d); }
 
 }  // namespace ctwin

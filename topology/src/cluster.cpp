@@ -4,33 +4,9 @@
 
 namespace ctwin {
 
-const char* to_string(IntraNodeFabric f) {
-  switch (f) {
-    case IntraNodeFabric::nvswitch:
-      return "nvswitch";
-    case IntraNodeFabric::pcie:
-      return "pcie";
-    case IntraNodeFabric::nvlink_bridge:
-      return "nvlink_bridge";
-    case IntraNodeFabric::nvlink_mesh:
-      return "nvlink_mesh";
-  }
-  return "?";
-}
+const char* to_string(IntraNodeFabric f) { return intra_fabric_names.name(f); }
 
-const char* to_string(InterNodeFabric f) {
-  switch (f) {
-    case InterNodeFabric::single_switch:
-      return "single_switch";
-    case InterNodeFabric::rail_optimized:
-      return "rail_optimized";
-    case InterNodeFabric::fat_tree:
-      return "fat_tree";
-    case InterNodeFabric::fat_tree3:
-      return "fat_tree3";
-  }
-  return "?";
-}
+const char* to_string(InterNodeFabric f) { return inter_fabric_names.name(f); }
 
 Cluster build_cluster(const ClusterSpec& spec) {
   if (spec.nodes < 1 || spec.gpus_per_node < 1) throw std::invalid_argument("build_cluster: empty cluster");

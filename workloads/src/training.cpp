@@ -2,30 +2,10 @@
 
 namespace ctwin {
 
-const char* to_string(Recompute r) {
-  switch (r) {
-    case Recompute::none:
-      return "none";
-    case Recompute::selective:
-      return "selective";
-    case Recompute::full:
-      return "full";
-  }
-  return "?";
-}
+const char* to_string(Recompute r) { return recompute_names.name(r); }
 
-const char* to_string(PipelineSchedule s) {
-  switch (s) {
-    case PipelineSchedule::gpipe:
-      return "gpipe";
-    case PipelineSchedule::one_f_one_b:
-      return "1f1b";
-    case PipelineSchedule::interleaved:
-      return "interleaved";
-    case PipelineSchedule::zero_bubble:
-      return "zero_bubble";
-  }
-  return "?";
-}
+const char* to_string(PipelineSchedule s) { return schedule_names.name(s); }
+
+const char* to_string(AttentionKernel a) { return attention_names.name(a); }
 
 }  // namespace ctwin

@@ -5,9 +5,13 @@
 #include <map>
 #include <string>
 
+#include "sim/names.hpp"
+
 namespace ctwin {
 
 enum class Dtype { bf16, fp16, fp8, fp32 };
+inline constexpr auto dtype_names =
+    make_names<Dtype>({{Dtype::bf16, "bf16"}, {Dtype::fp16, "fp16"}, {Dtype::fp8, "fp8"}, {Dtype::fp32, "fp32"}});
 
 struct GpuSpec {
   std::string name;

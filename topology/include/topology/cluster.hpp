@@ -17,11 +17,21 @@ using GpuId = Id<GpuTag>;
 // CPU root complexes, sockets joined by an inter-socket link); PCIe plus NVLink bridges joining
 // GPU pairs (H100 PCIe); or a direct all-to-all NVLink mesh (HGX 4-GPU boards).
 enum class IntraNodeFabric { nvswitch, pcie, nvlink_bridge, nvlink_mesh };
+inline constexpr auto intra_fabric_names =
+    make_names<IntraNodeFabric>({{IntraNodeFabric::nvswitch, "nvswitch"},
+                                 {IntraNodeFabric::pcie, "pcie"},
+                                 {IntraNodeFabric::nvlink_bridge, "nvlink_bridge"},
+                                 {IntraNodeFabric::nvlink_mesh, "nvlink_mesh"}});
 
 // The inter-node fabric: every NIC on one switch; a rail-optimised two-tier leaf-spine (NIC r of
 // every node in a pod on leaf r of that pod); a plain two-tier fat-tree (all NICs of a node on the
 // same leaf); or a three-tier fat-tree (pods of leaves and spines joined by a core layer).
 enum class InterNodeFabric { single_switch, rail_optimized, fat_tree, fat_tree3 };
+inline constexpr auto inter_fabric_names =
+    make_names<InterNodeFabric>({{InterNodeFabric::single_switch, "single_switch"},
+                                 {InterNodeFabric::rail_optimized, "rail_optimized"},
+                                 {InterNodeFabric::fat_tree, "fat_tree"},
+                                 {InterNodeFabric::fat_tree3, "fat_tree3"}});
 
 const char* to_string(IntraNodeFabric f);
 const char* to_string(InterNodeFabric f);

@@ -11,6 +11,15 @@ namespace ctwin {
 enum class Recompute { none, selective, full };
 enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zero_bubble };
 enum class AttentionKernel { flash, standard };
+// Names in the order scenario messages offer them.
+inline constexpr auto recompute_names =
+    make_names<Recompute>({{Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}});
+inline constexpr auto schedule_names = make_names<PipelineSchedule>({{PipelineSchedule::one_f_one_b, "1f1b"},
+                                                                     {PipelineSchedule::gpipe, "gpipe"},
+                                                                     {PipelineSchedule::interleaved, "interleaved"},
+                                                                     {PipelineSchedule::zero_bubble, "zero_bubble"}});
+inline constexpr auto attention_names =
+    make_names<AttentionKernel>({{AttentionKernel::flash, "flash"}, {AttentionKernel::standard, "standard"}});
 
 struct Parallelism {
   int tp = 1;  // tensor parallel (Megatron column/row split)
@@ -30,6 +39,9 @@ struct Parallelism {
   int virtual_stages = 1;                // interleaved 1F1B: model chunks per stage
   std::string order = "tp-cp-ep-dp-pp";  // rank placement, innermost first (Megatron's order)
 };
+
+inline constexpr auto cp_comm_names = make_names<Parallelism::CpComm>(
+    {{Parallelism::CpComm::ring, "ring"}, {Parallelism::CpComm::all_gather, "all_gather"}});
 
 struct Precision {
   Dtype compute = Dtype::bf16;
@@ -79,5 +91,6 @@ struct TrainingConfig {
 
 const char* to_string(Recompute r);
 const char* to_string(PipelineSchedule s);
+const char* to_string(AttentionKernel a);
 
 }  // namespace ctwin

@@ -1,4 +1,4 @@
-#include "json_reader.hpp"
+#include "sim/json_reader.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -66,7 +66,10 @@ void JsonObject::fail(const std::string& key, const std::string& problem, const 
 }
 
 void JsonObject::only(std::initializer_list<const char*> allowed) const {
-  std::vector<std::string> names(allowed.begin(), allowed.end());
+  only(std::vector<std::string>(allowed.begin(), allowed.end()));
+}
+
+void JsonObject::only(const std::vector<std::string>& names) const {
   for (const auto& [k, v] : j_.items()) {
     if (!k.empty() && k[0] == '_') continue;
     if (std::find(names.begin(), names.end(), k) != names.end()) continue;
@@ -94,16 +97,21 @@ std::string JsonObject::string(const std::string& key, const std::optional<std::
 
 std::string JsonObject::choice(const std::string& key, std::initializer_list<const char*> choices,
                                const std::optional<std::string>& def) const {
+  return choice(key, std::vector<std::string>(choices.begin(), choices.end()), def);
+}
+
+std::string JsonObject::choice(const std::string& key, const std::vector<std::string>& choices,
+                               const std::optional<std::string>& def) const {
   std::string list;
-  for (const char* c : choices) list += std::string(list.empty() ? "" : ", ") + "\"" + c + "\"";
+  for (const auto& c : choices) list += std::string(list.empty() ? "" : ", ") + "\"" + c + "\"";
   if (!j_.contains(key) && def) return *def;
   const Json& v = at(key, ("one of " + list).c_str());
   if (!v.is_string()) fail(key, "found " + shown(v), "one of " + list);
   const std::string s = v.get<std::string>();
-  for (const char* c : choices) {
+  for (const auto& c : choices) {
     if (s == c) return s;
   }
-  const std::string guess = closest(s, std::vector<std::string>(choices.begin(), choices.end()));
+  const std::string guess = closest(s, choices);
   fail(key, "found " + shown(v) + (guess.empty() ? "" : "; did you mean \"" + guess + "\"?"), "one of " + list);
 }
 
@@ -149,6 +157,53 @@ JsonObject JsonObject::object(const std::string& key) const {
   const Json& v = at(key, "a JSON object");
   if (!v.is_object()) fail(key, "found " + shown(v), "a JSON object");
   return JsonObject(v, child(key), file_);
+}
+
+Json parse_json(const std::string& text, const std::string& file) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    // nlohmann's message starts with its own "[json.exception.parse_error.101] parse error at
+    // line 3, column 7: "; keep the part after the location, and give ours.
+    std::string what = e.what();
+    auto colon = what.find(": ", what.find("parse error"));
+    std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
+    const std::size_t byte = e.byte > 0 ? e.byte - 1 : 0;
+    throw InputError(file, "", "malformed JSON at " + line_column(text, byte) + ": " + detail, "valid JSON");
+  }
+}
+
+std::string list_of(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + std::string("\"") + n + "\"";
+  return s;
+}
+
+CatalogEntries merged_catalog(const Json& builtin, const std::string& builtin_file, const Json* scenario_part,
+                              const std::string& scenario_file, const std::string& kind) {
+  CatalogEntries out;
+  for (const auto& [name, v] : builtin.items()) {
+    if (!name.empty() && name[0] == '_') continue;
+    out[name] = CatalogEntry{v, builtin_file, "/" + name};
+  }
+  if (scenario_part) {
+    if (!scenario_part->is_object()) {
+      throw InputError(scenario_file, "/catalog/" + kind, "found " + shown(*scenario_part), "a JSON object of entries");
+    }
+    for (const auto& [name, v] : scenario_part->items()) {
+      const std::string path = "/catalog/" + kind + "/" + name;
+      if (!v.is_object()) throw InputError(scenario_file, path, "found " + shown(v), "a JSON object");
+      auto it = out.find(name);
+      if (it == out.end()) {
+        out[name] = CatalogEntry{v, scenario_file, path};
+      } else {
+        it->second.value.merge_patch(v);  // fields given in the scenario override the builtin ones
+        it->second.file = scenario_file;
+        it->second.path = path;
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace ctwin

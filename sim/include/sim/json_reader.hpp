@@ -5,6 +5,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,10 +37,13 @@ class JsonObject {
 
   // Every key must be one of `allowed`; keys starting with '_' are comments.
   void only(std::initializer_list<const char*> allowed) const;
+  void only(const std::vector<std::string>& allowed) const;
 
   std::string string(const std::string& key, const std::optional<std::string>& def = std::nullopt) const;
   // One of `choices`.
   std::string choice(const std::string& key, std::initializer_list<const char*> choices,
+                     const std::optional<std::string>& def = std::nullopt) const;
+  std::string choice(const std::string& key, const std::vector<std::string>& choices,
                      const std::optional<std::string>& def = std::nullopt) const;
   double number(const std::string& key, const std::optional<double>& def = std::nullopt, double min = -1e300,
                 double max = 1e300, bool min_exclusive = false) const;
@@ -56,5 +60,20 @@ class JsonObject {
   std::string path_;
   const std::string& file_;
 };
+
+// A scenario's /catalog/<kind>/NAME entries merged onto a builtin catalog (a JSON object of
+// entries); each entry remembers where it came from, so errors name the right file and path.
+struct CatalogEntry {
+  Json value;
+  std::string file;
+  std::string path;
+};
+using CatalogEntries = std::map<std::string, CatalogEntry>;
+CatalogEntries merged_catalog(const Json& builtin, const std::string& builtin_file, const Json* scenario_part,
+                              const std::string& scenario_file, const std::string& kind);
+// Parses text as JSON; a syntax error is an InputError naming the file, line and column.
+Json parse_json(const std::string& text, const std::string& file);
+// "\"a\", \"b\"" for messages.
+std::string list_of(const std::vector<std::string>& names);
 
 }  // namespace ctwin

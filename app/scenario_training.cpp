@@ -1,0 +1,91 @@
+// /training: read through workloads' training tables, then the layout checked against the
+// model and cluster (workloads' check_training_layout), its fields mapped to JSON pointers.
+#include <algorithm>
+#include <sstream>
+
+#include "scenario_parts.hpp"
+#include "sim/error.hpp"
+#include "workloads/layout_check.hpp"
+#include "workloads/training_params.hpp"
+
+namespace ctwin {
+
+TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const ClusterSpec& cl) {
+  const ParamReader r(o, training_params);
+  TrainingConfig t;
+  t.micro_batch = static_cast<int>(r.integer("micro_batch"));
+  t.global_batch = static_cast<int>(r.integer("global_batch"));
+  t.seq_len = static_cast<int>(r.integer("seq_len", m.is_generic() ? std::optional<long long>(1) : std::nullopt));
+  t.recompute = r.choice("recompute", recompute_names);
+  t.attention = r.choice("attention", attention_names);
+  t.dropout = r.boolean("dropout");
+  t.grad_bucket_bytes = r.number("grad_bucket_mb") * 1024 * 1024;
+  t.overlap_grad_reduce = r.boolean("overlap_grad_reduce");
+  t.overlap_slowdown = r.number("overlap_slowdown");
+  t.moe_load_imbalance = r.number("moe_load_imbalance");
+  t.framework_overhead_bytes = r.number("framework_overhead_gb") * 1024 * 1024 * 1024;
+  t.comm_buffer_bytes = r.number("comm_buffer_gb") * 1024 * 1024 * 1024;
+  if (o.has("precision")) {
+    const JsonObject po = o.object("precision");
+    const ParamReader p(po, precision_params);
+    t.precision.compute = p.choice("compute", dtype_names);
+    t.precision.weight_bytes = p.number("weight_bytes");
+    t.precision.grad_bytes = p.number("grad_bytes");
+    t.precision.master_bytes = p.number("master_bytes");
+    t.precision.optimizer_state_bytes = p.number("optimizer_state_bytes");
+    if (t.precision.compute == Dtype::fp8 && cl.gpu.fp8_tflops <= 0) {
+      po.fail("compute", "found \"fp8\", but " + cl.gpu.name + " has no FP8 tensor cores", "\"bf16\" or \"fp16\"");
+    }
+  }
+  if (o.has("noise")) {
+    const JsonObject no = o.object("noise");
+    const ParamReader n(no, noise_params);
+    t.noise.steps = static_cast<int>(n.integer("steps"));
+    t.noise.kernel_jitter = n.number("kernel_jitter");
+    t.noise.straggler_probability = n.number("straggler_probability");
+    t.noise.straggler_slowdown = n.number("straggler_slowdown");
+  }
+  const int gpus = cl.nodes * cl.gpus_per_node;
+  auto& par = t.parallel;
+  bool dp_given = false;
+  if (o.has("parallelism")) {
+    const JsonObject po = o.object("parallelism");
+    const ParamReader p(po, parallelism_params);
+    par.tp = static_cast<int>(p.integer("tp"));
+    par.pp = static_cast<int>(p.integer("pp"));
+    par.cp = static_cast<int>(p.integer("cp"));
+    par.cp_comm = p.choice("cp_comm", cp_comm_names);
+    par.ep = static_cast<int>(p.integer("ep"));
+    const int rest = par.tp * par.pp * par.cp;
+    par.dp = static_cast<int>(p.integer("dp", std::max(1, gpus / rest)));
+    dp_given = p.has("dp");
+    par.sequence_parallel = p.boolean("sequence_parallel");
+    par.tp_comm_overlap = p.boolean("tp_comm_overlap");
+    par.zero_stage = static_cast<int>(p.integer("zero_stage"));
+    par.schedule = p.choice("schedule", schedule_names);
+    par.virtual_stages = static_cast<int>(p.integer("virtual_stages"));
+    par.order = p.string("order");
+    // The order must name each of tp, cp, ep, dp, pp once.
+    std::vector<std::string> dims;
+    std::stringstream ss(par.order);
+    for (std::string tok; std::getline(ss, tok, '-');) dims.push_back(tok);
+    std::vector<std::string> sorted = dims;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted != std::vector<std::string>{"cp", "dp", "ep", "pp", "tp"}) {
+      po.fail("order", "found " + shown(Json(par.order)),
+              "the five of tp, cp, ep, dp, pp joined by '-', innermost first");
+    }
+  } else {
+    par.dp = gpus;
+  }
+  const std::vector<LayoutProblem> problems = check_training_layout(m, t, Cluster{cl});
+  if (!problems.empty()) {
+    const LayoutProblem& p = problems.front();
+    // dp was derived from tp*pp*cp when not given: the product is then tp's to fix.
+    const std::string field = p.field == "parallelism/dp" && !dp_given ? "parallelism/tp" : p.field;
+    throw InputError(o.file(), o.path() + "/" + field, p.what, p.expected);
+  }
+  return t;
+}
+
+}  // namespace ctwin

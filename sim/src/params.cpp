@@ -1,0 +1,154 @@
+#include "sim/params.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "sim/error.hpp"
+
+namespace ctwin {
+namespace {
+
+long long int_min(const ParamDecl& d) { return d.min <= -1e300 ? 0 : static_cast<long long>(d.min); }
+long long int_max(const ParamDecl& d) { return d.max >= 1e300 ? (1ll << 53) : static_cast<long long>(d.max); }
+
+std::string number_text(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+}  // namespace
+
+ParamReader::ParamReader(const JsonObject& o, std::span<const ParamDecl> table, bool check_keys)
+    : o_(o), table_(table) {
+  if (check_keys) o_.only(param_keys(table_));
+}
+
+const ParamDecl& ParamReader::decl(std::string_view key) const {
+  for (const auto& d : table_) {
+    if (d.key == key) return d;
+  }
+  throw std::logic_error("no parameter " + std::string(key) + " under " + o_.path());
+}
+
+long long ParamReader::integer(std::string_view key, std::optional<long long> def, std::optional<long long> max) const {
+  const ParamDecl& d = decl(key);
+  if (!def && !d.required && !std::isnan(d.def)) def = static_cast<long long>(d.def);
+  return o_.integer(std::string(key), def, int_min(d), max ? *max : int_max(d));
+}
+
+double ParamReader::number(std::string_view key, std::optional<double> def) const {
+  const ParamDecl& d = decl(key);
+  if (!def && !d.required && !std::isnan(d.def)) def = d.def;
+  return o_.number(std::string(key), def, d.min, d.max, d.min_exclusive);
+}
+
+bool ParamReader::boolean(std::string_view key, std::optional<bool> def) const {
+  const ParamDecl& d = decl(key);
+  if (!def && !d.required && !std::isnan(d.def)) def = d.def != 0;
+  return o_.boolean(std::string(key), def);
+}
+
+std::string ParamReader::string(std::string_view key, std::optional<std::string> def) const {
+  const ParamDecl& d = decl(key);
+  if (!def && !d.required && !d.def_name.empty()) def = std::string(d.def_name);
+  return o_.string(std::string(key), def);
+}
+
+std::string ParamReader::choice(std::string_view key, std::optional<std::string> def) const {
+  const ParamDecl& d = decl(key);
+  if (!def && !d.required && !d.def_name.empty()) def = std::string(d.def_name);
+  return o_.choice(std::string(key), std::vector<std::string>(d.choices.begin(), d.choices.end()), def);
+}
+
+std::vector<std::string> param_keys(std::span<const ParamDecl> table) {
+  std::vector<std::string> keys;
+  for (const auto& d : table) keys.emplace_back(d.key);
+  return keys;
+}
+
+std::string param_type_text(const ParamDecl& d) {
+  switch (d.type) {
+    case ParamType::integer: {
+      std::string s = "integer >= " + std::to_string(int_min(d));
+      if (d.max < 1e300) s += " and <= " + std::to_string(int_max(d));
+      return s;
+    }
+    case ParamType::number: {
+      std::string s = std::string("number ") + (d.min_exclusive ? "> " : ">= ") + number_text(d.min);
+      if (d.min <= -1e300) s = "number";
+      if (d.max < 1e300) s += (d.min <= -1e300 ? " <= " : " and <= ") + number_text(d.max);
+      return s;
+    }
+    case ParamType::boolean:
+      return "bool";
+    case ParamType::string:
+      return "string";
+    case ParamType::choice: {
+      std::string s;
+      for (const auto& c : d.choices) {
+        if (!s.empty()) s += ", ";
+        s += '"';
+        s += c;
+        s += '"';
+      }
+      return s;
+    }
+    case ParamType::object:
+      return "object";
+    case ParamType::any:
+      return "string or object";
+  }
+  return "?";
+}
+
+std::string param_default_text(const ParamDecl& d) {
+  if (d.required) return d.computed.empty() ? "required" : "required (" + std::string(d.computed) + ")";
+  if (!d.computed.empty()) return std::string(d.computed);
+  if (d.type == ParamType::choice || d.type == ParamType::string) {
+    if (d.def_name.empty()) return "none";
+    std::string quoted = "\"";
+    quoted += d.def_name;
+    quoted += '"';
+    return quoted;
+  }
+  if (std::isnan(d.def)) return "none";
+  if (d.type == ParamType::boolean) return d.def != 0 ? "true" : "false";
+  return number_text(d.def);
+}
+
+std::string params_markdown(std::span<const ParamTable> tables) {
+  std::string out;
+  for (const auto& t : tables) {
+    out += "### `" + std::string(t.path) + "`\n\n" + std::string(t.title) + "\n\n";
+    out += "| key | type | default | unit | meaning | source |\n|---|---|---|---|---|---|\n";
+    for (const auto& d : t.params) {
+      std::string type = param_type_text(d);
+      std::replace(type.begin(), type.end(), '|', '/');
+      out += "| `" + std::string(d.key) + "` | " + type + " | " + param_default_text(d) + " | " + std::string(d.unit) +
+             " | " + std::string(d.doc) + " | " + std::string(d.source) + " |\n";
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string params_text(std::span<const ParamTable> tables) {
+  std::string out;
+  for (const auto& t : tables) {
+    out += std::string(t.path) + "  (" + std::string(t.title) + ")\n";
+    std::size_t w = 0;
+    for (const auto& d : t.params) w = std::max(w, d.key.size());
+    for (const auto& d : t.params) {
+      const std::string def = param_default_text(d);
+      std::string line = "  " + std::string(d.key) + std::string(w + 2 - d.key.size(), ' ') + param_type_text(d) +
+                         (def.rfind("required", 0) == 0 ? "; " : "; default ") + def;
+      if (!d.unit.empty()) line += "; " + std::string(d.unit);
+      out += line + "\n" + std::string(w + 4, ' ') + std::string(d.doc) + "\n";
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace ctwin

@@ -1,0 +1,130 @@
+// The parameter tables: docs/scenarios.md carries `ctwin params --markdown`, the declared
+// defaults are the structs' own, and every enum name parses back to its value.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "scenario.hpp"
+#include "sim/error.hpp"
+#include "topology/catalog_json.hpp"
+#include "topology/cluster_json.hpp"
+#include "workloads/model_json.hpp"
+#include "workloads/training_params.hpp"
+
+using namespace ctwin;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const ParamDecl& decl(std::span<const ParamDecl> table, std::string_view key) {
+  for (const auto& d : table) {
+    if (d.key == key) return d;
+  }
+  FAIL("no key " << std::string(key));
+  return table.front();
+}
+
+template <class E, std::size_t N>
+void check_round_trip(const NameTable<E, N>& t) {
+  for (std::size_t i = 0; i < N; ++i) {
+    CAPTURE(std::string(t.names[i]));
+    REQUIRE(t.parse(t.names[i]).has_value());
+    CHECK(std::string(t.name(*t.parse(t.names[i]))) == std::string(t.names[i]));
+  }
+  CHECK_FALSE(t.parse("no such name").has_value());
+}
+
+}  // namespace
+
+TEST_CASE("docs/scenarios.md carries `ctwin params --markdown` between its markers") {
+  const std::string doc = slurp(std::string(CTWIN_SOURCE_DIR) + "/docs/scenarios.md");
+  const std::string begin = "<!-- BEGIN ctwin params --markdown -->\n";
+  const std::string end = "<!-- END ctwin params --markdown -->";
+  const auto b = doc.find(begin);
+  const auto e = doc.find(end);
+  REQUIRE(b != std::string::npos);
+  REQUIRE(e != std::string::npos);
+  const std::string section = doc.substr(b + begin.size(), e - b - begin.size());
+  // Regenerate with: build/ctwin params --markdown, pasted between the markers.
+  CHECK(section == params_markdown(scenario_param_tables()));
+}
+
+TEST_CASE("the declared defaults are the structs' defaults") {
+  const TrainingConfig t;
+  CHECK(decl(training_params, "micro_batch").def == t.micro_batch);
+  CHECK(decl(training_params, "overlap_grad_reduce").def == (t.overlap_grad_reduce ? 1 : 0));
+  CHECK(decl(training_params, "dropout").def == (t.dropout ? 1 : 0));
+  CHECK(decl(training_params, "grad_bucket_mb").def * 1024 * 1024 == t.grad_bucket_bytes);
+  CHECK(decl(training_params, "framework_overhead_gb").def * 1024 * 1024 * 1024 == t.framework_overhead_bytes);
+  CHECK(decl(training_params, "comm_buffer_gb").def * 1024 * 1024 * 1024 == t.comm_buffer_bytes);
+  CHECK(decl(training_params, "overlap_slowdown").def == t.overlap_slowdown);
+  CHECK(decl(training_params, "moe_load_imbalance").def == t.moe_load_imbalance);
+  CHECK(recompute_names.parse(decl(training_params, "recompute").def_name) == t.recompute);
+  CHECK(attention_names.parse(decl(training_params, "attention").def_name) == t.attention);
+  const Parallelism p;
+  for (const char* k : {"tp", "pp", "cp", "ep", "virtual_stages"}) CHECK(decl(parallelism_params, k).def == 1);
+  CHECK(decl(parallelism_params, "zero_stage").def == p.zero_stage);
+  CHECK(schedule_names.parse(decl(parallelism_params, "schedule").def_name) == p.schedule);
+  CHECK(cp_comm_names.parse(decl(parallelism_params, "cp_comm").def_name) == p.cp_comm);
+  CHECK(decl(parallelism_params, "order").def_name == p.order);
+  const Precision pr;
+  CHECK(dtype_names.parse(decl(precision_params, "compute").def_name) == pr.compute);
+  CHECK(decl(precision_params, "weight_bytes").def == pr.weight_bytes);
+  CHECK(decl(precision_params, "grad_bytes").def == pr.grad_bytes);
+  CHECK(decl(precision_params, "master_bytes").def == pr.master_bytes);
+  CHECK(decl(precision_params, "optimizer_state_bytes").def == pr.optimizer_state_bytes);
+  const NoiseSpec n;
+  CHECK(decl(noise_params, "steps").def == n.steps);
+  CHECK(decl(noise_params, "straggler_slowdown").def == n.straggler_slowdown);
+  const ClusterSpec c;
+  CHECK(decl(cluster_params, "nodes_per_pod").def == c.nodes_per_pod);
+  CHECK(decl(cluster_params, "spines").def == c.spines);
+  CHECK(decl(cluster_params, "core_switches").def == c.core_switches);
+  CHECK(decl(cluster_params, "oversubscription").def == c.oversubscription);
+  CHECK(decl(cluster_params, "nic_efficiency").def == c.nic_efficiency);
+  CHECK(decl(cluster_params, "net_overhead_us").def == c.net_overhead_us);
+  CHECK(decl(cluster_params, "sockets").def == c.sockets);
+  CHECK(decl(cluster_params, "gpus_per_pcie_switch").def == c.gpus_per_pcie_switch);
+}
+
+TEST_CASE("every enum name table parses each of its names back to the value it names") {
+  check_round_trip(recompute_names);
+  check_round_trip(schedule_names);
+  check_round_trip(attention_names);
+  check_round_trip(cp_comm_names);
+  check_round_trip(dtype_names);
+  check_round_trip(intra_fabric_names);
+  check_round_trip(inter_fabric_names);
+  check_round_trip(activation_names);
+  check_round_trip(norm_names);
+  check_round_trip(position_names);
+  check_round_trip(fidelity_names);
+  check_round_trip(job_kind_names);
+  CHECK(std::string(to_string(PipelineSchedule::one_f_one_b)) == "1f1b");
+  CHECK(std::string(to_string(InterNodeFabric::fat_tree3)) == "fat_tree3");
+}
+
+TEST_CASE("a key's bounds and default come from its table") {
+  const std::string base = R"({"name": "t", "cluster": {"preset": "dgx-h100"}, "model": "llama3-8b",
+    "training": {"global_batch": 8, "seq_len": 1024)";
+  // No /kind: training. No micro_batch: the table's default.
+  const Scenario s = parse_scenario(base + "}}", "t.json");
+  CHECK(s.kind == JobKind::training);
+  CHECK(training_job(s).training.micro_batch == decl(training_params, "micro_batch").def);
+  try {
+    parse_scenario(base + R"(, "parallelism": {"virtual_stages": 1025}}})", "t.json");
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(e.path == "/training/parallelism/virtual_stages");
+    CHECK(e.expected == "an integer >= 1 and <= " +
+                            std::to_string(static_cast<long long>(decl(parallelism_params, "virtual_stages").max)));
+  }
+}

@@ -1,0 +1,130 @@
+// The GPU catalog as JSON: topology/catalog/gpus.json (embedded in the library) and GPU
+// descriptions in scenarios (/catalog/gpus/NAME) and cluster files (/cluster/gpu).
+#pragma once
+
+#include <string>
+
+#include "sim/json_reader.hpp"
+#include "sim/params.hpp"
+#include "topology/catalog.hpp"
+
+namespace ctwin {
+
+// The keys of one GPU description (a catalog entry), filling GpuSpec.
+inline constexpr ParamDecl gpu_params[] = {
+    {.key = "bf16_tflops",
+     .type = ParamType::number,
+     .min = 0,
+     .max = 1e6,
+     .unit = "TFLOP/s",
+     .doc = "dense BF16 tensor-core peak",
+     .source = "the entry's source",
+     .required = true,
+     .min_exclusive = true},
+    {.key = "fp16_tflops",
+     .type = ParamType::number,
+     .min = 0,
+     .max = 1e6,
+     .unit = "TFLOP/s",
+     .doc = "dense FP16 tensor-core peak",
+     .source = "the entry's source",
+     .computed = "bf16_tflops"},
+    {.key = "fp8_tflops",
+     .type = ParamType::number,
+     .def = 0,
+     .min = 0,
+     .max = 1e6,
+     .unit = "TFLOP/s",
+     .doc = "dense FP8 tensor-core peak (0: no FP8)",
+     .source = "the entry's source"},
+    {.key = "tf32_tflops",
+     .type = ParamType::number,
+     .def = 0,
+     .min = 0,
+     .max = 1e6,
+     .unit = "TFLOP/s",
+     .doc = "dense TF32 tensor-core peak",
+     .source = "the entry's source"},
+    {.key = "hbm_bytes",
+     .type = ParamType::number,
+     .min = 0,
+     .max = 1e15,
+     .unit = "bytes",
+     .doc = "device memory",
+     .source = "the entry's source",
+     .required = true,
+     .min_exclusive = true},
+    {.key = "hbm_gbps",
+     .type = ParamType::number,
+     .min = 0,
+     .max = 1e6,
+     .unit = "GB/s",
+     .doc = "device memory bandwidth",
+     .source = "the entry's source",
+     .required = true,
+     .min_exclusive = true},
+    {.key = "nvlink_gen",
+     .type = ParamType::integer,
+     .def = 0,
+     .min = 0,
+     .max = 9,
+     .doc = "NVLink generation (0: none)",
+     .source = "the entry's source"},
+    {.key = "nvlink_gbps",
+     .type = ParamType::number,
+     .def = 0,
+     .min = 0,
+     .max = 1e5,
+     .unit = "GB/s",
+     .doc = "NVLink bandwidth per GPU per direction",
+     .source = "the entry's source"},
+    {.key = "pcie_gen",
+     .type = ParamType::integer,
+     .def = 4,
+     .min = 1,
+     .max = 9,
+     .doc = "PCIe generation",
+     .source = "the entry's source"},
+    {.key = "pcie_gbps",
+     .type = ParamType::number,
+     .def = 32,
+     .min = 0,
+     .max = 1e4,
+     .unit = "GB/s",
+     .doc = "PCIe bandwidth per direction",
+     .source = "PCIe Gen4 x16",
+     .min_exclusive = true},
+    {.key = "gemm_efficiency",
+     .type = ParamType::number,
+     .def = 0.75,
+     .min = 0,
+     .max = 1,
+     .doc = "fraction of peak a large GEMM reaches",
+     .min_exclusive = true},
+    {.key = "hbm_efficiency",
+     .type = ParamType::number,
+     .def = 0.85,
+     .min = 0,
+     .max = 1,
+     .doc = "fraction of HBM bandwidth a memory-bound kernel reaches",
+     .min_exclusive = true},
+    {
+        .key = "kernel_launch_us",
+        .type = ParamType::number,
+        .def = 2.0,
+        .min = 0,
+        .max = 1e4,
+        .unit = "us",
+        .doc = "launch overhead per kernel",
+    },
+    {.key = "source", .type = ParamType::string, .doc = "where the numbers come from"},
+};
+
+// One GPU description (gpu_params) named `name`. Throws InputError naming o's file and path.
+GpuSpec gpu_from_json(const JsonObject& o, const std::string& name);
+
+// topology/catalog/gpus.json as shipped, and parsed.
+const Json& builtin_gpus_json();
+GpuCatalog builtin_gpus();
+
+}  // namespace ctwin

@@ -1,0 +1,139 @@
+#include "topology/cluster_json.hpp"
+
+#include "sim/error.hpp"
+#include "topology/catalog_json.hpp"
+
+namespace ctwin {
+
+ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_json) {
+  const ParamReader r(o, cluster_params);
+  GpuCatalog gpus;
+  auto gpu_named = [&](const std::string& name, const std::string& key) {
+    auto it = gpus_json.find(name);
+    if (it == gpus_json.end()) {
+      std::vector<std::string> names;
+      for (const auto& [k, v] : gpus_json) names.push_back(k);
+      const std::string guess = closest(name, names);
+      o.fail(key, "unknown GPU \"" + name + "\"" + (guess.empty() ? "" : "; did you mean \"" + guess + "\"?"),
+             "one of " + list_of(names) + ", or a new entry under /catalog/gpus");
+    }
+    return gpu_from_json(JsonObject(it->second.value, it->second.path, it->second.file), name);
+  };
+  for (const auto& [name, e] : gpus_json) gpus.gpus[name] = gpu_named(name, "gpu");
+  const int nodes = static_cast<int>(r.integer("nodes"));
+  ClusterSpec c;
+  if (o.has("preset")) {
+    const std::string preset = r.string("preset");
+    if (!preset_cluster(preset, nodes, gpus, c)) {
+      const auto names = preset_cluster_names();
+      const std::string guess = closest(preset, names);
+      o.fail("preset",
+             "unknown cluster preset \"" + preset + "\"" + (guess.empty() ? "" : "; did you mean \"" + guess + "\"?"),
+             "one of " + list_of(names));
+    }
+  } else {
+    if (!o.has("gpu"))
+      o.fail("gpu", "missing required key (no preset given)", "a GPU name from the catalog, or a preset");
+    c.name = "custom";
+    c.nodes = nodes;
+    c.gpus_per_node = static_cast<int>(r.integer("gpus_per_node"));
+  }
+  if (o.has("gpu")) {
+    // A catalog name, or a whole GPU description (as `ctwin cluster --write` emits).
+    if (o.raw("gpu").is_object()) {
+      const JsonObject g = o.object("gpu");
+      const std::string name = g.string("name");
+      Json fields = o.raw("gpu");
+      fields.erase("name");
+      c.gpu = gpu_from_json(JsonObject(fields, g.path(), o.file()), name);
+    } else {
+      c.gpu = gpu_named(r.string("gpu"), "gpu");
+    }
+    if (!o.has("preset")) {
+      c.intra = c.gpu.nvlink_gbps > 0 ? IntraNodeFabric::nvswitch : IntraNodeFabric::pcie;
+      c.intra_gbps = c.intra == IntraNodeFabric::nvswitch ? c.gpu.nvlink_gbps : c.gpu.pcie_gbps;
+      c.intra_latency_us = c.intra == IntraNodeFabric::nvswitch ? 0.6 : 1.5;
+      // NCCL's measured share of NVLink and NVLS, as the NVSwitch presets (topology/src/presets.cpp).
+      c.intra_efficiency = c.intra == IntraNodeFabric::nvswitch ? 370.0 / 450.0 : 1.0;
+      c.nvls_efficiency = c.intra == IntraNodeFabric::nvswitch && c.gpu.nvlink_gen >= 4 ? 275.0 / 450.0 : 0.0;
+      c.nic_gbps = 50;
+      c.inter_latency_us = 3.0;
+    }
+  }
+  c.name = r.string("name", c.name);
+  c.intra_efficiency = r.number("intra_efficiency", c.intra_efficiency);
+  c.nvls_efficiency = r.number("nvls_efficiency", c.nvls_efficiency);
+  c.gpus_per_node = static_cast<int>(r.integer("gpus_per_node", c.gpus_per_node));
+  if (o.has("intra")) c.intra = r.choice("intra", intra_fabric_names);
+  c.intra_gbps = r.number("intra_gbps", c.intra_gbps);
+  c.intra_latency_us = r.number("intra_latency_us", c.intra_latency_us);
+  c.nic_gbps = r.number("nic_gbps", c.nic_gbps);
+  c.inter_latency_us = r.number("inter_latency_us", c.inter_latency_us);
+  c.net_overhead_us = r.number("net_overhead_us", c.net_overhead_us);
+  c.nodes_per_pod = static_cast<int>(r.integer("nodes_per_pod", c.nodes_per_pod));
+  c.spines = static_cast<int>(r.integer("spines", c.spines));
+  c.oversubscription = r.number("oversubscription", c.oversubscription);
+  if (o.has("fabric")) c.fabric = r.choice("fabric", inter_fabric_names);
+  c.core_switches = static_cast<int>(r.integer("core_switches", c.core_switches));
+  c.nics_per_node = static_cast<int>(r.integer("nics_per_node", c.nics_per_node));
+  c.nic_efficiency = r.number("nic_efficiency", c.nic_efficiency);
+  c.sharp = r.boolean("sharp", c.sharp);
+  c.sockets = static_cast<int>(r.integer("sockets", c.sockets));
+  c.gpus_per_pcie_switch = static_cast<int>(r.integer("gpus_per_pcie_switch", c.gpus_per_pcie_switch));
+  c.pcie_uplink_gbps = r.number("pcie_uplink_gbps", c.pcie_uplink_gbps);
+  c.inter_socket_gbps = r.number("inter_socket_gbps", c.inter_socket_gbps);
+  c.nvlink_pair_gbps = r.number("nvlink_pair_gbps", c.nvlink_pair_gbps);
+  if (c.nics_per_node > c.gpus_per_node) {
+    o.fail("nics_per_node",
+           "found " + std::to_string(c.nics_per_node) + ", more NICs than the node's " +
+               std::to_string(c.gpus_per_node) + " GPUs",
+           "0 (one per GPU) or at most gpus_per_node");
+  }
+  return c;
+}
+
+nlohmann::ordered_json cluster_to_json(const ClusterSpec& c) {
+  const GpuSpec& g = c.gpu;
+  nlohmann::ordered_json gpu{{"name", g.name},
+                             {"bf16_tflops", g.bf16_tflops},
+                             {"fp16_tflops", g.fp16_tflops},
+                             {"fp8_tflops", g.fp8_tflops},
+                             {"tf32_tflops", g.tf32_tflops},
+                             {"hbm_bytes", g.hbm_bytes},
+                             {"hbm_gbps", g.hbm_gbps},
+                             {"nvlink_gen", g.nvlink_gen},
+                             {"nvlink_gbps", g.nvlink_gbps},
+                             {"pcie_gen", g.pcie_gen},
+                             {"pcie_gbps", g.pcie_gbps},
+                             {"gemm_efficiency", g.gemm_efficiency},
+                             {"hbm_efficiency", g.hbm_efficiency},
+                             {"kernel_launch_us", g.kernel_launch_us},
+                             {"source", g.source}};
+  return nlohmann::ordered_json{{"name", c.name},
+                                {"nodes", c.nodes},
+                                {"gpus_per_node", c.gpus_per_node},
+                                {"gpu", gpu},
+                                {"intra", to_string(c.intra)},
+                                {"intra_gbps", c.intra_gbps},
+                                {"intra_latency_us", c.intra_latency_us},
+                                {"intra_efficiency", c.intra_efficiency},
+                                {"nvls_efficiency", c.nvls_efficiency},
+                                {"nic_gbps", c.nic_gbps},
+                                {"inter_latency_us", c.inter_latency_us},
+                                {"net_overhead_us", c.net_overhead_us},
+                                {"nodes_per_pod", c.nodes_per_pod},
+                                {"spines", c.spines},
+                                {"oversubscription", c.oversubscription},
+                                {"fabric", to_string(c.fabric)},
+                                {"core_switches", c.core_switches},
+                                {"nics_per_node", c.nics_per_node},
+                                {"nic_efficiency", c.nic_efficiency},
+                                {"sharp", c.sharp},
+                                {"sockets", c.sockets},
+                                {"gpus_per_pcie_switch", c.gpus_per_pcie_switch},
+                                {"pcie_uplink_gbps", c.pcie_uplink_gbps},
+                                {"inter_socket_gbps", c.inter_socket_gbps},
+                                {"nvlink_pair_gbps", c.nvlink_pair_gbps}};
+}
+
+}  // namespace ctwin
