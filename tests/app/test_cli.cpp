@@ -197,6 +197,17 @@ TEST_CASE("benchmarks report their figures and a same-process baseline as JSON")
   CHECK(cli("bench nosuch").status == 2);
 }
 
+#ifndef CTWIN_HAVE_VIEWER
+TEST_CASE("without the viewer, ctwin view --screenshot fails and says how to build it") {
+  const auto d = temp_dir();
+  const std::string trace = (d / "v.ctt").string();
+  std::filesystem::remove(trace);
+  REQUIRE(cli("run scenarios/quickstart.json --trace " + trace).status == 0);
+  const Run r = cli("view " + trace + " --screenshot " + (d / "v.png").string());
+  CHECK(r.status != 0);
+  CHECK(r.err.find("CTWIN_BUILD_VIEWER=ON") != std::string::npos);
+}
+#else
 TEST_CASE("ctwin view --screenshot renders the trace ctwin run wrote into a PNG of the asked size") {
   const auto d = temp_dir();
   const std::string trace = (d / "v.ctt").string(), png = (d / "v.png").string();
@@ -222,6 +233,7 @@ TEST_CASE("ctwin view --screenshot renders the trace ctwin run wrote into a PNG 
   CHECK(be32(16) == 640);
   CHECK(be32(20) == 360);
 }
+#endif  // CTWIN_HAVE_VIEWER
 
 TEST_CASE("ctwin collective prints nccl-tests' columns with its busbw conventions") {
   const Run r =
