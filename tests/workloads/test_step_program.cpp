@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -161,4 +162,13 @@ TEST_CASE("random: splitmix64 and its uniform are fixed functions of the key, st
     CHECK(uniform01(k) < 1.0);
     CHECK(uniform01(k) == uniform01(k));
   }
+}
+
+TEST_CASE("step breakdown: with a pipeline the parts, optimizer and bubble included, add up to the step time once") {
+  const auto r = simulate_training(tiny(), layout(2, 2, 2, 4), node8());
+  const auto& b = r.breakdown;
+  CHECK(b.optimizer_s > 0);
+  CHECK(b.bubble_s > 0);
+  const double sum = b.compute_s + b.optimizer_s + b.exposed_comm_s() + b.bubble_s + b.other_s;
+  CHECK(std::abs(sum - r.step_time_s) <= 1e-9 * r.step_time_s);
 }
