@@ -13,6 +13,7 @@
 #include "workloads/compute_model.hpp"
 #include "workloads/layer_ops.hpp"
 #include "workloads/memory.hpp"
+#include "workloads/model_dims.hpp"
 #include "workloads/pipeline_schedule.hpp"
 #include "workloads/training_sim.hpp"
 
@@ -79,6 +80,7 @@ class Builder {
       : m_(m), cfg_(cfg), opt_(opt), par_(cfg.parallel), place_(cfg.parallel) {
     cm_ = default_compute_model(cl.spec.gpu, cfg.precision.compute);
     shape_ = layer_shape(m, cfg);
+    if (!m.is_generic()) dims_ = model_dims(m);
     if (m.is_generic()) {
       for (const auto& l : m.generic_layers) generic_.push_back({generic_layer_item(l, cfg)});
     } else {
@@ -118,6 +120,7 @@ class Builder {
   Placement place_;
   ComputeModel cm_;
   LayerShape shape_;
+  ModelDims dims_;
   std::vector<LayerItem> dense_layer_, moe_layer_, embed_, head_;
   std::vector<std::vector<LayerItem>> generic_;  // one item list per layer of a generic model
   int layers_ = 0;
@@ -383,13 +386,12 @@ class Builder {
     const double t = par_.tp;
     // Attention and MLP weights split over TP; the two norms (scale, and bias for LayerNorm) and
     // the MoE router replicated.
-    double p = attention_params_per_layer(m_) / t + 2.0 * norm_params(m_);
+    double p = dims_.attention_params / t + 2.0 * dims_.norm_params;
     if (is_moe_layer(layer)) {
-      const double e = dense_mlp_params(m_, m_.moe.expert_ffn_hidden);
-      p += e * m_.moe.experts / par_.ep / t + e * m_.moe.shared_experts / t +
-           static_cast<double>(m_.hidden) * m_.moe.experts;
+      const double e = dims_.expert_params;
+      p += e * m_.moe.experts / par_.ep / t + e * m_.moe.shared_experts / t + dims_.router_params;
     } else {
-      p += dense_mlp_params(m_, m_.ffn_hidden) / t;
+      p += dims_.dense_mlp_params / t;
     }
     return p * cfg_.precision.grad_bytes;
   }
@@ -512,7 +514,7 @@ class Builder {
           // The LM head's gradient (unless it is the embedding's, counted on the first stage) and the final norm's.
           const bool own_head = !m_.tied_embeddings || nvs > 1;
           bucket += (own_head ? static_cast<double>(m_.hidden) * m_.vocab / par_.tp : 0.0) * cfg_.precision.grad_bytes +
-                    norm_params(m_) * cfg_.precision.grad_bytes;
+                    dims_.norm_params * cfg_.precision.grad_bytes;
         }
         for (int l = chunk_layers - 1; l >= 0; --l) {
           const int layer = vs * chunk_layers + l;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "sim/error.hpp"
+#include "workloads/model_dims.hpp"
 #include "workloads/step_breakdown.hpp"
 #include "workloads/step_program.hpp"
 #include "workloads/step_run.hpp"
@@ -20,8 +21,7 @@ double model_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
   }
   const ParamCounts pc = count_parameters(m);
   const double tokens = static_cast<double>(cfg.global_batch) * cfg.seq_len;
-  const double q_dim = m.mla.enabled() ? m.heads * static_cast<double>(m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim)
-                                       : static_cast<double>(m.heads) * m.effective_head_dim();
+  const double q_dim = model_dims(m).q_dim;
   // 6N per token for the weight GEMMs (2 forward, 4 backward), plus QK^T and PV: 4*s*h_q
   // forward per token per layer, 12*s*h_q with backward (Narayanan et al. 2021; PaLM App. B).
   return tokens * (6.0 * pc.matmul_per_token + 12.0 * m.layers * cfg.seq_len * q_dim);
@@ -35,8 +35,7 @@ double recompute_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
     return cfg.recompute == Recompute::full ? fwd * cfg.global_batch : 0.0;
   }
   const ParamCounts pc = count_parameters(m);
-  const double q_dim = m.mla.enabled() ? m.heads * static_cast<double>(m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim)
-                                       : static_cast<double>(m.heads) * m.effective_head_dim();
+  const double q_dim = model_dims(m).q_dim;
   // The attention core's forward (QK^T, PV) in the same non-causal convention as model FLOPs.
   const double attention_fwd = 4.0 * m.layers * cfg.seq_len * q_dim * tokens;
   switch (cfg.recompute) {
