@@ -84,6 +84,30 @@ LayerItem comm_g(const LayerShape& s, double hidden) { return tp_conjugate(s, hi
 
 }  // namespace
 
+AttentionShape sequence_attention(double seqs, double seq) {
+  return AttentionShape{seqs * seq, seqs * seq * seq / 2, seqs * seq};
+}
+
+AttentionShape chunk_attention(double seqs, double chunk, double context) {
+  return AttentionShape{seqs * chunk, seqs * (chunk * context + chunk * (chunk + 1) / 2), seqs * (context + chunk)};
+}
+
+OpCost attention_forward(const ModelSpec& m, const AttentionShape& a, double tp, double bytes_per_elem) {
+  const ModelDims d = model_dims(m);
+  const double heads_local = m.heads / tp;
+  const double flops = 2 * a.attended_pairs * heads_local * (d.qk_head_dim + d.pv_head_dim);
+  const double io =
+      bytes_per_elem * (a.query_tokens * (d.q_dim + d.o_in) + a.kv_tokens_read * (d.kv_dim + d.v_dim)) / tp;
+  return OpCost{OpKind::attention, flops, io};
+}
+
+OpCost attention_backward(const OpCost& fwd) {
+  OpCost b = fwd;
+  b.flops = 2.5 * fwd.flops;
+  b.bytes = 2 * fwd.bytes;
+  return b;
+}
+
 std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s, bool moe, int ep,
                                          double load_imbalance) {
   const double e = s.bytes_per_elem, t = s.tp, T = s.tokens, h = static_cast<double>(m.hidden);
@@ -136,8 +160,9 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
       it.name = "attention";
       const double io = e * T * (q_dim + kv_dim + v_dim + o_in) / t;
       it.fwd = OpCost{OpKind::attention, flops, io};
-      // FlashAttention-2 backward recomputes the scores: 2.5x the forward FLOPs (Dao 2023).
-      it.bwd = OpCost{OpKind::attention, 2.5 * flops, 2 * io};
+      // Equal to attention_forward(m, sequence_attention(seqs, s.seq), t, e), in the order
+      // training has always summed it (tests/workloads/test_attention_shape.cpp checks the two agree).
+      it.bwd = attention_backward(it.fwd);
       if (ring) {
         it.name = "ring_attention";
         it.group = CommGroup::cp;
