@@ -42,11 +42,18 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
                                 {"overhead", m.overhead}}}};
   if (m.oom) j["memory"]["advice"] = m.advice;
   const auto& b = r.breakdown;
-  j["breakdown_s"] = J{{"compute", b.compute_s},       {"exposed_comm", b.exposed_comm_s()},
-                       {"bubble", b.bubble_s},         {"other", b.other_s + b.optimizer_s},
-                       {"optimizer", b.optimizer_s},   {"exposed_tp", b.exposed_tp_s},
-                       {"exposed_cp", b.exposed_cp_s}, {"exposed_ep", b.exposed_ep_s},
-                       {"exposed_dp", b.exposed_dp_s}, {"exposed_pp", b.exposed_pp_s}};
+  // Disjoint parts: the top-level numbers add up to the step time once; exposed_comm is split
+  // by group in its own object.
+  j["breakdown_s"] = J{{"compute", b.compute_s},
+                       {"optimizer", b.optimizer_s},
+                       {"exposed_comm", b.exposed_comm_s()},
+                       {"bubble", b.bubble_s},
+                       {"other", b.other_s},
+                       {"exposed_comm_by_group", J{{"tp", b.exposed_tp_s},
+                                                   {"cp", b.exposed_cp_s},
+                                                   {"ep", b.exposed_ep_s},
+                                                   {"dp", b.exposed_dp_s},
+                                                   {"pp", b.exposed_pp_s}}}};
   j["stage_utilization"] = r.stage_utilization;
   if (r.step_times_s.size() > 1) {
     j["steps"] = J{{"count", r.step_times_s.size()},

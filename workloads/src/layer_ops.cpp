@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "workloads/model_dims.hpp"
+
 namespace ctwin {
 
 const char* to_string(CommGroup g) {
@@ -82,19 +84,37 @@ LayerItem comm_g(const LayerShape& s, double hidden) { return tp_conjugate(s, hi
 
 }  // namespace
 
+AttentionShape sequence_attention(double seqs, double seq) {
+  return AttentionShape{seqs * seq, seqs * seq * seq / 2, seqs * seq};
+}
+
+AttentionShape chunk_attention(double seqs, double chunk, double context) {
+  return AttentionShape{seqs * chunk, seqs * (chunk * context + chunk * (chunk + 1) / 2), seqs * (context + chunk)};
+}
+
+OpCost attention_forward(const ModelSpec& m, const AttentionShape& a, double tp, double bytes_per_elem) {
+  const ModelDims d = model_dims(m);
+  const double heads_local = m.heads / tp;
+  const double flops = 2 * a.attended_pairs * heads_local * (d.qk_head_dim + d.pv_head_dim);
+  const double io =
+      bytes_per_elem * (a.query_tokens * (d.q_dim + d.o_in) + a.kv_tokens_read * (d.kv_dim + d.v_dim)) / tp;
+  return OpCost{OpKind::attention, flops, io};
+}
+
+OpCost attention_backward(const OpCost& fwd) {
+  OpCost b = fwd;
+  b.flops = 2.5 * fwd.flops;
+  b.bytes = 2 * fwd.bytes;
+  return b;
+}
+
 std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s, bool moe, int ep,
                                          double load_imbalance) {
   const double e = s.bytes_per_elem, t = s.tp, T = s.tokens, h = static_cast<double>(m.hidden);
   // Tokens each GPU normalises: all of them, or 1/t with sequence parallelism.
   const double T_local = s.sequence_parallel ? T / t : T;
-  const double d = m.effective_head_dim();
-  double q_dim = m.heads * d, kv_dim = m.kv_heads * d, v_dim = kv_dim, o_in = q_dim;
-  if (m.mla.enabled()) {
-    q_dim = m.heads * static_cast<double>(m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim);
-    kv_dim = q_dim;
-    v_dim = m.heads * static_cast<double>(m.mla.v_head_dim);
-    o_in = v_dim;
-  }
+  const ModelDims dims = model_dims(m);
+  const double q_dim = dims.q_dim, kv_dim = dims.kv_dim, v_dim = dims.v_dim, o_in = dims.o_in;
   std::vector<LayerItem> items;
   items.push_back(streaming("attn_norm", OpKind::norm, T_local * h, T_local * h, e));
   if (t > 1) items.push_back(comm_f(s, h));
@@ -132,16 +152,17 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
     const double seqs = T / s.seq;
     const double heads_local = m.heads / t;
     // Per-head widths: GQA shares K/V heads but every query head still attends at full width.
-    const double qk_dim = q_dim / m.heads;
-    const double pv_dim = m.mla.enabled() ? static_cast<double>(m.mla.v_head_dim) : d;
+    const double qk_dim = dims.qk_head_dim;
+    const double pv_dim = dims.pv_head_dim;
     const double flops = seqs * heads_local * s.seq * s.seq * (qk_dim + pv_dim);  // 2*s^2*(dq+dv)/2
     if (s.flash) {
       LayerItem it;
       it.name = "attention";
       const double io = e * T * (q_dim + kv_dim + v_dim + o_in) / t;
       it.fwd = OpCost{OpKind::attention, flops, io};
-      // FlashAttention-2 backward recomputes the scores: 2.5x the forward FLOPs (Dao 2023).
-      it.bwd = OpCost{OpKind::attention, 2.5 * flops, 2 * io};
+      // Equal to attention_forward(m, sequence_attention(seqs, s.seq), t, e), in the order
+      // training has always summed it (tests/workloads/test_attention_shape.cpp checks the two agree).
+      it.bwd = attention_backward(it.fwd);
       if (ring) {
         it.name = "ring_attention";
         it.group = CommGroup::cp;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "workloads/model_dims.hpp"
 #include "workloads/pipeline_schedule.hpp"
 
 namespace ctwin {
@@ -29,10 +30,8 @@ double activation_bytes_per_layer(const ModelSpec& m, const TrainingConfig& cfg,
   const double t = p.tp, a = m.heads, e = cfg.precision.weight_bytes;
   const bool sp = p.sequence_parallel && p.tp > 1;
   if (cfg.recompute == Recompute::full) return e * s * b * h / (sp ? t : 1);  // the layer input only
-  const double d = m.effective_head_dim();
-  const double q_dim = m.mla.enabled() ? a * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim) : a * d;
-  const double kv_dim = m.mla.enabled() ? q_dim : m.kv_heads * d;
-  const double v_dim = m.mla.enabled() ? a * m.mla.v_head_dim : kv_dim;
+  const ModelDims dims = model_dims(m);
+  const double q_dim = dims.q_dim, kv_dim = dims.kv_dim, v_dim = dims.v_dim;
   // Tensors every TP rank keeps whole unless sequence parallelism splits them: the two norm
   // inputs, the QKV and MLP inputs (e bytes each) and the two dropout masks (1 byte each).
   double replicated = 4 * e * s * b * h;
@@ -66,17 +65,18 @@ double stage_params(const ModelSpec& m, const TrainingConfig& cfg, int stage) {
   const int moe_layers = moe_layers_in(m, first, per_stage);
   const int dense_layers = per_stage - moe_layers;
   const double t = p.tp, h = static_cast<double>(m.hidden);
-  double params = per_stage * attention_params_per_layer(m) / t;
-  params += dense_layers * dense_mlp_params(m, m.ffn_hidden) / t;
+  const ModelDims dims = model_dims(m);
+  double params = per_stage * dims.attention_params / t;
+  params += dense_layers * dims.dense_mlp_params / t;
   if (moe_layers > 0) {
-    const double expert = dense_mlp_params(m, m.moe.expert_ffn_hidden);
-    params += moe_layers * (expert * m.moe.experts / p.ep / t + expert * m.moe.shared_experts / t + h * m.moe.experts);
+    const double expert = dims.expert_params;
+    params += moe_layers * (expert * m.moe.experts / p.ep / t + expert * m.moe.shared_experts / t + dims.router_params);
   }
-  params += per_stage * 2 * norm_params(m);  // two norms per layer (replicated)
+  params += per_stage * 2 * dims.norm_params;  // two norms per layer (replicated)
   const double vocab_shard = static_cast<double>(m.vocab) * h / t;
   if (stage == 0) params += vocab_shard + (m.learned_positions ? static_cast<double>(m.max_seq) * h : 0);
   if (stage == p.pp - 1) {
-    params += norm_params(m);  // the final norm
+    params += dims.norm_params;  // the final norm
     if (!m.tied_embeddings || p.pp > 1) params += vocab_shard;
   }
   return params;

@@ -50,6 +50,29 @@ struct LayerShape {
 
 LayerShape layer_shape(const ModelSpec& m, const TrainingConfig& cfg);
 
+// The attention work of one forward pass on one GPU, workload-neutral: training attends full
+// sequences; serving attends a chunk of new query tokens (a prefill chunk, or one decode token)
+// over the context already in its KV cache. Causal: a query sees the keys up to its own.
+struct AttentionShape {
+  double query_tokens = 0;    // new tokens whose queries attend, over all sequences
+  double attended_pairs = 0;  // (query, key) pairs scored after the causal mask
+  double kv_tokens_read = 0;  // K/V tokens read: the cached context and the new tokens
+};
+
+// Training (and a prefill without cache): seqs sequences of seq tokens, seq^2/2 pairs each.
+AttentionShape sequence_attention(double seqs, double seq);
+// Serving: `chunk` new tokens per sequence after `context` cached ones, for `seqs` sequences;
+// each new token i (1-based) sees context + i keys.
+AttentionShape chunk_attention(double seqs, double chunk, double context);
+
+// The fused (flash) attention kernel's forward on one of `tp` ranks: QK^T and PV, 2 FLOPs per
+// multiply-add over the attended pairs of every local query head; it reads Q and the K/V read
+// and writes the output, `bytes_per_elem` each.
+OpCost attention_forward(const ModelSpec& m, const AttentionShape& a, double tp, double bytes_per_elem);
+// Its backward, derived from the forward: FlashAttention-2 recomputes the scores, 2.5x the
+// forward FLOPs (Dao 2023), and moves twice the bytes.
+OpCost attention_backward(const OpCost& fwd);
+
 // Forward order. `moe` selects a mixture-of-experts MLP; load_imbalance scales the
 // busiest expert rank's work (1.0 = perfectly balanced).
 std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s, bool moe, int ep,

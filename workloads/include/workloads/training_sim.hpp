@@ -1,6 +1,7 @@
-// Simulates one training step: builds each GPU's op graph on compute and communication
-// streams for the parallelism layout and schedule, runs it on the event engine, and reports
-// step time, throughput, MFU, memory and where the time went.
+// Simulates one training step: builds the step's program (workloads/step_program.hpp), runs it
+// on the event engine (workloads/step_run.hpp), and reports step time, throughput, MFU, memory,
+// where the time went (workloads/step_breakdown.hpp) and, on request, the trace
+// (workloads/training_trace.hpp).
 #pragma once
 
 #include <array>
@@ -15,6 +16,7 @@
 #include "workloads/layer_ops.hpp"
 #include "workloads/memory.hpp"
 #include "workloads/model.hpp"
+#include "workloads/step_breakdown.hpp"
 #include "workloads/training.hpp"
 
 namespace ctwin {
@@ -31,20 +33,6 @@ struct TrainingOptions {
   CollectiveOptions collectives;
   // Called now and then with the fraction of work done (0..1), for a progress line.
   std::function<void(double)> progress;
-};
-
-// Where one GPU's step went; the parts add up to the step time.
-struct StepBreakdown {
-  double compute_s = 0;     // kernels of forward, backward (and recomputation)
-  double optimizer_s = 0;   // the optimizer step
-  double exposed_tp_s = 0;  // tensor-parallel collectives on the critical path
-  double exposed_cp_s = 0;
-  double exposed_ep_s = 0;
-  double exposed_dp_s = 0;  // gradient reduction / parameter gathering not hidden by compute
-  double exposed_pp_s = 0;  // pipeline transfers not hidden
-  double bubble_s = 0;      // pipeline fill and drain
-  double other_s = 0;       // waiting on peers, anything else
-  double exposed_comm_s() const { return exposed_tp_s + exposed_cp_s + exposed_ep_s + exposed_dp_s + exposed_pp_s; }
 };
 
 // One collective (or pipeline send/receive) as one simulated GPU issued it during the step:

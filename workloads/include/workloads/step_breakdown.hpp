@@ -1,0 +1,36 @@
+// Where a simulated GPU's step went: compute, the optimizer, exposed communication per group,
+// the pipeline bubble and the rest, from a run's task timings.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sim/streams.hpp"
+#include "workloads/step_program.hpp"
+
+namespace ctwin {
+
+// Where one GPU's step went; the parts are disjoint and add up to the step time.
+struct StepBreakdown {
+  double compute_s = 0;     // kernels of forward, backward (and recomputation)
+  double optimizer_s = 0;   // the optimizer step
+  double exposed_tp_s = 0;  // tensor-parallel collectives on the critical path
+  double exposed_cp_s = 0;
+  double exposed_ep_s = 0;
+  double exposed_dp_s = 0;  // gradient reduction / parameter gathering not hidden by compute
+  double exposed_pp_s = 0;  // pipeline transfers not hidden
+  double bubble_s = 0;      // pipeline fill and drain
+  double other_s = 0;       // waiting on peers, anything else (never the optimizer)
+  double exposed_comm_s() const { return exposed_tp_s + exposed_cp_s + exposed_ep_s + exposed_dp_s + exposed_pp_s; }
+};
+
+// Each simulated GPU's ops, in program order.
+std::vector<std::vector<std::uint32_t>> ops_by_gpu(const StepProgram& p);
+
+// The breakdown of one GPU (its ops: `gpu_ops`) over [0, end of the run). Idle time is the
+// bubble when `pipelined`, else part of other_s.
+StepBreakdown step_breakdown(const StepProgram& p, std::span<const std::uint32_t> gpu_ops, const StreamExecutor& exec,
+                             bool pipelined);
+
+}  // namespace ctwin

@@ -1,0 +1,102 @@
+#include "workloads/step_breakdown.hpp"
+
+#include <algorithm>
+#include <array>
+
+namespace ctwin {
+
+std::vector<std::vector<std::uint32_t>> ops_by_gpu(const StepProgram& p) {
+  std::vector<std::vector<std::uint32_t>> out(p.gpus.size());
+  for (std::uint32_t t = 0; t < p.ops.size(); ++t) out[p.ops[t].gpu].push_back(t);
+  return out;
+}
+
+StepBreakdown step_breakdown(const StepProgram& p, std::span<const std::uint32_t> gpu_ops, const StreamExecutor& exec,
+                             bool pipelined) {
+  // Sweep the boundaries of the GPU's tasks. Priority: the compute stream's state first; when
+  // it idles, a running DP or PP transfer.
+  const std::int64_t end = exec.makespan().ps;
+  struct Edge {
+    std::int64_t t;
+    int what;  // index into counters
+    int delta;
+  };
+  enum { kCompute, kOpt, kTp, kCp, kEp, kWait, kDp, kPp, kN };
+  std::vector<Edge> edges;
+  for (std::uint32_t t : gpu_ops) {
+    const auto& mt = p.ops[t];
+    const auto& tm = exec.timing(TaskId(t));
+    int what = kCompute;
+    switch (mt.cls) {
+      case OpClass::compute:
+        what = kCompute;
+        break;
+      case OpClass::optimizer:
+        what = kOpt;
+        break;
+      case OpClass::comm_tp:
+        what = kTp;
+        break;
+      case OpClass::comm_cp:
+        what = kCp;
+        break;
+      case OpClass::comm_ep:
+        what = kEp;
+        break;
+      case OpClass::comm_dp:
+        what = kDp;
+        break;
+      case OpClass::comm_pp:
+        what = kPp;
+        break;
+    }
+    if (mt.stream == StepStream::compute && tm.start > tm.ready) {
+      edges.push_back({tm.ready.ps, kWait, +1});
+      edges.push_back({tm.start.ps, kWait, -1});
+    }
+    if (tm.end > tm.start) {
+      edges.push_back({tm.start.ps, what, +1});
+      edges.push_back({tm.end.ps, what, -1});
+    }
+  }
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& x) { return a.t < x.t; });
+  std::array<int, kN> active{};
+  std::array<std::int64_t, kN + 1> acc{};  // last slot: idle
+  std::int64_t prev = 0;
+  auto charge = [&](std::int64_t until) {
+    if (until <= prev) return;
+    int slot = kN;
+    for (int k : {kCompute, kOpt, kTp, kCp, kEp, kWait, kDp, kPp}) {
+      if (active[k] > 0) {
+        slot = k;
+        break;
+      }
+    }
+    acc[slot] += until - prev;
+    prev = until;
+  };
+  for (const auto& e : edges) {
+    charge(e.t);
+    active[e.what] += e.delta;
+  }
+  charge(end);
+  StepBreakdown bd;
+  auto s = [](std::int64_t ps) { return static_cast<double>(ps) * 1e-12; };
+  bd.compute_s = s(acc[kCompute]);
+  bd.optimizer_s = s(acc[kOpt]);
+  bd.exposed_tp_s = s(acc[kTp]);
+  bd.exposed_cp_s = s(acc[kCp]);
+  bd.exposed_ep_s = s(acc[kEp]);
+  bd.exposed_dp_s = s(acc[kDp]);
+  bd.exposed_pp_s = s(acc[kPp]);
+  // Idle time with nothing to wait for is the pipeline's fill and drain when there is one.
+  if (pipelined) {
+    bd.bubble_s = s(acc[kN]);
+    bd.other_s = s(acc[kWait]);
+  } else {
+    bd.other_s = s(acc[kN] + acc[kWait]);
+  }
+  return bd;
+}
+
+}  // namespace ctwin

@@ -1,0 +1,601 @@
+// Builds a training step's program: each simulated GPU's ops on compute and communication
+// streams for the parallelism layout and pipeline schedule (workloads/step_program.hpp).
+#include "workloads/step_program.hpp"
+
+#include <algorithm>
+#include <array>
+#include <span>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+
+#include "sim/error.hpp"
+#include "workloads/compute_model.hpp"
+#include "workloads/layer_ops.hpp"
+#include "workloads/memory.hpp"
+#include "workloads/model_dims.hpp"
+#include "workloads/pipeline_schedule.hpp"
+#include "workloads/training_sim.hpp"
+
+namespace ctwin {
+
+namespace {
+
+OpClass class_of(CommGroup g) {
+  switch (g) {
+    case CommGroup::tp:
+      return OpClass::comm_tp;
+    case CommGroup::cp:
+      return OpClass::comm_cp;
+    case CommGroup::ep:
+      return OpClass::comm_ep;
+    case CommGroup::dp:
+    case CommGroup::embedding:  // gradient synchronisation, as the DP reduction
+      return OpClass::comm_dp;
+    case CommGroup::pp:
+      return OpClass::comm_pp;
+  }
+  return OpClass::comm_tp;
+}
+
+struct Coords {
+  int t = 0, c = 0, d = 0, p = 0;
+};
+
+// Rank placement from an order string such as "tp-cp-ep-dp-pp", innermost first. EP groups
+// are carved from consecutive DP ranks, so "ep" takes no dimension of its own.
+struct Placement {
+  std::array<int, 4> size{};  // tp, cp, dp, pp
+  std::array<int, 4> stride{};
+  Placement(const Parallelism& par) {
+    size = {par.tp, par.cp, par.dp, par.pp};
+    std::vector<int> order;
+    std::stringstream ss(par.order);
+    std::string tok;
+    while (std::getline(ss, tok, '-')) {
+      if (tok == "tp")
+        order.push_back(0);
+      else if (tok == "cp")
+        order.push_back(1);
+      else if (tok == "dp")
+        order.push_back(2);
+      else if (tok == "pp")
+        order.push_back(3);
+    }
+    for (int dim = 0; dim < 4; ++dim) {
+      if (std::find(order.begin(), order.end(), dim) == order.end()) order.push_back(dim);
+    }
+    int s = 1;
+    for (int dim : order) {
+      stride[dim] = s;
+      s *= size[dim];
+    }
+  }
+  int rank(const Coords& c) const { return c.t * stride[0] + c.c * stride[1] + c.d * stride[2] + c.p * stride[3]; }
+};
+
+class Builder {
+ public:
+  Builder(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cl, const TrainingOptions& opt)
+      : m_(m), cfg_(cfg), opt_(opt), par_(cfg.parallel), place_(cfg.parallel) {
+    cm_ = default_compute_model(cl.spec.gpu, cfg.precision.compute);
+    shape_ = layer_shape(m, cfg);
+    if (!m.is_generic()) dims_ = model_dims(m);
+    if (m.is_generic()) {
+      for (const auto& l : m.generic_layers) generic_.push_back({generic_layer_item(l, cfg)});
+    } else {
+      dense_layer_ = transformer_layer(m, shape_, false, par_.ep);
+      moe_layer_ = transformer_layer(m, shape_, true, par_.ep, cfg.moe_load_imbalance);
+      embed_ = embedding_items(m, shape_);
+      head_ = head_items(m, shape_);
+    }
+    layers_ = m.is_generic() ? static_cast<int>(m.generic_layers.size()) : m.layers;
+    mbs_ = std::max(1, cfg.grad_accum());
+    replicas_ = opt.fold ? 1 : par_.dp;
+    for (int d = 0; d < replicas_; ++d)
+      for (int p = 0; p < par_.pp; ++p)
+        for (int c = 0; c < par_.cp; ++c)
+          for (int t = 0; t < par_.tp; ++t) gpus_.push_back(Coords{t, c, d, p});
+    std::sort(gpus_.begin(), gpus_.end(),
+              [&](const Coords& a, const Coords& b) { return place_.rank(a) < place_.rank(b); });
+    seq_.assign(gpus_.size(), {});
+    p_.folded = opt.fold && par_.dp > 1;
+    for (const Coords& c : gpus_) p_.gpus.push_back(StepGpu{c.t, c.c, c.d, c.p, place_.rank(c)});
+  }
+
+  void build() {
+    if (par_.schedule == PipelineSchedule::zero_bubble) zb_order_ = zero_bubble_order();
+    for (std::uint32_t g = 0; g < gpus_.size(); ++g) build_gpu(g);
+  }
+
+  StepProgram take() { return std::move(p_); }
+
+ private:
+  StepProgram p_;
+  std::vector<Coords> gpus_;
+  const ModelSpec& m_;
+  const TrainingConfig& cfg_;
+  const TrainingOptions& opt_;
+  const Parallelism& par_;
+  Placement place_;
+  ComputeModel cm_;
+  LayerShape shape_;
+  ModelDims dims_;
+  std::vector<LayerItem> dense_layer_, moe_layer_, embed_, head_;
+  std::vector<std::vector<LayerItem>> generic_;  // one item list per layer of a generic model
+  int layers_ = 0;
+
+  const std::vector<LayerItem>& items_for(int layer) const {
+    if (!generic_.empty()) return generic_[static_cast<std::size_t>(layer)];
+    return is_moe_layer(layer) ? moe_layer_ : dense_layer_;
+  }
+  int mbs_ = 1, replicas_ = 1;
+  std::vector<std::array<std::uint32_t, 6>> seq_;  // collectives issued per group kind, per GPU
+  struct Pending {
+    StepCallId id;
+    std::uint32_t remaining;  // simulated members still to join; the entry is dropped at zero
+  };
+  std::unordered_map<std::uint64_t, Pending> rendezvous_;
+  std::unordered_map<std::uint64_t, std::uint32_t> group_index_;
+  std::uint16_t cur_mb_ = 0;
+  std::int16_t cur_layer_ = -1;
+  StepPhase cur_phase_ = StepPhase::forward;
+
+  // Joins (or opens) the rendezvous named `key` with `members` simulated members.
+  StepCallId join(std::uint64_t key, std::uint32_t members, CollectiveOp op, std::uint32_t group, double bytes) {
+    auto it = rendezvous_.find(key);
+    if (it == rendezvous_.end()) {
+      const StepCallId r(static_cast<std::uint32_t>(p_.calls.size()));
+      p_.calls.push_back(StepCall{op, group, bytes});
+      it = rendezvous_.emplace(key, Pending{r, members}).first;
+    }
+    const StepCallId r = it->second.id;
+    if (--it->second.remaining == 0) rendezvous_.erase(it);
+    return r;
+  }
+
+  std::uint32_t intern_group(std::uint64_t key, std::vector<GpuId> ranks) {
+    auto it = group_index_.find(key);
+    if (it != group_index_.end()) return it->second;
+    p_.groups.push_back(std::move(ranks));
+    const auto id = static_cast<std::uint32_t>(p_.groups.size() - 1);
+    group_index_.emplace(key, id);
+    return id;
+  }
+
+  // Appends an op of GPU g after `deps`; `call` is valid for a collective member.
+  StepOpId push_op(std::uint32_t g, const std::string& name, const char* kind, OpClass cls, int stream, double flops,
+                   double bytes, Time dur, StepCallId call, std::span<const StepOpId> deps) {
+    StepOp op;
+    op.gpu = g;
+    op.name = p_.names.intern(name);
+    op.kind = static_cast<std::uint16_t>(p_.names.intern(kind));
+    op.layer = cur_layer_;
+    op.mb = cur_mb_;
+    op.cls = cls;
+    op.stream = static_cast<StepStream>(stream);
+    op.phase = cur_phase_;
+    op.flops = static_cast<float>(flops);
+    op.bytes = static_cast<float>(bytes);
+    op.duration = dur;
+    op.call = call;
+    op.deps_begin = static_cast<std::uint32_t>(p_.deps.size());
+    p_.deps.insert(p_.deps.end(), deps.begin(), deps.end());
+    op.deps_end = static_cast<std::uint32_t>(p_.deps.size());
+    p_.ops.push_back(op);
+    return StepOpId(static_cast<std::uint32_t>(p_.ops.size() - 1));
+  }
+
+  // `after` must also wait for `before` (added once `after` exists).
+  void add_dep(StepOpId before, StepOpId after) {
+    p_.late_deps.push_back(StepLateDep{static_cast<std::uint32_t>(p_.ops.size()), before, after});
+  }
+
+  bool is_moe_layer(int layer) const { return m_.moe.enabled() && layer >= m_.moe.first_dense_layers; }
+
+  StepOpId add(std::uint32_t g, int stream, Time dur, const std::string& name, const char* kind, OpClass cls,
+               double flops, double bytes, std::span<const StepOpId> deps) {
+    return push_op(g, name, kind, cls, stream, flops, bytes, dur, StepCallId::none(), deps);
+  }
+
+  // The members of g's group of kind `grp`, as global ranks in group order.
+  std::vector<GpuId> group_ranks(const Coords& c, CommGroup grp) const {
+    std::vector<GpuId> r;
+    Coords x = c;
+    switch (grp) {
+      case CommGroup::tp:
+        for (x.t = 0; x.t < par_.tp; ++x.t) r.emplace_back(place_.rank(x));
+        break;
+      case CommGroup::cp:
+        for (x.c = 0; x.c < par_.cp; ++x.c) r.emplace_back(place_.rank(x));
+        break;
+      case CommGroup::dp:  // gradients are reduced over the DP and CP ranks together
+        for (x.d = 0; x.d < par_.dp; ++x.d)
+          for (x.c = 0; x.c < par_.cp; ++x.c) r.emplace_back(place_.rank(x));
+        break;
+      case CommGroup::ep: {
+        const int base = c.d / par_.ep * par_.ep;
+        for (x.d = base; x.d < base + par_.ep; ++x.d) r.emplace_back(place_.rank(x));
+        break;
+      }
+      case CommGroup::pp:
+        for (x.p = 0; x.p < par_.pp; ++x.p) r.emplace_back(place_.rank(x));
+        break;
+      case CommGroup::embedding:
+        x.p = 0;
+        r.emplace_back(place_.rank(x));
+        x.p = par_.pp - 1;
+        r.emplace_back(place_.rank(x));
+        break;
+    }
+    return r;
+  }
+
+  // A collective member task for GPU g: every member issues its group's collectives in the
+  // same order, so (group, sequence number) names the rendezvous.
+  StepOpId collective(std::uint32_t g, int stream, CommGroup grp, CollectiveOp op, double bytes,
+                      const std::string& name, std::span<const StepOpId> deps) {
+    const Coords& c = gpus_[g];
+    auto ranks = group_ranks(c, grp);
+    const std::uint64_t kind = static_cast<std::uint64_t>(grp);
+    const std::uint64_t first = ranks.front().value;
+    const std::uint64_t seq = seq_[g][static_cast<int>(grp)]++;
+    // Members simulated: the whole group, except DP/EP groups folded down to one replica.
+    std::uint32_t members = static_cast<std::uint32_t>(ranks.size());
+    if (opt_.fold && grp == CommGroup::ep) members = 1;
+    if (opt_.fold && grp == CommGroup::dp) members = static_cast<std::uint32_t>(par_.cp);
+    const std::uint32_t group = intern_group(kind << 32 | first, std::move(ranks));
+    const StepCallId r = join(kind << 61 | first << 37 | seq, members, op, group, bytes);
+    StepOpId id = push_op(g, name, to_string(op), class_of(grp), stream, 0, bytes, Time{}, r, deps);
+    p_.ops.back().group = static_cast<std::uint8_t>(grp);
+    return id;
+  }
+
+  // A point-to-point transfer between pipeline stages: a two-member rendezvous.
+  // `vs` is the receiving virtual stage, so chunks of an interleaved pipeline keep apart.
+  StepOpId p2p(std::uint32_t g, const Coords& src, const Coords& dst, bool fwd, int mb, int vs, bool sender,
+               std::span<const StepOpId> deps) {
+    const double bytes = shape_.tokens * static_cast<double>(m_.hidden) * cfg_.precision.weight_bytes / par_.tp;
+    const std::uint64_t s = static_cast<std::uint64_t>(place_.rank(src));
+    const std::uint64_t d = static_cast<std::uint64_t>(place_.rank(dst));
+    const std::uint32_t group = intern_group(std::uint64_t{7} << 61 | s << 30 | d, {GpuId(s), GpuId(d)});
+    const StepCallId r = join(std::uint64_t{6 + (fwd ? 0u : 1u)} << 61 | s << 32 |
+                                  static_cast<std::uint64_t>(vs) << 16 | static_cast<std::uint64_t>(mb),
+                              2, CollectiveOp::send_recv, group, bytes);
+    // Transfers hold no stream: a pipeline stage posts its sends and receives as they come
+    // (Megatron batches isend/irecv), so they must not serialise behind one another.
+    const char* name =
+        fwd ? (sender ? "send_activations" : "recv_activations") : (sender ? "send_grads" : "recv_grads");
+    StepOpId id = push_op(g, name, "send_recv", OpClass::comm_pp, 2, 0, bytes, Time{}, r, deps);
+    p_.ops.back().group = static_cast<std::uint8_t>(CommGroup::pp);
+    return id;
+  }
+
+  // Ring attention on GPU g (Liu et al. 2023; Megatron-CP): attention in cp blocks, block i
+  // over the K/V chunk that arrived in step i; step i+1 forwards that chunk to the next CP rank
+  // while block i computes. Backward passes the chunk and its gradient. On return deps.back()
+  // is the last block.
+  void ring_attention(std::uint32_t g, const LayerItem& it, const OpCost& whole, const std::string& name, bool fwd,
+                      std::vector<StepOpId>& deps, StepOpId& join) {
+    if (join.valid()) deps.push_back(join), join = StepOpId::none();
+    const int n = it.ring_steps;
+    OpCost blk = whole;
+    blk.flops /= n;
+    blk.bytes /= n;
+    const Time t_blk = seconds(op_seconds(cm_, blk));
+    const double bytes = it.comm_bytes * (fwd ? 1 : 2);
+    const std::string kv_name = it.name + (fwd ? " kv" : " kv+grad");
+    StepOpId prev = StepOpId::none(), arrived = StepOpId::none();
+    for (int i = 0; i < n; ++i) {
+      StepOpId next = StepOpId::none();
+      if (i + 1 < n) {
+        const StepOpId after[] = {arrived};
+        next = collective(g, 4, CommGroup::cp, CollectiveOp::send_recv, bytes, kv_name,
+                          i == 0 ? std::span<const StepOpId>(deps) : std::span<const StepOpId>(after));
+      }
+      std::vector<StepOpId> bdeps = i == 0 ? deps : std::vector<StepOpId>{prev};
+      if (arrived.valid()) bdeps.push_back(arrived);
+      prev = add(g, 0, t_blk, name, to_string(blk.kind), OpClass::compute, blk.flops, blk.bytes, bdeps);
+      arrived = next;
+    }
+    deps.assign(1, prev);
+  }
+
+  // Which part of a layer's work a run covers. Zero-bubble schedules split backward into the
+  // input gradient (B, on the critical path) and the weight gradient (W, deferrable).
+  enum class Pass { forward, backward, backward_input, backward_weight };
+
+  // Runs `items` on GPU g's compute stream after `dep` (and `extra`, if valid); returns the last task.
+  StepOpId run_items(std::uint32_t g, const std::vector<LayerItem>& items, Pass pass, StepOpId dep,
+                     StepOpId extra = StepOpId::none()) {
+    // With TP communication overlap (Megatron's tp_comm_overlap), a TP collective runs on its
+    // own stream beside the GEMM that follows it (the GEMM is split into chunks that consume the
+    // collective's output as it arrives); the next kernel waits for both.
+    const bool overlap_tp = par_.tp_comm_overlap;
+    StepOpId join = StepOpId::none();
+    auto one = [&](const LayerItem& it) {
+      std::vector<StepOpId> deps;
+      if (dep.valid()) deps.push_back(dep);
+      if (extra.valid()) {
+        deps.push_back(extra);
+        extra = StepOpId::none();
+      }
+      if (it.is_comm) {
+        if (pass == Pass::backward_weight) return;
+        auto op = pass == Pass::forward ? it.fwd_comm : it.bwd_comm;
+        if (!op) return;
+        for (StepOpId* j : {&join, &pending_join_}) {
+          if (j->valid()) deps.push_back(*j), *j = StepOpId::none();
+        }
+        if (overlap_tp && it.group == CommGroup::tp) {
+          join = collective(g, 3, it.group, *op, it.comm_bytes, it.name, deps);
+          return;
+        }
+        dep = collective(g, 0, it.group, *op, it.comm_bytes, it.name, deps);
+        return;
+      }
+      OpCost c = pass == Pass::forward ? it.fwd : it.bwd;
+      const bool gemm = c.kind == OpKind::gemm || c.kind == OpKind::grouped_gemm;
+      if (pass == Pass::backward_weight) {
+        if (!gemm) return;
+        c.flops /= 2;  // wgrad: one of the two backward GEMMs
+        c.bytes /= 2;
+      } else if (pass == Pass::backward_input && gemm) {
+        c.flops /= 2;  // dgrad
+        c.bytes /= 2;
+      }
+      const std::string name = pass == Pass::backward_weight ? it.name + " wgrad" : it.name;
+      if (it.ring_steps > 1 && pass != Pass::backward_weight) {
+        ring_attention(g, it, c, name, pass == Pass::forward, deps, join);
+        dep = deps.back();
+        if (pending_join_.valid()) add_dep(pending_join_, dep), pending_join_ = StepOpId::none();
+        return;
+      }
+      // The kernel right after an overlapped collective runs beside it; the one after that joins it.
+      const bool beside = join.valid() && gemm;
+      if (join.valid() && !beside) deps.push_back(join), join = StepOpId::none();
+      dep = add(g, 0, seconds(op_seconds(cm_, c)), name, to_string(c.kind), OpClass::compute, c.flops, c.bytes, deps);
+      if (beside) {
+        // Carry the collective to the next kernel.
+        pending_join_ = join;
+        join = StepOpId::none();
+      } else if (pending_join_.valid()) {
+        add_dep(pending_join_, dep);
+        pending_join_ = StepOpId::none();
+      }
+    };
+    if (pass == Pass::forward) {
+      for (const auto& it : items) one(it);
+    } else {
+      for (auto it = items.rbegin(); it != items.rend(); ++it) one(*it);
+    }
+    if (extra.valid()) add_dep(extra, dep);  // no task ran: still order after extra
+    for (StepOpId j : {join, pending_join_}) {
+      if (!j.valid()) continue;
+      // Nothing followed inside this run: join on a zero-length marker so callers see one task.
+      StepOpId deps2[] = {dep, j};
+      dep = add(g, 0, Time{}, "tp_overlap_join", "elementwise", OpClass::compute, 0, 0, deps2);
+    }
+    pending_join_ = StepOpId::none();
+    return dep;
+  }
+  StepOpId pending_join_ = StepOpId::none();
+
+  double layer_grad_bytes(int layer) const {
+    if (m_.is_generic()) return m_.generic_layers[static_cast<std::size_t>(layer)].params * cfg_.precision.grad_bytes;
+    const double t = par_.tp;
+    // Attention and MLP weights split over TP; the two norms (scale, and bias for LayerNorm) and
+    // the MoE router replicated.
+    double p = dims_.attention_params / t + 2.0 * dims_.norm_params;
+    if (is_moe_layer(layer)) {
+      const double e = dims_.expert_params;
+      p += e * m_.moe.experts / par_.ep / t + e * m_.moe.shared_experts / t + dims_.router_params;
+    } else {
+      p += dims_.dense_mlp_params / t;
+    }
+    return p * cfg_.precision.grad_bytes;
+  }
+
+  // Each stage's order of work (workloads/pipeline_schedule.hpp). GPipe: all forwards then
+  // all backwards. 1F1B: pp-stage-1 warm-up forwards, then one forward one backward
+  // (Narayanan et al. 2021). Interleaved: Megatron-LM's virtual-pipeline order over v model
+  // chunks. Zero-bubble (ZB-H1, Qi et al. 2024): 1F1B with each weight-gradient pass W
+  // deferred behind the next backward passes, filling the drain with W work.
+  std::vector<PipelineSlot> schedule(int stage) const {
+    if (par_.schedule == PipelineSchedule::zero_bubble) return zb_order_.at(static_cast<std::size_t>(stage));
+    return pipeline_order(par_.schedule, par_.pp, stage, mbs_, par_.virtual_stages);
+  }
+
+  // The zero-bubble order comes from a greedy list schedule at the layers' modelled costs.
+  std::vector<std::vector<PipelineSlot>> zero_bubble_order() const {
+    double tf = 0, tb = 0, tw = 0;
+    for (const auto& it : dense_layer_) {
+      if (it.is_comm) continue;
+      tf += op_seconds(cm_, it.fwd);
+      const bool gemm = it.bwd.kind == OpKind::gemm || it.bwd.kind == OpKind::grouped_gemm;
+      OpCost half = it.bwd;
+      half.flops /= 2;
+      half.bytes /= 2;
+      tb += gemm ? op_seconds(cm_, half) : op_seconds(cm_, it.bwd);
+      tw += gemm ? op_seconds(cm_, half) : 0;
+    }
+    return zero_bubble_orders(par_.pp, mbs_, tf, tb, tw);
+  }
+  std::vector<std::vector<PipelineSlot>> zb_order_;
+
+  double layer_param_bytes(int layer) const {
+    return layer_grad_bytes(layer) / cfg_.precision.grad_bytes * cfg_.precision.weight_bytes;
+  }
+
+  void build_gpu(std::uint32_t g) {
+    const Coords c = gpus_[g];
+    const int stage = c.p, pp = par_.pp, v = par_.schedule == PipelineSchedule::interleaved ? par_.virtual_stages : 1;
+    const int chunk_layers = layers_ / (pp * v);
+    const int zero = par_.zero_stage;
+    const bool dp_comm = par_.dp * par_.cp > 1;
+    const bool zb = par_.schedule == PipelineSchedule::zero_bubble;
+    std::vector<StepOpId> dp_tasks;
+    double bucket = 0;
+    // Gradients are reduced over DP (and CP) ranks: an all-reduce, or a reduce-scatter when
+    // ZeRO shards them.
+    auto flush_bucket = [&](StepOpId after) {
+      if (bucket <= 0 || !dp_comm) {
+        bucket = 0;
+        return;
+      }
+      const CollectiveOp op = zero >= 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce;
+      StepOpId deps[] = {after};
+      dp_tasks.push_back(collective(g, 1, CommGroup::dp, op, bucket, "grad_" + std::string(to_string(op)), deps));
+      bucket = 0;
+    };
+    // ZeRO-3 / FSDP gathers a layer's parameters before using it, at most two layers ahead.
+    std::array<StepOpId, 2> recent{StepOpId::none(), StepOpId::none()};
+    auto gather = [&](int layer) -> StepOpId {
+      if (zero < 3 || !dp_comm) return StepOpId::none();
+      std::vector<StepOpId> deps;
+      if (recent[0].valid()) deps.push_back(recent[0]);
+      return collective(g, 1, CommGroup::dp, CollectiveOp::all_gather, layer_param_bytes(layer), "fsdp_all_gather",
+                        deps);
+    };
+    auto layer_done = [&](StepOpId t) {
+      recent[0] = recent[1];
+      recent[1] = t;
+    };
+    const auto plan = schedule(stage);
+    std::vector<int> backwards_left(static_cast<std::size_t>(v), mbs_);
+    StepOpId last_compute = StepOpId::none();
+    for (const PipelineSlot& sl : plan) {
+      const int mb = sl.micro_batch, vs = sl.chunk * pp + stage, nvs = pp * v;
+      const bool first = vs == 0, last = vs == nvs - 1;
+      const bool fwd = sl.pass == PipelineSlot::Pass::forward;
+      cur_mb_ = static_cast<std::uint16_t>(mb);
+      cur_layer_ = -1;
+      cur_phase_ = fwd ? StepPhase::forward : StepPhase::backward;
+      StepOpId dep = last_compute;
+      // Neighbouring virtual stages: the previous and next chunks' GPUs.
+      Coords prev = c, next = c;
+      prev.p = (stage + pp - 1) % pp;
+      next.p = (stage + 1) % pp;
+      if (sl.pass == PipelineSlot::Pass::weight) {
+        for (int l = chunk_layers - 1; l >= 0; --l) {
+          const int layer = vs * chunk_layers + l;
+          cur_layer_ = static_cast<std::int16_t>(layer);
+          dep = run_items(g, items_for(layer), Pass::backward_weight, dep);
+        }
+        last_compute = dep;
+        continue;
+      }
+      if (fwd && !first) dep = p2p(g, prev, c, true, mb, vs, false, {});
+      if (!fwd && !last) dep = p2p(g, next, c, false, mb, vs, false, {});
+      // A receive is a free task; the compute stream waits for it and for its own order.
+      if (fwd) {
+        if (first) dep = run_items(g, embed_, Pass::forward, dep);
+        for (int l = 0; l < chunk_layers; ++l) {
+          const int layer = vs * chunk_layers + l;
+          cur_layer_ = static_cast<std::int16_t>(layer);
+          StepOpId gth = gather(layer);
+          dep = run_items(g, items_for(layer), Pass::forward, dep, gth);
+          layer_done(dep);
+        }
+        cur_layer_ = -1;
+        if (last) dep = run_items(g, head_, Pass::forward, dep);
+        p_.ops.back().activation_delta = +1;
+        if (!last) {
+          StepOpId deps[] = {dep};
+          p2p(g, c, next, true, mb, vs + 1, true, deps);
+        }
+      } else {
+        // Gradients are reduced once per step after the final micro-batch (DDP's no_sync,
+        // Megatron), or after every micro-batch when ZeRO-2/3 partitions them (DeepSpeed).
+        const bool reduce_now = --backwards_left[static_cast<std::size_t>(sl.chunk)] == 0 || zero >= 2;
+        const Pass bp = zb ? Pass::backward_input : Pass::backward;
+        if (last) dep = run_items(g, head_, bp, dep);
+        if (reduce_now && last && !m_.is_generic()) {
+          // The LM head's gradient (unless it is the embedding's, counted on the first stage) and the final norm's.
+          const bool own_head = !m_.tied_embeddings || nvs > 1;
+          bucket += (own_head ? static_cast<double>(m_.hidden) * m_.vocab / par_.tp : 0.0) * cfg_.precision.grad_bytes +
+                    dims_.norm_params * cfg_.precision.grad_bytes;
+        }
+        for (int l = chunk_layers - 1; l >= 0; --l) {
+          const int layer = vs * chunk_layers + l;
+          const auto& items = items_for(layer);
+          cur_layer_ = static_cast<std::int16_t>(layer);
+          StepOpId gth = gather(layer);
+          if (cfg_.recompute == Recompute::full) {
+            cur_phase_ = StepPhase::recompute;
+            dep = run_items(g, items, Pass::forward, dep, gth);
+            gth = StepOpId::none();
+            cur_phase_ = StepPhase::backward;
+          }
+          dep = run_items(g, items, bp, dep, gth);
+          layer_done(dep);
+          if (reduce_now) {
+            bucket += layer_grad_bytes(layer);
+            if (zero >= 3 || (cfg_.overlap_grad_reduce && bucket >= cfg_.grad_bucket_bytes)) flush_bucket(dep);
+          }
+        }
+        cur_layer_ = -1;
+        if (first && !m_.is_generic()) {
+          dep = run_items(g, embed_, bp, dep);
+          if (reduce_now) {
+            // The token embedding (split over TP) and learned positions (replicated).
+            const double positions = m_.learned_positions ? static_cast<double>(m_.max_seq) * m_.hidden : 0.0;
+            bucket += (static_cast<double>(m_.hidden) * m_.vocab / par_.tp + positions) * cfg_.precision.grad_bytes;
+          }
+        }
+        p_.ops.back().activation_delta = -1;
+        if (reduce_now) flush_bucket(dep);
+        if (!first) {
+          StepOpId deps[] = {dep};
+          p2p(g, c, prev, false, mb, vs - 1, true, deps);
+        }
+      }
+      last_compute = dep;
+    }
+    cur_phase_ = StepPhase::step;
+    cur_layer_ = -1;
+    // A tied word embedding lives on the first stage and, as the LM head, on the last: after the
+    // DP reduction the two copies' gradients are all-reduced between them (Megatron's embedding
+    // group, finalize_model_grads), so both apply the same update.
+    if (m_.tied_embeddings && !m_.is_generic() && pp > 1 && (stage == 0 || stage == pp - 1)) {
+      std::vector<StepOpId> deps = dp_tasks;
+      deps.push_back(last_compute);
+      const double bytes = static_cast<double>(m_.hidden) * m_.vocab / par_.tp * cfg_.precision.grad_bytes;
+      dp_tasks.push_back(
+          collective(g, 1, CommGroup::embedding, CollectiveOp::all_reduce, bytes, "embedding_grad_all_reduce", deps));
+    }
+    // Optimizer step on this GPU's shard, once every gradient has been reduced.
+    double params = stage_params(m_, cfg_, stage);
+    const double shard = zero >= 1 ? params / (par_.dp * par_.cp) : params;
+    const auto& pr = cfg_.precision;
+    OpCost opt{OpKind::optimizer, 0,
+               shard * (pr.grad_bytes + 2 * pr.master_bytes + pr.optimizer_state_bytes * 2 + pr.weight_bytes)};
+    std::vector<StepOpId> deps = dp_tasks;
+    deps.push_back(last_compute);
+    StepOpId o =
+        add(g, 0, seconds(op_seconds(cm_, opt)), "adam_step", "optimizer", OpClass::optimizer, 0, opt.bytes, deps);
+    if ((zero == 1 || zero == 2) && dp_comm) {
+      StepOpId d2[] = {o};
+      collective(g, 1, CommGroup::dp, CollectiveOp::all_gather, params * pr.weight_bytes, "param_all_gather", d2);
+    }
+  }
+};
+
+}  // namespace
+
+StepProgram build_training_step(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cluster,
+                                const TrainingOptions& opt) {
+  // Ops record their micro-batch in 16 bits, and pipeline transfers are keyed by it.
+  if (cfg.grad_accum() > kMaxMicroBatches) {
+    throw InputError("", "/training/global_batch",
+                     "the step has " + std::to_string(cfg.grad_accum()) +
+                         " micro-batches per data-parallel replica; at most " + std::to_string(kMaxMicroBatches) +
+                         " are simulated",
+                     "a larger micro_batch or dp, or a smaller global_batch");
+  }
+  Builder b(m, cfg, cluster, opt);
+  b.build();
+  return b.take();
+}
+
+}  // namespace ctwin
