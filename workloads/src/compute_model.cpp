@@ -39,6 +39,10 @@ ComputeModel default_compute_model(const GpuSpec& gpu, Dtype dtype) {
   return cm;
 }
 
+CostModelPtr default_cost_model(const GpuSpec& gpu, Dtype dtype) {
+  return std::make_shared<RooflineCostModel>(default_compute_model(gpu, dtype));
+}
+
 double op_seconds(const ComputeModel& cm, const OpCost& op) {
   double eff = 1.0;
   if (op.kind == OpKind::gemm || op.kind == OpKind::grouped_gemm) {

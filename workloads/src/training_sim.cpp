@@ -146,7 +146,7 @@ class Builder {
  public:
   Builder(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cl, const TrainingOptions& opt)
       : m_(m), cfg_(cfg), opt_(opt), par_(cfg.parallel), place_(cfg.parallel) {
-    cm_ = default_compute_model(cl.spec.gpu, cfg.precision.compute);
+    cm_ = opt.cost_model ? opt.cost_model : default_cost_model(cl.spec.gpu, cfg.precision.compute);
     shape_ = layer_shape(m, cfg);
     if (m.is_generic()) {
       for (const auto& l : m.generic_layers) generic_.push_back({generic_layer_item(l, cfg)});
@@ -197,7 +197,7 @@ class Builder {
   const TrainingOptions& opt_;
   const Parallelism& par_;
   Placement place_;
-  ComputeModel cm_;
+  CostModelPtr cm_;
   LayerShape shape_;
   std::vector<LayerItem> dense_layer_, moe_layer_, embed_, head_;
   std::vector<std::vector<LayerItem>> generic_;  // one item list per layer of a generic model

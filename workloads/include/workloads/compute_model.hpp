@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "topology/catalog.hpp"
 
@@ -44,5 +45,33 @@ ComputeModel default_compute_model(const GpuSpec& gpu, Dtype dtype);
 
 // Seconds for one kernel: max(compute-bound time, memory-bound time) plus the launch cost.
 double op_seconds(const ComputeModel& cm, const OpCost& op);
+
+// The seam for pricing kernels: the training simulation asks a CostModel for every op's time,
+// so a calibrated profile, a lookup table of measured kernels or a learned model can replace
+// the roofline (TrainingOptions::cost_model).
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  virtual double op_seconds(const OpCost& op) const = 0;
+};
+
+// Today's roofline (op_seconds above) as a CostModel.
+class RooflineCostModel final : public CostModel {
+ public:
+  explicit RooflineCostModel(const ComputeModel& cm) : cm_(cm) {}
+  double op_seconds(const OpCost& op) const override { return ctwin::op_seconds(cm_, op); }
+  const ComputeModel& coefficients() const { return cm_; }
+
+ private:
+  ComputeModel cm_;
+};
+
+using CostModelPtr = std::shared_ptr<const CostModel>;
+
+// The roofline with default_compute_model's coefficients for the GPU.
+CostModelPtr default_cost_model(const GpuSpec& gpu, Dtype dtype);
+
+// For holders of a CostModelPtr: op_seconds(cm, op) reads the same whichever they hold.
+inline double op_seconds(const CostModelPtr& cm, const OpCost& op) { return cm->op_seconds(op); }
 
 }  // namespace ctwin
