@@ -74,3 +74,41 @@ TEST_CASE("no cost model given: the roofline from the GPU's coefficients") {
   const double adam = 1e3 * (2 + 2 * 4 + 8 * 2 + 2) / (1000e9 * 0.85) + 2e-6;
   CHECK(r.step_time_s == rel_approx(fwd + bwd + adam, 1e-9));
 }
+
+TEST_CASE("attention ops carry their dtype and geometry: query tokens, causal pairs, K/V tokens read") {
+  ModelSpec m;
+  m.name = "tiny";
+  m.layers = 1;
+  m.hidden = 1024;
+  m.heads = 8;
+  m.kv_heads = 8;
+  m.ffn_hidden = 4096;
+  m.vocab = 1000;
+  m.max_seq = 4096;
+  TrainingConfig c;
+  c.micro_batch = 2;
+  c.global_batch = 2;
+  c.seq_len = 4096;
+  c.precision.compute = Dtype::fp8;
+  for (int cp : {1, 2}) {
+    CAPTURE(cp);
+    c.parallel.cp = cp;
+    const LayerShape s = layer_shape(m, c);
+    const auto items = transformer_layer(m, s, false, 1);
+    int found = 0;
+    for (const auto& it : items) {
+      if (it.is_comm || it.fwd.kind != OpKind::attention) continue;
+      ++found;
+      // 2 sequences of 4096 tokens, cp GPUs sharing each: 8192 / cp local queries, each scoring
+      // on average half of the 4096 keys of its sequence, reading all 8192 K/V tokens.
+      for (const OpCost* op : {&it.fwd, &it.bwd}) {
+        REQUIRE(op->dtype.has_value());
+        CHECK(*op->dtype == Dtype::fp8);
+        CHECK(op->query_tokens == rel_approx(8192.0 / cp, 1e-15));
+        CHECK(op->attended_pairs == rel_approx(8192.0 / cp * 2048, 1e-15));
+        CHECK(op->kv_tokens == rel_approx(8192.0, 1e-15));
+      }
+    }
+    CHECK(found == 1);
+  }
+}

@@ -35,6 +35,7 @@ LayerShape layer_shape(const ModelSpec&, const TrainingConfig& cfg) {
   s.dropout = cfg.dropout;
   s.cp_ring = cfg.parallel.cp_comm == Parallelism::CpComm::ring;
   s.bytes_per_elem = cfg.precision.weight_bytes;
+  s.dtype = cfg.precision.compute;
   return s;
 }
 
@@ -142,6 +143,14 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
       it.fwd = OpCost{OpKind::attention, flops, io};
       // FlashAttention-2 backward recomputes the scores: 2.5x the forward FLOPs (Dao 2023).
       it.bwd = OpCost{OpKind::attention, 2.5 * flops, 2 * io};
+      // Geometry: T local queries, each over half the sequence on average (causal); under CP each
+      // GPU reads the whole sequence's K/V (cp chunks of T).
+      for (OpCost* op : {&it.fwd, &it.bwd}) {
+        op->dtype = s.dtype;
+        op->query_tokens = T;
+        op->attended_pairs = T * s.seq / 2;
+        op->kv_tokens = s.cp * T;
+      }
       if (ring) {
         it.name = "ring_attention";
         it.group = CommGroup::cp;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "topology/catalog.hpp"
 
@@ -22,6 +23,15 @@ struct OpCost {
   // GEMM shape (m x k) @ (k x n); 0 for non-GEMMs.
   double m = 0, n = 0, k = 0;
   double groups = 1;  // grouped_gemm: the GEMMs in the group, m split evenly over them
+  // The dtype the kernel computes in; unset: the step's compute dtype (the roofline prices every
+  // op at the dtype it was built for; a measured or learned model may tell them apart).
+  std::optional<Dtype> dtype = std::nullopt;
+  // Attention geometry (OpKind::attention; 0 otherwise), per kernel on this GPU, summed over
+  // sequences: query tokens, (query, key) pairs scored (causal: about half of query x key), and
+  // key/value tokens read. Prefill and decode attention differ here at the same FLOPs.
+  double query_tokens = 0;
+  double attended_pairs = 0;
+  double kv_tokens = 0;
 };
 
 struct ComputeModel {
