@@ -1,6 +1,10 @@
-# Writes OUT, a C++ file defining ctwin::embedded_file(name) over the given FILES.
+# Writes OUT, a C++ file defining ctwin::FUNC(name) over the given FILES (FUNC: embedded_file
+# unless given).
 string(REPLACE "|" ";" FILES "${FILES}")
-set(body "#include <string_view>\nnamespace ctwin {\nstd::string_view embedded_file(std::string_view name) {\n")
+if(NOT FUNC)
+  set(FUNC embedded_file)
+endif()
+set(body "#include <string_view>\nnamespace ctwin {\nstd::string_view ${FUNC}(std::string_view name) {\n")
 foreach(f IN LISTS FILES)
   get_filename_component(name ${f} NAME)
   file(READ ${f} content)
