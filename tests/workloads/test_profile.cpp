@@ -192,3 +192,42 @@ TEST_CASE("bad profile JSON names the file, the JSON path, what was found and wh
   CHECK(e.file == "bad.json");
   CHECK_THROWS_AS(load_profile("/nonexistent/profile.json"), InputError);
 }
+
+TEST_CASE("applying a GPU's shipped profile to its preset cluster changes nothing") {
+  const auto cat = gpu_catalog();
+  GpuCatalog gpus;
+  for (const auto& [name, g] : cat.items()) {
+    if (name == "_comment") continue;
+    GpuSpec s = catalog_gpu(cat, name);
+    s.nvlink_gbps = g.at("nvlink_gbps");
+    s.pcie_gbps = g.at("pcie_gbps");
+    gpus.gpus[name] = s;
+  }
+  for (const std::string& name : preset_cluster_names()) {
+    CAPTURE(name);
+    ClusterSpec preset;
+    REQUIRE(preset_cluster(name, 2, gpus, preset));
+    ClusterSpec s = preset;
+    apply_profile(builtin_profile(s.gpu.name), s);
+    CHECK(s.intra_efficiency == preset.intra_efficiency);
+    CHECK(s.intra_latency_us == preset.intra_latency_us);
+    CHECK(s.nvls_efficiency == preset.nvls_efficiency);
+    CHECK(s.nic_efficiency == preset.nic_efficiency);
+    CHECK(s.inter_latency_us == preset.inter_latency_us);
+  }
+}
+
+TEST_CASE("a custom cluster takes its generation's link figures from the profile") {
+  // What the scenario loader's custom clusters should get (it sets 370/450 for every generation
+  // and a 3.0 us network hop today): NCCL's topo.h rates per generation, hwLat's 2.7 us.
+  const std::pair<const char*, double> cases[] = {
+      {"A100-SXM-80GB", 20.0 / 25}, {"H200", 20.6 / 25}, {"B200", 40.1 / 50}};
+  for (const auto& [gpu, eff] : cases) {
+    CAPTURE(gpu);
+    ClusterSpec s;
+    s.intra = IntraNodeFabric::nvswitch;
+    apply_profile(builtin_profile(gpu), s);
+    CHECK(s.intra_efficiency == rel_approx(eff, 1e-15));
+    CHECK(s.inter_latency_us == rel_approx(2.7, 1e-15));
+  }
+}
