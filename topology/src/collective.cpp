@@ -157,21 +157,9 @@ double ring_bw(const ClusterSpec& s, const Shape& sh) {
   return k * std::min(nic_bw(s), intra / k);
 }
 
-// NCCL's latency tables (src/graph/tuning.cc baseLat and hwLat, 2.23 and later; 2.19-2.22 had
-// Tree Simple at base 0 and 28 us per hop): base latency per algorithm and protocol, and per-hop
-// latency per link type. The link's own LL latency comes from the spec (intra_latency_us,
-// inter_latency_us); the other protocols add NCCL's difference over LL.
-constexpr double kBaseRing[3] = {6.6, 14.0, 8.4};  // LL, LL128, Simple (us)
-constexpr double kBaseTree[3] = {6.8, 14.0, 8.4};
-constexpr double kRingNvlExtra[3] = {0.0, 1.3, 2.8};   // NVLink ring hop: 0.6 / 1.9 / 3.4
-constexpr double kRingPciExtra[3] = {0.0, 1.5, 4.7};   // PCI ring hop: 1.0 / 2.5 / 5.7
-constexpr double kRingNetExtra[3] = {0.0, 1.3, 11.3};  // network ring hop: 2.7 / 4.0 / 14
-constexpr double kTreeNvlExtra[3] = {0.0, 0.65, 3.4};  // NVLink tree hop: 0.6 / 1.25 / 4.0
-constexpr double kTreeNetExtra[3] = {2.3, 5.8, 11.3};  // network tree hop: 5.0 / 8.5 / 14
-constexpr double kNvlsLatencyUs = 25.0;                // NVLS on NVLink (hwLat NVLS, Simple)
-constexpr double kCollNetLatencyUs = 3.7 + 31.0;       // CollNet Direct: NVLink + network hop
-constexpr double kTreeEfficiency = 0.92;               // NCCL's tree bandwidth derating
-
+// NCCL's latency tables and protocol efficiencies (src/graph/tuning.cc baseLat, hwLat) live in
+// ClusterSpec::nccl (topology/nccl_model.hpp). The link's own LL latency comes from the spec
+// (intra_latency_us, inter_latency_us); the other protocols add NCCL's difference over LL.
 int proto_index(Protocol p) { return p == Protocol::ll ? 0 : p == Protocol::ll128 ? 1 : 2; }
 
 double ring_steps(CollectiveOp op, int n) {
@@ -246,11 +234,12 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
   const double S = call.bytes;
   const double intra_hop = s.intra_latency_us;
   const double net_hop = s.inter_latency_us;
+  const NcclModel& nm = s.nccl;
   switch (a) {
     case CollectiveAlgo::p2p: {
       if (p != Protocol::simple) return false;
-      const double hop = (multi ? net_hop + kRingNetExtra[2] : intra_hop + kRingNvlExtra[2]);
-      out.latency_s = (kBaseRing[2] + hop) * 1e-6;
+      const double hop = (multi ? net_hop + nm.ring_net_extra_us[2] : intra_hop + nm.ring_nvlink_extra_us[2]);
+      out.latency_s = (nm.base_ring_us[2] + hop) * 1e-6;
       if (call.op == CollectiveOp::all_to_all) {
         out.bandwidth_s = a2a_seconds(s, sh, S);
       } else {
@@ -265,12 +254,18 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       if (p == Protocol::ll128 && !nvlink_node(s)) return false;  // NCCL enables LL128 on NVLink only
       const double steps = ring_steps(call.op, sh.n);
       const double inter_steps = !multi ? 0 : call.op == CollectiveOp::all_reduce ? 2.0 * (sh.nodes - 1) : sh.nodes - 1;
-      double intra_lat = intra_hop + (s.intra == IntraNodeFabric::nvswitch ? kRingNvlExtra[pi] : kRingPciExtra[pi]);
-      if (multi) intra_lat = std::max(intra_lat, s.net_overhead_us * (p == Protocol::simple ? 3 : 1));
-      out.latency_s =
-          (kBaseRing[pi] + (steps - inter_steps) * intra_lat + inter_steps * (net_hop + kRingNetExtra[pi])) * 1e-6;
+      double intra_lat =
+          intra_hop + (s.intra == IntraNodeFabric::nvswitch ? nm.ring_nvlink_extra_us[pi] : nm.ring_pcie_extra_us[pi]);
+      if (multi)
+        intra_lat =
+            std::max(intra_lat, s.net_overhead_us * (p == Protocol::simple ? nm.simple_net_overhead_factor : 1));
+      out.latency_s = (nm.base_ring_us[pi] + (steps - inter_steps) * intra_lat +
+                       inter_steps * (net_hop + nm.ring_net_extra_us[pi])) *
+                      1e-6;
       const bool quarter = multi || call.op == CollectiveOp::all_reduce || call.op == CollectiveOp::reduce;
-      out.efficiency = p == Protocol::ll ? (quarter ? 0.25 : 1.0 / 3) : p == Protocol::ll128 ? 0.92 : 1.0;
+      out.efficiency = p == Protocol::ll      ? (quarter ? nm.ring_ll_efficiency : nm.ring_ll_copy_efficiency)
+                       : p == Protocol::ll128 ? nm.ring_ll128_efficiency
+                                              : 1.0;
       out.bandwidth_s = bus_factor(call.op, sh.n) * S / (ring_bw(s, sh) * out.efficiency * 1e9);
       return true;
     }
@@ -278,11 +273,12 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       if (call.op != CollectiveOp::all_reduce) return false;
       if (p == Protocol::ll128 && !nvlink_node(s)) return false;
       const int log2n = sh.nodes > 1 ? static_cast<int>(std::floor(std::log2(sh.nodes))) : 0;
-      const double intra_lat = intra_hop + kTreeNvlExtra[pi], inter_lat = net_hop + kTreeNetExtra[pi];
-      out.latency_s = (kBaseTree[pi] + 2 * ((sh.local - 1) * intra_lat + log2n * inter_lat)) * 1e-6;
-      out.efficiency = kTreeEfficiency * (p == Protocol::ll      ? 1 / 3.8
-                                          : p == Protocol::ll128 ? (multi ? 120.0 / 128 : 7.0 / 9)
-                                                                 : 1.0);
+      const double intra_lat = intra_hop + nm.tree_nvlink_extra_us[pi], inter_lat = net_hop + nm.tree_net_extra_us[pi];
+      out.latency_s = (nm.base_tree_us[pi] + 2 * ((sh.local - 1) * intra_lat + log2n * inter_lat)) * 1e-6;
+      out.efficiency = nm.tree_efficiency * (p == Protocol::ll ? nm.tree_ll_efficiency
+                                             : p == Protocol::ll128
+                                                 ? (multi ? nm.tree_ll128_efficiency : nm.tree_ll128_intra_efficiency)
+                                                 : 1.0);
       // Per channel a chain through the node's GPUs feeds the inter-node trees: reduce up, then
       // broadcast down, pipelined. A GPU's port sends 2(g-1)/g of the buffer; a node's NICs send
       // what its places in the two trees need.
@@ -298,13 +294,13 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
     case CollectiveAlgo::nvls: {
       if (p != Protocol::simple || !nvls_eligible(c, call)) return false;
       // In-switch reduction: every GPU pushes its buffer into the switch and pulls the result once.
-      out.latency_s = kNvlsLatencyUs * 1e-6;
+      out.latency_s = nm.nvls_latency_us * 1e-6;
       out.bandwidth_s = S / (s.intra_gbps * s.nvls_efficiency * 1e9);
       return true;
     }
     case CollectiveAlgo::collnet: {
       if (p != Protocol::simple || !algo_applies(c, call, a)) return false;
-      out.latency_s = (kCollNetLatencyUs + 2 * (sh.local - 1) * (intra_hop + kRingNvlExtra[2])) * 1e-6;
+      out.latency_s = (nm.collnet_latency_us + 2 * (sh.local - 1) * (intra_hop + nm.ring_nvlink_extra_us[2])) * 1e-6;
       // Reduce-scatter and all-gather inside the node; each GPU's 1/g share goes up to the
       // switch and comes back reduced: a node's NICs carry the buffer once each way.
       double t = 0;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "workloads/profile.hpp"
+
 namespace ctwin {
 
 const char* to_string(OpKind k) {
@@ -27,16 +29,17 @@ const char* to_string(OpKind k) {
 }
 
 ComputeModel default_compute_model(const GpuSpec& gpu, Dtype dtype) {
-  ComputeModel cm;
-  cm.peak_flops = gpu.peak_flops(dtype);
-  cm.hbm_bytes_per_s = gpu.hbm_gbps * 1e9;
-  cm.gemm_efficiency = gpu.gemm_efficiency;
-  // Flash-attention kernels reach roughly 70-75% of what large GEMMs do (FlashAttention-2
-  // paper, Dao 2023: 50-73% of A100 peak forward vs ~80% for cuBLAS GEMMs).
-  cm.attention_efficiency = gpu.gemm_efficiency * 0.75;
-  cm.hbm_efficiency = gpu.hbm_efficiency;
-  cm.launch_s = gpu.kernel_launch_us * 1e-6;
-  return cm;
+  // The GPU's profile (workloads/catalog/profiles). The three coefficients the GPU catalog also
+  // carries, and a scenario may override there, come from the GpuSpec.
+  Profile p = builtin_profile(gpu.name);
+  p.compute.gemm_efficiency = gpu.gemm_efficiency;
+  p.compute.hbm_efficiency = gpu.hbm_efficiency;
+  p.compute.kernel_launch_us = gpu.kernel_launch_us;
+  return compute_model(p, gpu, dtype);
+}
+
+CostModelPtr default_cost_model(const GpuSpec& gpu, Dtype dtype) {
+  return std::make_shared<RooflineCostModel>(default_compute_model(gpu, dtype));
 }
 
 double op_seconds(const ComputeModel& cm, const OpCost& op) {

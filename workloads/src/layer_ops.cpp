@@ -37,6 +37,7 @@ LayerShape layer_shape(const ModelSpec&, const TrainingConfig& cfg) {
   s.dropout = cfg.dropout;
   s.cp_ring = cfg.parallel.cp_comm == Parallelism::CpComm::ring;
   s.bytes_per_elem = cfg.precision.weight_bytes;
+  s.dtype = cfg.precision.compute;
   return s;
 }
 
@@ -98,7 +99,11 @@ OpCost attention_forward(const ModelSpec& m, const AttentionShape& a, double tp,
   const double flops = 2 * a.attended_pairs * heads_local * (d.qk_head_dim + d.pv_head_dim);
   const double io =
       bytes_per_elem * (a.query_tokens * (d.q_dim + d.o_in) + a.kv_tokens_read * (d.kv_dim + d.v_dim)) / tp;
-  return OpCost{OpKind::attention, flops, io};
+  OpCost c{OpKind::attention, flops, io};
+  c.query_tokens = a.query_tokens;
+  c.attended_pairs = a.attended_pairs;
+  c.kv_tokens = a.kv_tokens_read;
+  return c;
 }
 
 OpCost attention_backward(const OpCost& fwd) {
@@ -160,6 +165,12 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
       it.name = "attention";
       const double io = e * T * (q_dim + kv_dim + v_dim + o_in) / t;
       it.fwd = OpCost{OpKind::attention, flops, io};
+      // Geometry: T local queries, each over half the sequence on average (causal); under CP each
+      // GPU reads the whole sequence's K/V (cp chunks of T).
+      it.fwd.dtype = s.dtype;
+      it.fwd.query_tokens = T;
+      it.fwd.attended_pairs = T * s.seq / 2;
+      it.fwd.kv_tokens = s.cp * T;
       // Equal to attention_forward(m, sequence_attention(seqs, s.seq), t, e), in the order
       // training has always summed it (tests/workloads/test_attention_shape.cpp checks the two agree).
       it.bwd = attention_backward(it.fwd);

@@ -78,7 +78,7 @@ class Builder {
  public:
   Builder(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cl, const TrainingOptions& opt)
       : m_(m), cfg_(cfg), opt_(opt), par_(cfg.parallel), place_(cfg.parallel) {
-    cm_ = default_compute_model(cl.spec.gpu, cfg.precision.compute);
+    cm_ = opt.cost_model ? opt.cost_model : default_cost_model(cl.spec.gpu, cfg.precision.compute);
     shape_ = layer_shape(m, cfg);
     if (!m.is_generic()) dims_ = model_dims(m);
     if (m.is_generic()) {
@@ -118,7 +118,7 @@ class Builder {
   const TrainingOptions& opt_;
   const Parallelism& par_;
   Placement place_;
-  ComputeModel cm_;
+  CostModelPtr cm_;
   LayerShape shape_;
   ModelDims dims_;
   std::vector<LayerItem> dense_layer_, moe_layer_, embed_, head_;

@@ -7,6 +7,7 @@
 
 #include "sim/id.hpp"
 #include "topology/catalog.hpp"
+#include "topology/nccl_model.hpp"
 
 namespace ctwin {
 
@@ -74,6 +75,9 @@ struct ClusterSpec {
   double pcie_uplink_gbps = 0;   // PCIe switch -> CPU, per direction (0: the GPU's PCIe rate)
   double inter_socket_gbps = 0;  // CPU <-> CPU link, per direction (0: none modelled)
   double nvlink_pair_gbps = 0;   // NVLink bridge or mesh: per GPU pair, per direction
+  // NCCL's latency tables and protocol efficiencies (defaults: NCCL's tuning.cc); a profile may
+  // replace them. Every collective estimate and flow run on this cluster reads them.
+  NcclModel nccl;
 
   int nics() const { return nics_per_node > 0 ? nics_per_node : gpus_per_node; }
 };

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 
 #include "topology/catalog.hpp"
 
@@ -21,6 +23,15 @@ struct OpCost {
   // GEMM shape (m x k) @ (k x n); 0 for non-GEMMs.
   double m = 0, n = 0, k = 0;
   double groups = 1;  // grouped_gemm: the GEMMs in the group, m split evenly over them
+  // The dtype the kernel computes in; unset: the step's compute dtype (the roofline prices every
+  // op at the dtype it was built for; a measured or learned model may tell them apart).
+  std::optional<Dtype> dtype = std::nullopt;
+  // Attention geometry (OpKind::attention; 0 otherwise), per kernel on this GPU, summed over
+  // sequences: query tokens, (query, key) pairs scored (causal: about half of query x key), and
+  // key/value tokens read. Prefill and decode attention differ here at the same FLOPs.
+  double query_tokens = 0;
+  double attended_pairs = 0;
+  double kv_tokens = 0;
 };
 
 struct ComputeModel {
@@ -44,5 +55,33 @@ ComputeModel default_compute_model(const GpuSpec& gpu, Dtype dtype);
 
 // Seconds for one kernel: max(compute-bound time, memory-bound time) plus the launch cost.
 double op_seconds(const ComputeModel& cm, const OpCost& op);
+
+// The seam for pricing kernels: the training simulation asks a CostModel for every op's time,
+// so a calibrated profile, a lookup table of measured kernels or a learned model can replace
+// the roofline (TrainingOptions::cost_model).
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  virtual double op_seconds(const OpCost& op) const = 0;
+};
+
+// Today's roofline (op_seconds above) as a CostModel.
+class RooflineCostModel final : public CostModel {
+ public:
+  explicit RooflineCostModel(const ComputeModel& cm) : cm_(cm) {}
+  double op_seconds(const OpCost& op) const override { return ctwin::op_seconds(cm_, op); }
+  const ComputeModel& coefficients() const { return cm_; }
+
+ private:
+  ComputeModel cm_;
+};
+
+using CostModelPtr = std::shared_ptr<const CostModel>;
+
+// The roofline with default_compute_model's coefficients for the GPU.
+CostModelPtr default_cost_model(const GpuSpec& gpu, Dtype dtype);
+
+// For holders of a CostModelPtr: op_seconds(cm, op) reads the same whichever they hold.
+inline double op_seconds(const CostModelPtr& cm, const OpCost& op) { return cm->op_seconds(op); }
 
 }  // namespace ctwin

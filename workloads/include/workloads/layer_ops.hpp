@@ -46,6 +46,7 @@ struct LayerShape {
   bool dropout = false;
   bool cp_ring = true;  // with cp > 1: ring attention, else all-gather of K/V
   double bytes_per_elem = 2;
+  Dtype dtype = Dtype::bf16;  // the compute dtype
 };
 
 LayerShape layer_shape(const ModelSpec& m, const TrainingConfig& cfg);

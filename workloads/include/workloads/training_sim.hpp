@@ -31,6 +31,9 @@ struct TrainingOptions {
   // Algorithm and protocol choices for every collective of the step (NCCL_ALGO, NCCL_PROTO);
   // by default NCCL's tuner decides per call.
   CollectiveOptions collectives;
+  // Prices every kernel of the step; null: the roofline from the GPU's profile
+  // (default_cost_model(cluster.spec.gpu, cfg.precision.compute)).
+  CostModelPtr cost_model;
   // Called now and then with the fraction of work done (0..1), for a progress line.
   std::function<void(double)> progress;
 };

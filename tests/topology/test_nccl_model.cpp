@@ -1,0 +1,97 @@
+#include <doctest/doctest.h>
+
+#include "topology/cluster.hpp"
+#include "topology/collective.hpp"
+
+#include "tolerance.hpp"
+
+using namespace ctwin;
+using ctwin::test::rel_approx;
+
+namespace {
+
+// A DGX H100 as the preset builds it: 450 GB/s NVLink at NCCL's 20.6/25, 0.6 us NVLink hop,
+// 50 GB/s NICs at 0.96, 2.7 us network hop, 1 us net overhead.
+ClusterSpec dgx_h100(int nodes) {
+  ClusterSpec s;
+  s.gpu.pcie_gbps = 64;
+  s.gpu.nvlink_gen = 4;
+  s.nodes = nodes;
+  s.intra_gbps = 450;
+  s.intra_latency_us = 0.6;
+  s.intra_efficiency = 20.6 / 25;
+  s.nic_gbps = 50;
+  s.inter_latency_us = 2.7;
+  return s;
+}
+
+CollectiveCall all_reduce(const ClusterSpec& s, double bytes) {
+  CollectiveCall c;
+  c.op = CollectiveOp::all_reduce;
+  for (int i = 0; i < s.nodes * s.gpus_per_node; ++i) c.ranks.emplace_back(i);
+  c.bytes = bytes;
+  return c;
+}
+
+CollectiveOptions forced(CollectiveAlgo a, Protocol p) {
+  CollectiveOptions o;
+  o.algo = a;
+  o.protocol = p;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("the cluster's NcclModel sets ring latencies: replaced base and NVLink hop give the hand-worked time") {
+  ClusterSpec s = dgx_h100(1);
+  s.nccl.base_ring_us[2] = 20;
+  s.nccl.ring_nvlink_extra_us[2] = 5;
+  const double S = 1e9;
+  const CollectiveCall call = all_reduce(s, S);
+  const CollectivePlan p = plan_collective(build_cluster(s), call, forced(CollectiveAlgo::ring, Protocol::simple));
+  // 2(n-1) = 14 ring steps, each an NVLink hop of 0.6 + 5 us, after the 20 us base.
+  CHECK(p.latency_s == rel_approx((20 + 14 * (0.6 + 5)) * 1e-6, 1e-12));
+  // Bandwidth is untouched: 2(7/8) S over 450 x 20.6/25 GB/s.
+  CHECK(p.bandwidth_s == rel_approx(2 * 7.0 / 8 * S / (450 * 20.6 / 25 * 1e9), 1e-12));
+  const CollectiveEstimate e =
+      estimate_collective(build_cluster(s), call, forced(CollectiveAlgo::ring, Protocol::simple));
+  CHECK(e.time.seconds() == rel_approx(p.latency_s + p.bandwidth_s, 1e-9));
+}
+
+TEST_CASE("the cluster's NcclModel sets the multi-node net overhead factor and ring LL efficiency") {
+  ClusterSpec s = dgx_h100(2);
+  s.nccl.simple_net_overhead_factor = 5;
+  const CollectiveCall call = all_reduce(s, 1e8);
+  const CollectivePlan p = plan_collective(build_cluster(s), call, forced(CollectiveAlgo::ring, Protocol::simple));
+  // 30 steps, 2 of them crossing nodes (2.7 + 11.3 us); the other 28 cost max(0.6 + 2.8, 5 x 1 us).
+  CHECK(p.latency_s == rel_approx((8.4 + 28 * 5.0 + 2 * (2.7 + 11.3)) * 1e-6, 1e-12));
+
+  s.nccl.ring_ll_efficiency = 0.5;
+  const CollectivePlan ll = plan_collective(build_cluster(s), call, forced(CollectiveAlgo::ring, Protocol::ll));
+  CHECK(ll.efficiency == rel_approx(0.5, 1e-15));
+  // Ring bandwidth: 8 channels x min(50 x 0.96, 450 x 20.6/25 / 8) = 8 x 46.35 GB/s.
+  CHECK(ll.bandwidth_s == rel_approx(2 * 15.0 / 16 * 1e8 / (8 * (450 * 20.6 / 25 / 8) * 0.5 * 1e9), 1e-12));
+}
+
+TEST_CASE("the cluster's NcclModel sets tree latencies and the tree derating") {
+  ClusterSpec s = dgx_h100(2);
+  s.nccl.base_tree_us[2] = 10;
+  s.nccl.tree_nvlink_extra_us[2] = 1;
+  s.nccl.tree_net_extra_us[2] = 20;
+  s.nccl.tree_efficiency = 0.5;
+  const CollectivePlan p =
+      plan_collective(build_cluster(s), all_reduce(s, 1e8), forced(CollectiveAlgo::tree, Protocol::simple));
+  // Up and down: 7 NVLink hops of 0.6 + 1 us and log2(2) = 1 network hop of 2.7 + 20 us each way.
+  CHECK(p.latency_s == rel_approx((10 + 2 * (7 * 1.6 + 22.7)) * 1e-6, 1e-12));
+  CHECK(p.efficiency == rel_approx(0.5, 1e-15));
+}
+
+TEST_CASE("the cluster's NcclModel sets the NVLS latency") {
+  ClusterSpec s = dgx_h100(1);
+  s.nvls_efficiency = 275.0 / 450;
+  s.nccl.nvls_latency_us = 40;
+  const CollectivePlan p =
+      plan_collective(build_cluster(s), all_reduce(s, 1e9), forced(CollectiveAlgo::nvls, Protocol::simple));
+  CHECK(p.latency_s == rel_approx(40e-6, 1e-12));
+  CHECK(p.bandwidth_s == rel_approx(1e9 / (275e9), 1e-12));
+}

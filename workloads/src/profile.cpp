@@ -1,0 +1,266 @@
+#include "workloads/profile.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "sim/error.hpp"
+
+namespace ctwin {
+
+std::string_view embedded_profile(std::string_view name);  // generated: catalog/profiles/*.json
+
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr const char* kTuning = "NCCL src/graph/tuning.cc (2.23 and later)";
+
+}  // namespace
+
+const std::vector<ProfileKey>& profile_keys() {
+  // clang-format off
+  static const std::vector<ProfileKey> keys{
+      {"/compute/gemm_efficiency", 1, 0.01, 1, "fraction",
+       "Fraction of the dense tensor peak a large GEMM of the step sustains",
+       "fitted per GPU generation to published end-to-end runs (docs/validation.md)",
+       [](Profile& p) { return &p.compute.gemm_efficiency; }},
+      {"/compute/attention_ratio", 1, 0.01, 2, "fraction",
+       "Flash attention's efficiency over the GEMM efficiency",
+       "FlashAttention-2 (Dao 2023): 50-73% of A100 peak forward against ~80% for cuBLAS GEMMs",
+       [](Profile& p) { return &p.compute.attention_ratio; }},
+      {"/compute/hbm_efficiency", 1, 0.01, 1, "fraction",
+       "Fraction of HBM bandwidth a streaming kernel sustains", "assumed (STREAM-like kernels on HBM)",
+       [](Profile& p) { return &p.compute.hbm_efficiency; }},
+      {"/compute/kernel_launch_us", 1, 0, 1000, "us", "Fixed cost per kernel (launch and tail)", "assumed",
+       [](Profile& p) { return &p.compute.kernel_launch_us; }},
+      {"/compute/gemm_knee", 1, 0, 1e6, "elements",
+       "A GEMM dimension d scales efficiency by d / (d + knee): small shapes fill fewer SMs", "assumed",
+       [](Profile& p) { return &p.compute.gemm_knee; }},
+      {"/compute/grouped_gemm_efficiency", 1, 0.01, 1, "fraction",
+       "A grouped (MoE expert) GEMM over one GEMM of the same per-group shape",
+       "fitted across the two MoE validation cases (docs/validation.md)",
+       [](Profile& p) { return &p.compute.grouped_gemm_efficiency; }},
+      {"/links/nvlink_efficiency", 1, 0, 1, "fraction", "NCCL's effective NVLink rate over line rate",
+       "NCCL src/graph/topo.h: 20.0 GB/s per link for SM80, 20.6 for SM90, 40.1 for SM100 against 25, 25, 50",
+       [](Profile& p) { return &p.links.nvlink_efficiency; }},
+      {"/links/nvls_efficiency", 1, 0, 2, "fraction", "NVLS all-reduce algbw over the NVLink line rate; 0: no NVLS",
+       "NCCL's maintainer, nccl-tests #212: ~275 GB/s algbw of 450 on 8 H100",
+       [](Profile& p) { return &p.links.nvls_efficiency; }},
+      {"/links/pcie_efficiency", 1, 0, 1, "fraction", "NCCL's PCIe rate over line rate",
+       "NCCL src/graph/topo.h PCI_BW: 12 of 16 GB/s for Gen3 x16", [](Profile& p) { return &p.links.pcie_efficiency; }},
+      {"/links/nic_efficiency", 1, 0, 1, "fraction", "NCCL's network transport over NIC line rate",
+       "NVIDIA's NCCL team, nccl-tests #290: 46-48 of 50 GB/s on NDR; nccl #1048: 24 of 25 on HDR",
+       [](Profile& p) { return &p.links.nic_efficiency; }},
+      {"/links/nvlink_latency_us", 1, 0, 1e6, "us", "LL hop latency over NVLink", "NCCL tuning.cc hwLat",
+       [](Profile& p) { return &p.links.nvlink_latency_us; }},
+      {"/links/pcie_latency_us", 1, 0, 1e6, "us", "LL hop latency over PCIe", "NCCL tuning.cc hwLat",
+       [](Profile& p) { return &p.links.pcie_latency_us; }},
+      {"/links/net_latency_us", 1, 0, 1e6, "us", "LL hop latency over the network", "NCCL tuning.cc hwLat",
+       [](Profile& p) { return &p.links.net_latency_us; }},
+      {"/nccl/base_ring_us", 3, 0, 1e6, "us", "Ring base latency per call [LL, LL128, Simple]", kTuning,
+       [](Profile& p) { return p.nccl.base_ring_us.data(); }},
+      {"/nccl/base_tree_us", 3, 0, 1e6, "us", "Tree base latency per call [LL, LL128, Simple]", kTuning,
+       [](Profile& p) { return p.nccl.base_tree_us.data(); }},
+      {"/nccl/ring_nvlink_extra_us", 3, 0, 1e6, "us", "Ring NVLink hop latency over its LL figure", kTuning,
+       [](Profile& p) { return p.nccl.ring_nvlink_extra_us.data(); }},
+      {"/nccl/ring_pcie_extra_us", 3, 0, 1e6, "us", "Ring PCIe hop latency over its LL figure", kTuning,
+       [](Profile& p) { return p.nccl.ring_pcie_extra_us.data(); }},
+      {"/nccl/ring_net_extra_us", 3, 0, 1e6, "us", "Ring network hop latency over its LL figure", kTuning,
+       [](Profile& p) { return p.nccl.ring_net_extra_us.data(); }},
+      {"/nccl/tree_nvlink_extra_us", 3, 0, 1e6, "us", "Tree NVLink hop latency over its LL figure", kTuning,
+       [](Profile& p) { return p.nccl.tree_nvlink_extra_us.data(); }},
+      {"/nccl/tree_net_extra_us", 3, 0, 1e6, "us", "Tree network hop latency over the link's LL figure", kTuning,
+       [](Profile& p) { return p.nccl.tree_net_extra_us.data(); }},
+      {"/nccl/nvls_latency_us", 1, 0, 1e6, "us", "NVLS latency (hwLat NVLS, Simple)", kTuning,
+       [](Profile& p) { return &p.nccl.nvls_latency_us; }},
+      {"/nccl/collnet_latency_us", 1, 0, 1e6, "us", "CollNet Direct latency: NVLink + network hop", kTuning,
+       [](Profile& p) { return &p.nccl.collnet_latency_us; }},
+      {"/nccl/simple_net_overhead_factor", 1, 0, 100, "factor",
+       "Multi-node ring hop floor: this many times the host's net overhead with Simple", kTuning,
+       [](Profile& p) { return &p.nccl.simple_net_overhead_factor; }},
+      {"/nccl/ring_ll_efficiency", 1, 0.01, 1, "fraction", "Ring LL bandwidth share on reductions and across nodes",
+       kTuning, [](Profile& p) { return &p.nccl.ring_ll_efficiency; }},
+      {"/nccl/ring_ll_copy_efficiency", 1, 0.01, 1, "fraction", "Ring LL bandwidth share on single-node copies",
+       kTuning, [](Profile& p) { return &p.nccl.ring_ll_copy_efficiency; }},
+      {"/nccl/ring_ll128_efficiency", 1, 0.01, 1, "fraction", "Ring LL128 bandwidth share", kTuning,
+       [](Profile& p) { return &p.nccl.ring_ll128_efficiency; }},
+      {"/nccl/tree_efficiency", 1, 0.01, 1, "fraction", "Tree bandwidth derating (every protocol)", kTuning,
+       [](Profile& p) { return &p.nccl.tree_efficiency; }},
+      {"/nccl/tree_ll_efficiency", 1, 0.01, 1, "fraction", "Tree LL bandwidth share", kTuning,
+       [](Profile& p) { return &p.nccl.tree_ll_efficiency; }},
+      {"/nccl/tree_ll128_efficiency", 1, 0.01, 1, "fraction", "Tree LL128 bandwidth share across nodes", kTuning,
+       [](Profile& p) { return &p.nccl.tree_ll128_efficiency; }},
+      {"/nccl/tree_ll128_intra_efficiency", 1, 0.01, 1, "fraction", "Tree LL128 bandwidth share inside one node",
+       kTuning, [](Profile& p) { return &p.nccl.tree_ll128_intra_efficiency; }},
+  };
+  // clang-format on
+  return keys;
+}
+
+namespace {
+
+std::string found(const Json& j) {
+  std::string d = j.dump();
+  if (d.size() > 60) d = d.substr(0, 57) + "...";
+  return std::string(j.type_name()) + " " + d;
+}
+
+double number_at(const Json& j, const std::string& file, const std::string& path, const ProfileKey& k) {
+  if (!j.is_number()) throw InputError(file, path, "found " + found(j), "a number");
+  const double v = j.get<double>();
+  if (!(v >= k.min && v <= k.max)) {
+    std::ostringstream e;
+    e << "a number from " << k.min << " to " << k.max << " (" << k.unit << ")";
+    throw InputError(file, path, "found " + found(j), e.str());
+  }
+  return v;
+}
+
+}  // namespace
+
+Profile parse_profile(const std::string& text, const std::string& file) {
+  Json root;
+  try {
+    root = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    throw InputError(file, "", std::string("not valid JSON: ") + e.what(), "a JSON object");
+  }
+  if (!root.is_object()) throw InputError(file, "", "found " + found(root), "a JSON object");
+  Profile p;
+  // Unknown keys are errors: a misspelt coefficient would otherwise silently keep its default.
+  static const std::vector<std::string> top{"name", "gpus", "source", "compute", "links", "nccl", "_comment"};
+  for (const auto& [key, v] : root.items()) {
+    if (std::find(top.begin(), top.end(), key) == top.end())
+      throw InputError(file, "/" + key, "unknown key", "one of name, gpus, source, compute, links, nccl");
+    if (key == "compute" || key == "links" || key == "nccl") {
+      if (!v.is_object()) throw InputError(file, "/" + key, "found " + found(v), "an object");
+      for (const auto& [sub, unused] : v.items()) {
+        const std::string ptr = "/" + key + "/" + sub;
+        const auto& ks = profile_keys();
+        if (std::none_of(ks.begin(), ks.end(), [&](const ProfileKey& k) { return ptr == k.pointer; }))
+          throw InputError(file, ptr, "unknown key", "a key listed in docs/profiles.md");
+      }
+    }
+  }
+  auto str = [&](const char* key, std::string& out) {
+    if (!root.contains(key)) return;
+    if (!root[key].is_string()) throw InputError(file, std::string("/") + key, "found " + found(root[key]), "a string");
+    out = root[key].get<std::string>();
+  };
+  str("name", p.name);
+  str("source", p.source);
+  if (root.contains("gpus")) {
+    const Json& g = root["gpus"];
+    if (!g.is_array()) throw InputError(file, "/gpus", "found " + found(g), "an array of GPU names");
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      if (!g[i].is_string()) throw InputError(file, "/gpus/" + std::to_string(i), "found " + found(g[i]), "a string");
+      p.gpus.push_back(g[i].get<std::string>());
+    }
+  }
+  for (const ProfileKey& k : profile_keys()) {
+    const Json::json_pointer ptr(k.pointer);
+    if (!root.contains(ptr)) continue;
+    const Json* v = &root.at(ptr);
+    std::string path = k.pointer;
+    if (v->is_object()) {
+      // {"value": x, "source": "..."}
+      for (const auto& [sub, unused] : v->items()) {
+        if (sub != "value" && sub != "source") throw InputError(file, path + "/" + sub, "unknown key", "value, source");
+      }
+      if (v->contains("source")) {
+        if (!(*v)["source"].is_string())
+          throw InputError(file, path + "/source", "found " + found((*v)["source"]), "a string");
+        p.sources[k.pointer] = (*v)["source"].get<std::string>();
+      }
+      if (!v->contains("value")) throw InputError(file, path, "no \"value\"", "{\"value\": number, \"source\": text}");
+      v = &(*v)["value"];
+      path += "/value";
+    }
+    double* out = k.ref(p);
+    if (k.count == 1) {
+      *out = number_at(*v, file, path, k);
+    } else {
+      if (!v->is_array() || v->size() != static_cast<std::size_t>(k.count))
+        throw InputError(file, path, "found " + found(*v), "an array of 3 numbers [LL, LL128, Simple]");
+      for (int i = 0; i < k.count; ++i)
+        out[i] = number_at((*v)[static_cast<std::size_t>(i)], file, path + "/" + std::to_string(i), k);
+    }
+  }
+  return p;
+}
+
+Profile load_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path, "", "cannot open the profile", "a readable JSON file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_profile(ss.str(), path);
+}
+
+std::string profile_to_json(const Profile& profile) {
+  Profile p = profile;
+  Json root = Json::object();
+  root["name"] = p.name;
+  root["gpus"] = p.gpus;
+  root["source"] = p.source;
+  for (const ProfileKey& k : profile_keys()) {
+    const double* v = k.ref(p);
+    Json value = k.count == 1 ? Json(v[0]) : Json(std::vector<double>(v, v + k.count));
+    auto s = p.sources.find(k.pointer);
+    if (s != p.sources.end()) value = Json{{"value", value}, {"source", s->second}};
+    root[Json::json_pointer(k.pointer)] = value;
+  }
+  return root.dump(2) + "\n";
+}
+
+std::vector<std::string> builtin_profile_names() { return {"A100", "B200", "H100", "H200", "L40S"}; }
+
+Profile builtin_profile(const std::string& gpu_name) {
+  static const std::vector<Profile> shipped = [] {
+    std::vector<Profile> v;
+    for (const std::string& n : builtin_profile_names()) {
+      const std::string file = n + ".json";
+      v.push_back(parse_profile(std::string(embedded_profile(file)), "workloads/catalog/profiles/" + file));
+    }
+    return v;
+  }();
+  for (const Profile& p : shipped) {
+    if (p.name == gpu_name || std::find(p.gpus.begin(), p.gpus.end(), gpu_name) != p.gpus.end()) return p;
+  }
+  Profile d;
+  d.name = "default";
+  d.source = "built-in defaults (NCCL tuning.cc and the roofline's assumed coefficients)";
+  return d;
+}
+
+ComputeModel compute_model(const Profile& p, const GpuSpec& gpu, Dtype dtype) {
+  ComputeModel cm;
+  cm.peak_flops = gpu.peak_flops(dtype);
+  cm.hbm_bytes_per_s = gpu.hbm_gbps * 1e9;
+  cm.gemm_efficiency = p.compute.gemm_efficiency;
+  cm.attention_efficiency = p.compute.gemm_efficiency * p.compute.attention_ratio;
+  cm.hbm_efficiency = p.compute.hbm_efficiency;
+  cm.launch_s = p.compute.kernel_launch_us * 1e-6;
+  cm.gemm_knee = p.compute.gemm_knee;
+  cm.grouped_gemm_efficiency = p.compute.grouped_gemm_efficiency;
+  return cm;
+}
+
+void apply_profile(const Profile& p, ClusterSpec& s) {
+  s.nccl = p.nccl;
+  s.nic_efficiency = p.links.nic_efficiency;
+  s.inter_latency_us = p.links.net_latency_us;
+  if (s.intra == IntraNodeFabric::nvswitch) {
+    s.intra_efficiency = p.links.nvlink_efficiency;
+    s.intra_latency_us = p.links.nvlink_latency_us;
+    s.nvls_efficiency = p.links.nvls_efficiency;
+  } else {
+    s.intra_efficiency = p.links.pcie_efficiency;
+    s.intra_latency_us = p.links.pcie_latency_us;
+    s.nvls_efficiency = 0;
+  }
+}
+
+}  // namespace ctwin
