@@ -248,7 +248,20 @@ while IFS= read -r -d '' f; do
     copied=$((copied + 1))
   fi
 done < <(git -C "$root" ls-files -z)
-say "mutate: $copied files copied"
+# A kept tree drops files the source no longer tracks (moved or deleted), outside its build.
+removed=0
+if [[ $keep -eq 1 ]]; then
+  declare -A tracked=()
+  while IFS= read -r -d '' f; do tracked[$f]=1; done < <(git -C "$root" ls-files -z)
+  while IFS= read -r -d '' f; do
+    f=${f#"$src"/}
+    if [[ -z ${tracked[$f]+x} ]]; then
+      rm -f "$src/$f"
+      removed=$((removed + 1))
+    fi
+  done < <(find "$src" -path "$build" -prune -o -type f -print0)
+fi
+say "mutate: $copied files copied, $removed removed"
 
 cmake_args=(-S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCTWIN_WERROR=ON)
 if command -v ccache >/dev/null; then

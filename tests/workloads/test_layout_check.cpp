@@ -75,3 +75,29 @@ TEST_CASE("context parallelism needs 2*cp chunks; batch and sequence problems co
   CHECK(p[1].field == "global_batch");
   CHECK(p[2].field == "seq_len");
 }
+
+TEST_CASE("the simulator runs a layout on the first GPUs of a larger cluster, but not on a smaller one") {
+  // 2*2*2 = 8 GPUs: a scenario must give exactly 8; the simulator accepts 16 (GPUs 8..15 idle).
+  CHECK_FALSE(check_training_layout(model(), training(2, 2, 2), cluster(16)).empty());
+  CHECK_NOTHROW(require_simulable_layout(model(), training(2, 2, 2), cluster(16)));
+  try {
+    require_simulable_layout(model(), training(2, 2, 2), cluster(4));
+    FAIL("a layout of 8 GPUs ran on 4");
+  } catch (const LayoutError& e) {
+    REQUIRE(!e.problems.empty());
+    CHECK(e.problems.front().field == "parallelism/dp");
+  }
+}
+
+TEST_CASE("the interleaved schedule needs micro-batches per replica divisible by pp, in the scenario and the simulator") {
+  TrainingConfig t = training(1, 2, 1);
+  t.parallel.schedule = PipelineSchedule::interleaved;
+  t.parallel.virtual_stages = 2;
+  t.global_batch = 3;  // 3 micro-batches over pp = 2
+  const auto p = check_training_layout(model(), t, cluster(2));
+  REQUIRE(p.size() == 1);
+  CHECK(p[0].field == "global_batch");
+  CHECK_THROWS_AS(require_simulable_layout(model(), t, cluster(2)), LayoutError);
+  t.global_batch = 4;
+  CHECK(check_training_layout(model(), t, cluster(2)).empty());
+}

@@ -13,6 +13,7 @@
 #include "sim/random.hpp"
 #include "topology/cluster.hpp"
 #include "workloads/layer_ops.hpp"
+#include "workloads/layout_check.hpp"
 #include "workloads/step_program.hpp"
 #include "workloads/training_sim.hpp"
 #include "workloads/training_trace.hpp"
@@ -150,8 +151,8 @@ TEST_CASE("step program: more than 65,535 micro-batches per replica are rejected
   TrainingConfig cfg = layout(1, 2, 1, 1);
   cfg.micro_batch = 1;
   cfg.global_batch = kMaxMicroBatches + 1;
-  CHECK_THROWS_AS(build_training_step(tiny(), cfg, node8(), TrainingOptions{}), InputError);
-  CHECK_THROWS_AS(simulate_training(tiny(), cfg, node8()), InputError);
+  CHECK_THROWS_AS(build_training_step(tiny(), cfg, node8(), TrainingOptions{}), LayoutError);
+  CHECK_THROWS_AS(simulate_training(tiny(), cfg, node8()), LayoutError);
 }
 
 TEST_CASE("random: splitmix64 and its uniform are fixed functions of the key, strictly inside (0, 1)") {

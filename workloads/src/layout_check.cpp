@@ -1,16 +1,23 @@
 #include "workloads/layout_check.hpp"
 
+#include <utility>
+
+#include "workloads/step_program.hpp"
+
 namespace ctwin {
 
-std::vector<LayoutProblem> check_training_layout(const ModelSpec& m, const TrainingConfig& t, const Cluster& cluster) {
+namespace {
+
+// Every problem, the cluster's GPU count checked exactly (a scenario) or as an upper bound (the
+// simulator may run a layout on the first GPUs of a larger cluster).
+std::vector<LayoutProblem> layout_problems(const ModelSpec& m, const TrainingConfig& t, int gpus, bool exact) {
   std::vector<LayoutProblem> out;
   const auto& par = t.parallel;
-  const int gpus = cluster.gpu_count();
   auto bad = [&](const std::string& key, const std::string& problem, const std::string& expected) {
     out.push_back(LayoutProblem{"parallelism/" + key, problem, expected});
   };
   const long long product = 1ll * par.tp * par.pp * par.dp * par.cp;
-  if (product != gpus) {
+  if (exact ? product != gpus : product > gpus) {
     bad("dp",
         "tp*pp*dp*cp = " + std::to_string(par.tp) + "*" + std::to_string(par.pp) + "*" + std::to_string(par.dp) + "*" +
             std::to_string(par.cp) + " = " + std::to_string(product) + ", but the cluster has " + std::to_string(gpus) +
@@ -95,7 +102,30 @@ std::vector<LayoutProblem> check_training_layout(const ModelSpec& m, const Train
                                     " as the interleaved schedule needs",
                                 "global_batch / (micro_batch*dp) divisible by pp"});
   }
+  if (t.grad_accum() > kMaxMicroBatches) {
+    out.push_back(LayoutProblem{"global_batch",
+                                "gives " + std::to_string(t.grad_accum()) +
+                                    " micro-batches per data-parallel replica; at most " +
+                                    std::to_string(kMaxMicroBatches) + " are simulated",
+                                "a larger micro_batch or dp, or a smaller global_batch"});
+  }
   return out;
 }
+
+}  // namespace
+
+std::vector<LayoutProblem> check_training_layout(const ModelSpec& m, const TrainingConfig& t, const Cluster& cluster) {
+  return layout_problems(m, t, cluster.gpu_count(), true);
+}
+
+void require_simulable_layout(const ModelSpec& m, const TrainingConfig& t, const Cluster& cluster) {
+  const auto problems = layout_problems(m, t, cluster.gpu_count(), false);
+  if (!problems.empty()) throw LayoutError(problems);
+}
+
+LayoutError::LayoutError(std::vector<LayoutProblem> p)
+    : std::invalid_argument("training layout: " + p.front().field + ": " + p.front().what + "; expected " +
+                            p.front().expected),
+      problems(std::move(p)) {}
 
 }  // namespace ctwin

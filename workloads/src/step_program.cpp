@@ -12,6 +12,7 @@
 #include "sim/error.hpp"
 #include "workloads/compute_model.hpp"
 #include "workloads/layer_ops.hpp"
+#include "workloads/layout_check.hpp"
 #include "workloads/memory.hpp"
 #include "workloads/model_dims.hpp"
 #include "workloads/pipeline_schedule.hpp"
@@ -585,14 +586,9 @@ class Builder {
 
 StepProgram build_training_step(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cluster,
                                 const TrainingOptions& opt) {
-  // Ops record their micro-batch in 16 bits, and pipeline transfers are keyed by it.
-  if (cfg.grad_accum() > kMaxMicroBatches) {
-    throw InputError("", "/training/global_batch",
-                     "the step has " + std::to_string(cfg.grad_accum()) +
-                         " micro-batches per data-parallel replica; at most " + std::to_string(kMaxMicroBatches) +
-                         " are simulated",
-                     "a larger micro_batch or dp, or a smaller global_batch");
-  }
+  // Ops record their micro-batch in 16 bits and pipeline transfers are keyed by it, among the
+  // checks check_training_layout shares with the scenario loader.
+  require_simulable_layout(m, cfg, cluster);
   Builder b(m, cfg, cluster, opt);
   b.build();
   return b.take();

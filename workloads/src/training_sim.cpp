@@ -55,13 +55,6 @@ double recompute_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
 TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cluster,
                                  const TrainingOptions& opt) {
   const auto& par = cfg.parallel;
-  if (par.schedule == PipelineSchedule::interleaved && par.virtual_stages > 1 && cfg.grad_accum() % par.pp != 0) {
-    throw InputError("", "/training/global_batch",
-                     "the interleaved schedule needs the number of micro-batches (" + std::to_string(cfg.grad_accum()) +
-                         ") to be a multiple of pp (" + std::to_string(par.pp) + ")",
-                     "global_batch / (micro_batch * dp) divisible by pp");
-  }
-  // Noise breaks the symmetry between replicas: simulate every one of them.
   TrainingOptions eff = opt;
   // Noise breaks the symmetry between replicas, and flow fidelity needs every replica's traffic
   // on the links: simulate all of them.

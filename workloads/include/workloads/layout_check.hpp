@@ -5,6 +5,7 @@
 // layout the same way), first the one a user should fix first.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,15 @@ struct LayoutProblem {
   std::string expected;  // what would be accepted
 };
 
+// A scenario's check: tp*pp*dp*cp must equal the cluster's GPUs.
 std::vector<LayoutProblem> check_training_layout(const ModelSpec& m, const TrainingConfig& t, const Cluster& cluster);
+
+// What the simulator cannot run, thrown by build_training_step: the same checks, except that a
+// layout may use only the first tp*pp*dp*cp GPUs of a larger cluster.
+struct LayoutError : std::invalid_argument {
+  explicit LayoutError(std::vector<LayoutProblem> problems);
+  std::vector<LayoutProblem> problems;  // first the one to fix first
+};
+void require_simulable_layout(const ModelSpec& m, const TrainingConfig& t, const Cluster& cluster);
 
 }  // namespace ctwin
