@@ -89,7 +89,8 @@ TEST_CASE("the simulator runs a layout on the first GPUs of a larger cluster, bu
   }
 }
 
-TEST_CASE("the interleaved schedule needs micro-batches per replica divisible by pp, in the scenario and the simulator") {
+TEST_CASE(
+    "the interleaved schedule needs micro-batches per replica divisible by pp, in the scenario and the simulator") {
   TrainingConfig t = training(1, 2, 1);
   t.parallel.schedule = PipelineSchedule::interleaved;
   t.parallel.virtual_stages = 2;
