@@ -2,6 +2,7 @@
 // context, hand-worked, and the training layer's attention kernel as the same forward.
 #include <doctest/doctest.h>
 
+#include "tiny_models.hpp"
 #include "tolerance.hpp"
 #include "workloads/layer_ops.hpp"
 
@@ -10,17 +11,7 @@ using ctwin::test::rel_approx;
 
 namespace {
 
-ModelSpec tiny() {  // h 64, 4 heads of 16, 2 KV heads
-  ModelSpec m;
-  m.layers = 4;
-  m.hidden = 64;
-  m.heads = 4;
-  m.kv_heads = 2;
-  m.ffn_hidden = 160;
-  m.vocab = 128;
-  m.max_seq = 32;
-  return m;
-}
+ModelSpec tiny() { return ctwin::test::tiny_llama(); }  // h 64, 4 heads of 16, 2 KV heads
 
 }  // namespace
 

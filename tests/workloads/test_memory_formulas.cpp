@@ -21,6 +21,7 @@
 //   min(p - s, m); GPipe holds all m on every stage; interleaved counts chunk forwards / v).
 #include <doctest/doctest.h>
 
+#include "tiny_models.hpp"
 #include "tolerance.hpp"
 #include "workloads/memory.hpp"
 
@@ -44,21 +45,7 @@ ModelSpec tiny_gpt() {
   return m;
 }
 
-// A Llama-style model: GQA (4 query heads of 16, 2 KV heads), SwiGLU with ffn 160, RMSNorm,
-// untied 128-token vocabulary.
-ModelSpec tiny_llama() {
-  ModelSpec m;
-  m.layers = 4;
-  m.hidden = 64;
-  m.heads = 4;
-  m.kv_heads = 2;
-  m.ffn_hidden = 160;
-  m.activation = Activation::swiglu;
-  m.norm = Norm::rmsnorm;
-  m.vocab = 128;
-  m.max_seq = 32;
-  return m;
-}
+using ctwin::test::tiny_llama;  // GQA 4 x 16 / 2 KV heads, SwiGLU 160, RMSNorm, 128 vocab
 
 TrainingConfig korthikanti_cfg(int tp, bool sp, Recompute rc) {
   TrainingConfig c;

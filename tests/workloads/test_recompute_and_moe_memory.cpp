@@ -10,6 +10,7 @@
 //   the capacity factor) and to every shared expert, each keeping its own intermediates.
 #include <doctest/doctest.h>
 
+#include "tiny_models.hpp"
 #include "tolerance.hpp"
 #include "workloads/memory.hpp"
 #include "workloads/training_sim.hpp"
@@ -19,20 +20,8 @@ using ctwin::test::rel_approx;
 
 namespace {
 
-// Llama-style: 2 layers, h = 64, 4 query heads of 16 (h_q = 64), 2 KV heads of 16, SwiGLU 160.
-ModelSpec tiny_llama() {
-  ModelSpec m;
-  m.layers = 2;
-  m.hidden = 64;
-  m.heads = 4;
-  m.kv_heads = 2;
-  m.ffn_hidden = 160;
-  m.activation = Activation::swiglu;
-  m.norm = Norm::rmsnorm;
-  m.vocab = 128;
-  m.max_seq = 32;
-  return m;
-}
+// 2 layers of the shared tiny Llama (tests/support/tiny_models.hpp).
+ModelSpec tiny_llama() { return ctwin::test::tiny_llama(2); }
 
 TrainingConfig cfg_with(Recompute rc) {
   TrainingConfig c;

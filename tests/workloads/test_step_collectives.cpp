@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "tiny_models.hpp"
 #include "tolerance.hpp"
 #include "topology/cluster.hpp"
 #include "workloads/training_sim.hpp"
@@ -40,41 +41,17 @@ constexpr double kParams = kLayers * kLayer + 2 * kVocab + kFinal;  // 188,992
 constexpr double kSbh2 = 32 * 2 * 64 * 2;
 
 ModelSpec tiny(bool tied = false) {
-  ModelSpec m;
-  m.layers = kLayers;
-  m.hidden = 64;
-  m.heads = 4;
-  m.kv_heads = 2;
-  m.ffn_hidden = 160;
-  m.vocab = 128;
-  m.max_seq = 32;
+  ModelSpec m = ctwin::test::tiny_llama(kLayers);
   m.tied_embeddings = tied;
   return m;
 }
 
-Cluster node8() {
-  ClusterSpec s;
-  s.gpu.name = "H100-SXM";
-  s.gpu.bf16_tflops = 989;
-  s.gpu.hbm_bytes = 80e9;
-  s.gpu.hbm_gbps = 3350;
-  s.gpu.nvlink_gbps = 450;
-  s.gpus_per_node = 8;
-  s.intra_gbps = 450;
-  s.intra_latency_us = 0.6;
-  return build_cluster(s);
-}
+Cluster node8() { return ctwin::test::h100_node8(); }
 
 TrainingConfig layout(int tp, int pp, int dp, int micro_batches, int zero = 0, bool sp = false) {
-  TrainingConfig c;
-  c.parallel.tp = tp;
-  c.parallel.pp = pp;
-  c.parallel.dp = dp;
+  TrainingConfig c = ctwin::test::tiny_layout(tp, pp, dp, micro_batches);
   c.parallel.zero_stage = zero;
   c.parallel.sequence_parallel = sp;
-  c.micro_batch = 2;
-  c.global_batch = 2 * dp * micro_batches;
-  c.seq_len = 32;
   return c;
 }
 

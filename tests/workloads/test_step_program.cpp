@@ -4,6 +4,8 @@
 // micro-batch of b = 2 sequences of s = 32 tokens.
 #include <doctest/doctest.h>
 
+#include "tiny_models.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -26,40 +28,10 @@ constexpr int kLayers = 4;
 constexpr double kTokens = 32 * 2;          // s * b of one micro-batch
 constexpr double kSbh2 = kTokens * 64 * 2;  // its activations in bf16
 
-ModelSpec tiny() {
-  ModelSpec m;
-  m.layers = kLayers;
-  m.hidden = 64;
-  m.heads = 4;
-  m.kv_heads = 2;
-  m.ffn_hidden = 160;
-  m.vocab = 128;
-  m.max_seq = 32;
-  return m;
-}
-
-Cluster node8() {
-  ClusterSpec s;
-  s.gpu.name = "H100-SXM";
-  s.gpu.bf16_tflops = 989;
-  s.gpu.hbm_bytes = 80e9;
-  s.gpu.hbm_gbps = 3350;
-  s.gpu.nvlink_gbps = 450;
-  s.gpus_per_node = 8;
-  s.intra_gbps = 450;
-  s.intra_latency_us = 0.6;
-  return build_cluster(s);
-}
-
+ModelSpec tiny() { return ctwin::test::tiny_llama(kLayers); }
+Cluster node8() { return ctwin::test::h100_node8(); }
 TrainingConfig layout(int tp, int pp, int dp, int micro_batches) {
-  TrainingConfig c;
-  c.parallel.tp = tp;
-  c.parallel.pp = pp;
-  c.parallel.dp = dp;
-  c.micro_batch = 2;
-  c.global_batch = 2 * dp * micro_batches;
-  c.seq_len = 32;
-  return c;
+  return ctwin::test::tiny_layout(tp, pp, dp, micro_batches);
 }
 
 std::vector<const StepOp*> ops_where(const StepProgram& p, std::uint32_t gpu, int layer, int mb, StepPhase phase) {

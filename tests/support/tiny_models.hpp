@@ -1,0 +1,56 @@
+// Small made-up models and a node whose numbers can be checked by hand, shared by the tests that
+// count a step's ops, collectives, memory and FLOPs.
+#pragma once
+
+#include "topology/cluster.hpp"
+#include "workloads/model.hpp"
+#include "workloads/training.hpp"
+
+namespace ctwin::test {
+
+// A Llama-style model: h = 64, 4 query heads of 16 (h_q = 64), 2 KV heads of 16 (GQA), a SwiGLU
+// MLP of 160, RMSNorm, an untied 128-token vocabulary, sequences of up to 32 tokens. Per layer:
+// q and o 64 x 64, k and v 64 x 32 (attention 12,288), MLP 3 x 64 x 160 (30,720), two norm
+// scales (128); embedding and LM head 128 x 64 = 8,192 each; final norm 64.
+inline ModelSpec tiny_llama(int layers = 4) {
+  ModelSpec m;
+  m.layers = layers;
+  m.hidden = 64;
+  m.heads = 4;
+  m.kv_heads = 2;
+  m.ffn_hidden = 160;
+  m.activation = Activation::swiglu;
+  m.norm = Norm::rmsnorm;
+  m.vocab = 128;
+  m.max_seq = 32;
+  return m;
+}
+
+// One node of 8 H100-SXM GPUs at their datasheet figures (989 TFLOP/s dense BF16, 3.35 TB/s HBM,
+// NVLink 4 at 450 GB/s per direction), NVSwitch at 0.6 us a hop, the catalog's efficiencies.
+inline Cluster h100_node8() {
+  ClusterSpec s;
+  s.gpu.name = "H100-SXM";
+  s.gpu.bf16_tflops = 989;
+  s.gpu.hbm_bytes = 80e9;
+  s.gpu.hbm_gbps = 3350;
+  s.gpu.nvlink_gbps = 450;
+  s.gpus_per_node = 8;
+  s.intra_gbps = 450;
+  s.intra_latency_us = 0.6;
+  return build_cluster(s);
+}
+
+// tp x pp x dp with `micro_batches` micro-batches of 2 sequences of 32 tokens per replica.
+inline TrainingConfig tiny_layout(int tp, int pp, int dp, int micro_batches) {
+  TrainingConfig c;
+  c.parallel.tp = tp;
+  c.parallel.pp = pp;
+  c.parallel.dp = dp;
+  c.micro_batch = 2;
+  c.global_batch = 2 * dp * micro_batches;
+  c.seq_len = 32;
+  return c;
+}
+
+}  // namespace ctwin::test
