@@ -14,7 +14,10 @@ LoweredStep lower_step(const StepProgram& p) {
   TaskGraph& g = l.graph;
   l.streams.reserve(p.gpus.size());
   for (std::size_t i = 0; i < p.gpus.size(); ++i) {
-    l.streams.push_back({g.add_stream(), g.add_stream(), g.add_stream(), g.add_stream(), g.add_stream()});
+    // Pipeline transfers hold no stream (a stage posts its sends and receives as they come), so
+    // StepStream::pp_transfer maps to none and the GPU gets four engine streams.
+    const StreamId compute = g.add_stream(), dp = g.add_stream(), tp = g.add_stream(), cp = g.add_stream();
+    l.streams.push_back({compute, dp, StreamId::none(), tp, cp});
   }
   for (std::size_t r = 0; r < p.calls.size(); ++r) g.add_rendezvous();
   std::vector<TaskId> deps;
@@ -30,9 +33,7 @@ LoweredStep lower_step(const StepProgram& p) {
     const StepOp& op = p.ops[i];
     deps.clear();
     for (std::uint32_t k = op.deps_begin; k < op.deps_end; ++k) deps.emplace_back(p.deps[k].value);
-    // Pipeline transfers hold no stream.
-    const StreamId s =
-        op.stream == StepStream::pp_transfer ? StreamId::none() : l.streams[op.gpu][static_cast<int>(op.stream)];
+    const StreamId s = l.streams[op.gpu][static_cast<int>(op.stream)];
     if (op.call.valid()) {
       g.add_member(s, RendezvousId(op.call.value), 0, deps);
     } else {
