@@ -8,6 +8,7 @@
 #include "scenario_parts.hpp"
 #include "sim/error.hpp"
 #include "topology/cluster_json.hpp"
+#include "workloads/profile.hpp"
 
 namespace ctwin {
 
@@ -38,7 +39,10 @@ ClusterSpec read_cluster(const JsonObject& top, const CatalogEntries& gpus) {
     cluster_json = std::move(described);
   }
   if (!top.has("cluster")) top.object("cluster");  // the missing-key error
-  return cluster_from_json(JsonObject(cluster_json, cluster_ptr, cluster_file), gpus);
+  // A cluster without a preset: its GPU generation's link figures from the shipped profile
+  // (workloads/catalog/profiles), the values the presets carry; keys the user wrote win.
+  const auto generation_defaults = [](ClusterSpec& c) { apply_profile(builtin_profile(c.gpu.name), c); };
+  return cluster_from_json(JsonObject(cluster_json, cluster_ptr, cluster_file), gpus, generation_defaults);
 }
 
 }  // namespace ctwin
