@@ -136,3 +136,19 @@ TEST_CASE("context parallelism needs seq_len in 2*cp load-balanced chunks") {
     CHECK(std::string(e.what()).find("/training/parallelism/cp") != std::string::npos);
   }
 }
+
+TEST_CASE("/profile sets a preset cluster's link figures; keys written under /cluster still win") {
+  json j = base();
+  j["profile"] = "A100";  // on a DGX H100: NCCL's SM80 NVLink rate (topo.h 20.0 of 25 GB/s), no NVLS
+  Scenario s = parse_scenario(j.dump(), "profile.json");
+  REQUIRE(s.profile.has_value());
+  CHECK(s.profile->name == "A100");
+  CHECK(s.cluster.intra_efficiency == rel_approx(20.0 / 25, 1e-15));
+  CHECK(s.cluster.nvls_efficiency == 0.0);
+  j["cluster"]["intra_efficiency"] = 0.9;
+  s = parse_scenario(j.dump(), "profile.json");
+  CHECK(s.cluster.intra_efficiency == 0.9);
+  j.erase("profile");
+  s = parse_scenario(j.dump(), "profile.json");
+  CHECK_FALSE(s.profile.has_value());
+}

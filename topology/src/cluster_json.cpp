@@ -8,7 +8,7 @@
 namespace ctwin {
 
 ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_json,
-                              const std::function<void(ClusterSpec&)>& generation_defaults) {
+                              const std::function<void(ClusterSpec&)>& link_defaults) {
   const ParamReader r(o, cluster_params);
   GpuCatalog gpus;
   auto gpu_named = [&](const std::string& name, const std::string& key) {
@@ -62,11 +62,11 @@ ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_js
       }
       c.intra_gbps = c.intra == IntraNodeFabric::nvswitch ? c.gpu.nvlink_gbps : c.gpu.pcie_gbps;
       c.nic_gbps = 50;
-      // NCCL's tables, link efficiencies and hop latencies for the GPU's generation, as the
-      // presets carry them; the keys read below override any of them.
-      if (generation_defaults) generation_defaults(c);
     }
   }
+  // NCCL's tables, link efficiencies and hop latencies (a calibration profile's), once the GPU
+  // and fabric are known; the keys read below override any of them.
+  if (link_defaults) link_defaults(c);
   c.name = r.string("name", c.name);
   c.intra_efficiency = r.number("intra_efficiency", c.intra_efficiency);
   c.nvls_efficiency = r.number("nvls_efficiency", c.nvls_efficiency);

@@ -189,12 +189,13 @@ inline constexpr ParamDecl cluster_params[] = {
 
 // A cluster object (cluster_params); GPUs named in it are looked up in `gpus` (the builtin
 // catalog merged with a scenario's /catalog/gpus), each of which is validated. Throws InputError
-// naming o's file and path. A cluster without a preset takes its link figures (NCCL's tables,
-// intra/nvls/nic efficiencies, hop latencies) from `generation_defaults`, called on the spec
-// once its GPU and fabric are known and before the keys the user wrote are read (the scenario
-// loader applies the GPU's shipped calibration profile); without it, ClusterSpec's defaults.
+// naming o's file and path. `link_defaults`, where given, is called on every cluster once its
+// preset, GPU and fabric are known and before the keys the user wrote are read: it sets the link
+// figures (NCCL's tables, intra/nvls/nic efficiencies, hop latencies) the scenario loader takes
+// from a calibration profile. Without it a preset keeps its own figures and a cluster without a
+// preset ClusterSpec's defaults.
 ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus,
-                              const std::function<void(ClusterSpec&)>& generation_defaults = {});
+                              const std::function<void(ClusterSpec&)>& link_defaults = {});
 
 // Every field of the spec, the GPU inline, in the keys cluster_from_json reads.
 nlohmann::ordered_json cluster_to_json(const ClusterSpec& c);
