@@ -429,3 +429,26 @@ TEST_CASE("a bad /profile exits 2 naming the scenario's /profile or the profile 
   CHECK(r.err.find(unknown + ": /profile") != std::string::npos);
   CHECK(r.err.find("did you mean \"H100\"") != std::string::npos);
 }
+
+TEST_CASE("ctwin profile --write exports a shipped profile that loads back through /profile unchanged") {
+  const auto d = temp_dir();
+  const std::string out = (d / "h100_export.json").string();
+  std::filesystem::remove(out);
+  Run r = cli("profile H100 --write " + out);
+  REQUIRE(r.status == 0);
+  const auto exported = nlohmann::json::parse(slurp(out));
+  // Every value carries its source: the fitted Hopper GEMM efficiency (docs/validation.md).
+  CHECK(exported["compute"]["gemm_efficiency"]["value"].get<double>() == 0.62);
+  CHECK(cli("profile H100 --write " + out).status == 2);  // no overwrite without --force
+  const std::string sc = quickstart_with_profile("exported_profile.json", {{"file", "h100_export.json"}});
+  const Run a = cli("run " + sc + " --json");
+  const Run b = cli("run scenarios/quickstart.json --json");
+  REQUIRE(a.status == 0);
+  auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  ja.erase("name");
+  jb.erase("name");
+  CHECK(ja == jb);
+  r = cli("profile H110");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("unknown profile") != std::string::npos);
+}
