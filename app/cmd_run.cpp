@@ -43,10 +43,8 @@ int cmd_run(const Args& args) {
       throw InputError(*trace_path, "--trace", "the file exists", "a new file name, or --force to overwrite it");
     }
   }
-  TrainingOptions opt;
+  TrainingOptions opt = training_options(sc);
   opt.fold = !p->has("--no-fold");
-  opt.flow_network = sc.fidelity == NetworkFidelity::flow;
-  opt.collectives = sc.collectives;
   opt.trace = trace_path.has_value();
   const bool tty = isatty(STDERR_FILENO) != 0;
   if (tty) {

@@ -53,11 +53,8 @@ int cmd_validate(const Args& args) {
   for (const auto& f : files) {
     const Scenario sc = load_scenario(f);
     if (!sc.validation.present()) continue;
-    TrainingOptions opt;
-    opt.flow_network = sc.fidelity == NetworkFidelity::flow;
-    opt.collectives = sc.collectives;
-    const TrainingResult r =
-        simulate_training(training_job(sc).model, training_job(sc).training, build_cluster(sc.cluster), opt);
+    const TrainingResult r = simulate_training(training_job(sc).model, training_job(sc).training,
+                                               build_cluster(sc.cluster), training_options(sc));
     const double pred = predicted_metric(sc, r);
     const double err = (pred - sc.validation.published) / sc.validation.published;
     sum_abs += std::fabs(err);

@@ -16,5 +16,6 @@ int cmd_view(const Args& args);        // app/cmd_view.cpp
 int cmd_validate(const Args& args);    // app/cmd_validate.cpp
 int cmd_cluster(const Args& args);     // app/cmd_cluster.cpp
 int cmd_params(const Args& args);      // app/cmd_params.cpp
+int cmd_profile(const Args& args);     // app/cmd_profile.cpp
 
 }  // namespace ctwin

@@ -17,6 +17,7 @@ commands:
   collective        predict nccl-tests figures for a collective on a cluster
   cluster           describe a cluster as JSON (to edit, or load back with /cluster/file)
   params            list every scenario key: type, default, bounds, unit, meaning
+  profile NAME      print or --write a shipped calibration profile (docs/profiles.md)
   validate PATH...  compare simulated against published measurements (scenarios/validation/)
   view TRACE        open the timeline viewer on a trace
   bench NAME        run a benchmark: engine, network, viewer, training
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
     if (cmd == "collective") return ctwin::cmd_collective(args);
     if (cmd == "cluster") return ctwin::cmd_cluster(args);
     if (cmd == "params") return ctwin::cmd_params(args);
+    if (cmd == "profile") return ctwin::cmd_profile(args);
     if (cmd == "bench") return ctwin::cmd_bench(args);
     if (cmd == "view") return ctwin::cmd_view(args);
     if (cmd == "validate") return ctwin::cmd_validate(args);

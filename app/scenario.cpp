@@ -88,7 +88,8 @@ Scenario parse_scenario(const std::string& text, const std::string& path, const 
   sc.kind = r.choice("kind", job_kind_names);
   sc.seed = static_cast<std::uint64_t>(r.integer("seed"));
   const ScenarioCatalogs catalogs = read_catalogs(top);
-  sc.cluster = read_cluster(top, catalogs.gpus);
+  sc.profile = read_profile(top);
+  sc.cluster = read_cluster(top, catalogs.gpus, sc.profile);
   sc.job = read_job(top, root, catalogs, sc);
   read_network(top, sc);
   if (top.has("validation")) {

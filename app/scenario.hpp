@@ -6,6 +6,7 @@
 // workloads (model_json); app/scenario_*.cpp read the scenario's own parts, one concern each.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <variant>
@@ -16,7 +17,9 @@
 #include "topology/cluster.hpp"
 #include "topology/collective.hpp"
 #include "workloads/model.hpp"
+#include "workloads/profile.hpp"
 #include "workloads/training.hpp"
+#include "workloads/training_sim.hpp"
 
 namespace ctwin {
 
@@ -53,6 +56,7 @@ struct Scenario {
   std::string name;                                        // /name
   JobKind kind = JobKind::training;                        // /kind
   std::uint64_t seed = 1;                                  // /seed
+  std::optional<Profile> profile;                          // /profile (none: each GPU's own)
   ClusterSpec cluster;                                     // /cluster
   Job job;                                                 // /model, /training (by /kind)
   NetworkFidelity fidelity = NetworkFidelity::analytical;  // /network/fidelity
@@ -62,6 +66,10 @@ struct Scenario {
 
 // The training job of a scenario; an InputError naming /kind for any other kind.
 const TrainingJob& training_job(const Scenario& sc);
+
+// What every command simulating a scenario's training passes: its network fidelity and NCCL
+// choices, and the /profile's compute model (none: the GPU's own profile, the default).
+TrainingOptions training_options(const Scenario& sc);
 
 // /network/algo and /network/protocol names, as NCCL_ALGO and NCCL_PROTO take them.
 inline constexpr std::string_view nccl_algo_choices[] = {"auto", "ring", "tree", "nvls", "collnet"};
@@ -92,6 +100,12 @@ inline constexpr ParamDecl scenario_params[] = {
      .type = ParamType::object,
      .doc = "the training job (/training); required for training",
      .required = true},
+    {.key = "profile",
+     .type = ParamType::any,
+     .doc = "a calibration profile (docs/profiles.md) for the cluster's link figures and the compute model: a "
+            "shipped name (A100, B200, H100, H200, L40S) or {\"file\": PATH}, relative to the scenario; keys "
+            "written under /cluster still win",
+     .computed = "each GPU's shipped profile"},
     {.key = "network",
      .type = ParamType::object,
      .doc = "network model (/network)",

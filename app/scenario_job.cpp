@@ -1,5 +1,7 @@
 // The job a scenario runs, by /kind: "training" (the default) reads /model and /training;
 // "serving" is named but not built yet. The serving loader will sit beside read_training_job.
+#include <memory>
+
 #include "scenario_parts.hpp"
 #include "sim/error.hpp"
 
@@ -32,6 +34,17 @@ const TrainingJob& training_job(const Scenario& sc) {
   if (const auto* t = std::get_if<TrainingJob>(&sc.job)) return *t;
   throw InputError(sc.file, "/kind", std::string("found \"") + job_kind_names.name(sc.kind) + "\"",
                    "\"training\" for this command");
+}
+
+TrainingOptions training_options(const Scenario& sc) {
+  TrainingOptions opt;
+  opt.flow_network = sc.fidelity == NetworkFidelity::flow;
+  opt.collectives = sc.collectives;
+  if (sc.profile) {
+    const Dtype dtype = training_job(sc).training.precision.compute;
+    opt.cost_model = std::make_shared<RooflineCostModel>(compute_model(*sc.profile, sc.cluster.gpu, dtype));
+  }
+  return opt;
 }
 
 }  // namespace ctwin

@@ -2,6 +2,7 @@
 // assembles them. Internal to app/.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "scenario.hpp"
@@ -16,8 +17,11 @@ struct ScenarioCatalogs {
 };
 ScenarioCatalogs read_catalogs(const JsonObject& top);
 
-// scenario_cluster.cpp: /cluster, inline or from /cluster/file.
-ClusterSpec read_cluster(const JsonObject& top, const CatalogEntries& gpus);
+// scenario_cluster.cpp: /profile (a shipped name, or {"file": PATH} relative to the scenario).
+std::optional<Profile> read_profile(const JsonObject& top);
+// scenario_cluster.cpp: /cluster, inline or from /cluster/file, its link figures from `profile`
+// where given.
+ClusterSpec read_cluster(const JsonObject& top, const CatalogEntries& gpus, const std::optional<Profile>& profile);
 
 // scenario_model.cpp: /model. A string model is first rewritten as {"preset": NAME}.
 void normalise_model(Json& root);

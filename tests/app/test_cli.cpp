@@ -346,3 +346,109 @@ TEST_CASE("a cluster written by ctwin cluster --write loads back through /cluste
   CHECK(bad.status == 2);
   CHECK(bad.err.find("bad_cluster.json: /nodes") != std::string::npos);
 }
+
+namespace {
+
+// The trace's complete event `name` (its duration, us).
+double trace_dur(const std::string& trace_path, const std::string& name) {
+  const auto t = nlohmann::json::parse(slurp(trace_path));
+  for (const auto& e : t["traceEvents"]) {
+    if (e.value("ph", "") == "X" && e.value("name", "") == name) return e["dur"].get<double>();
+  }
+  FAIL("no trace event " << name);
+  return 0;
+}
+
+// The quickstart (Llama-3.2-1B, DP 8 on a DGX H100) with /profile set to `profile`.
+std::string quickstart_with_profile(const std::string& file, const nlohmann::json& profile) {
+  auto sc = nlohmann::json::parse(slurp(std::string(CTWIN_SOURCE_DIR) + "/scenarios/quickstart.json"));
+  sc["profile"] = profile;
+  const std::string path = (temp_dir() / file).string();
+  std::ofstream(path) << sc.dump();
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("/profile from a file sets the compute model: halving gemm_efficiency doubles a GEMM's compute time") {
+  const auto d = temp_dir();
+  // Only the GEMM efficiency moves; the rest as the shipped H100 profile has them.
+  std::ofstream(d / "half.json") << R"({"name": "half", "compute": {"gemm_efficiency": 0.31, "gemm_knee": 64,
+      "kernel_launch_us": 2.0, "hbm_efficiency": 0.85}})";
+  const std::string sc = quickstart_with_profile("with_profile.json", {{"file", "half.json"}});
+  const std::string t_half = (d / "half_trace.json").string(), t_base = (d / "base_trace.json").string();
+  std::filesystem::remove(t_half);
+  std::filesystem::remove(t_base);
+  const Run half = cli("run " + sc + " --json --trace " + t_half);
+  const Run base = cli("run scenarios/quickstart.json --json --trace " + t_base);
+  REQUIRE(half.status == 0);
+  REQUIRE(base.status == 0);
+  // mlp_up on one micro-batch: m = 2 x 4096 tokens, n = 2 x 8192 (gate and up), k = 2048;
+  // 2mnk = 549755813888 FLOPs on 989 dense BF16 TFLOP/s (H100 SXM datasheet), compute-bound
+  // (369 MB over 3350 GB/s x 0.85 is 130 us). Efficiency 0.31 x each d / (d + 64) knee factor,
+  // plus the 2 us launch.
+  const double knee = 8192.0 / 8256 * 16384.0 / 16448 * 2048.0 / 2112;
+  const double expect_us = 549755813888.0 / (989e12 * 0.31 * knee) * 1e6 + 2.0;
+  CHECK(trace_dur(t_half, "mb0 L0 mlp_up") == rel_approx(expect_us, 1e-6));
+  // Against the run without /profile (the shipped H100 profile, gemm_efficiency 0.62): twice the
+  // compute part; a memory-bound norm does not move.
+  CHECK(trace_dur(t_half, "mb0 L0 mlp_up") - 2.0 == rel_approx(2 * (trace_dur(t_base, "mb0 L0 mlp_up") - 2.0), 1e-6));
+  CHECK(trace_dur(t_half, "mb0 L0 attn_norm") == trace_dur(t_base, "mb0 L0 attn_norm"));
+  const auto jh = nlohmann::json::parse(half.out), jb = nlohmann::json::parse(base.out);
+  CHECK(jh["breakdown_s"]["compute"].get<double>() > jb["breakdown_s"]["compute"].get<double>());
+}
+
+TEST_CASE("/profile naming the GPU's own shipped profile changes nothing") {
+  const std::string sc = quickstart_with_profile("h100_profile.json", "H100");
+  const Run named = cli("run " + sc + " --json");
+  const Run base = cli("run scenarios/quickstart.json --json");
+  REQUIRE(named.status == 0);
+  auto a = nlohmann::json::parse(named.out), b = nlohmann::json::parse(base.out);
+  a.erase("name");
+  b.erase("name");
+  CHECK(a == b);
+}
+
+TEST_CASE("a bad /profile exits 2 naming the scenario's /profile or the profile file's key") {
+  const auto d = temp_dir();
+  const std::string missing = quickstart_with_profile("missing_profile.json", {{"file", "nowhere.json"}});
+  Run r = cli("run " + missing);
+  CHECK(r.status == 2);
+  CHECK(r.err.find(missing + ": /profile/file") != std::string::npos);
+  CHECK(r.err.find("nowhere.json") != std::string::npos);
+
+  std::ofstream(d / "bad_profile.json") << R"({"compute": {"gemm_efficiency": 1.5}})";
+  const std::string bad = quickstart_with_profile("bad_profile_sc.json", {{"file", "bad_profile.json"}});
+  r = cli("run " + bad);
+  CHECK(r.status == 2);
+  CHECK(r.err.find((d / "bad_profile.json").string() + ": /compute/gemm_efficiency") != std::string::npos);
+
+  const std::string unknown = quickstart_with_profile("unknown_profile.json", "H110");
+  r = cli("run " + unknown);
+  CHECK(r.status == 2);
+  CHECK(r.err.find(unknown + ": /profile") != std::string::npos);
+  CHECK(r.err.find("did you mean \"H100\"") != std::string::npos);
+}
+
+TEST_CASE("ctwin profile --write exports a shipped profile that loads back through /profile unchanged") {
+  const auto d = temp_dir();
+  const std::string out = (d / "h100_export.json").string();
+  std::filesystem::remove(out);
+  Run r = cli("profile H100 --write " + out);
+  REQUIRE(r.status == 0);
+  const auto exported = nlohmann::json::parse(slurp(out));
+  // Every value carries its source: the fitted Hopper GEMM efficiency (docs/validation.md).
+  CHECK(exported["compute"]["gemm_efficiency"]["value"].get<double>() == 0.62);
+  CHECK(cli("profile H100 --write " + out).status == 2);  // no overwrite without --force
+  const std::string sc = quickstart_with_profile("exported_profile.json", {{"file", "h100_export.json"}});
+  const Run a = cli("run " + sc + " --json");
+  const Run b = cli("run scenarios/quickstart.json --json");
+  REQUIRE(a.status == 0);
+  auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  ja.erase("name");
+  jb.erase("name");
+  CHECK(ja == jb);
+  r = cli("profile H110");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("unknown profile") != std::string::npos);
+}

@@ -9,8 +9,10 @@
 #include "cli.hpp"
 #include "scenario.hpp"
 #include "sim/error.hpp"
+#include "tolerance.hpp"
 
 using namespace ctwin;
+using ctwin::test::rel_approx;
 using nlohmann::json;
 
 namespace {
@@ -70,6 +72,57 @@ TEST_CASE("a cluster without a preset gets NDR NICs and NCCL's NVLink figures") 
   CHECK(s.cluster.intra_latency_us == 0.6);
 }
 
+// NCCL's per-generation figures, listed by hand (as docs/profiles.md cites them): effective
+// NVLink rate per link over line rate in src/graph/topo.h (SM80_NVLINK_BW 20.0 of 25 GB/s,
+// SM90_NVLINK_BW 20.6 of 25), PCI_BW 12 of 16 GB/s; LL hop latencies in src/graph/tuning.cc
+// hwLat (NVLink 0.6 us, PCI 1.0, NET 2.7); NVLS ~275 of 450 GB/s on NVSwitch 3 (nccl-tests #212),
+// none before; NIC transport 48 of 50 GB/s (nccl-tests #290).
+TEST_CASE("a cluster without a preset takes its GPU generation's NCCL link figures") {
+  struct Case {
+    const char* gpu;
+    IntraNodeFabric intra;
+    double intra_eff, intra_lat, nvls;
+  };
+  const Case cases[] = {
+      {"A100-SXM-80GB", IntraNodeFabric::nvswitch, 20.0 / 25, 0.6, 0.0},
+      {"H100-SXM", IntraNodeFabric::nvswitch, 20.6 / 25, 0.6, 275.0 / 450},
+      {"L40S", IntraNodeFabric::pcie, 12.0 / 16, 1.0, 0.0},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.gpu);
+    json j = base();
+    j["cluster"] = {{"gpu", c.gpu}, {"gpus_per_node", 8}, {"nodes", 2}};
+    j["training"]["parallelism"]["dp"] = 8;
+    j["training"]["global_batch"] = 32;
+    const Scenario s = parse_scenario(j.dump(), "custom.json");
+    CHECK(s.cluster.intra == c.intra);
+    CHECK(s.cluster.intra_efficiency == rel_approx(c.intra_eff, 1e-15));
+    CHECK(s.cluster.intra_latency_us == rel_approx(c.intra_lat, 1e-15));
+    CHECK(s.cluster.nvls_efficiency == rel_approx(c.nvls, 1e-15));
+    CHECK(s.cluster.inter_latency_us == rel_approx(2.7, 1e-15));
+    CHECK(s.cluster.nic_efficiency == rel_approx(48.0 / 50, 1e-15));
+  }
+}
+
+TEST_CASE("a custom cluster's link keys the user wrote win over its generation's figures") {
+  json j = base();
+  j["cluster"] = json::parse(R"({"gpu": "H100-SXM", "gpus_per_node": 8, "nodes": 1,
+      "intra_efficiency": 0.9, "inter_latency_us": 3.0, "intra_latency_us": 0.7,
+      "nvls_efficiency": 0.5, "nic_efficiency": 0.9})");
+  const Scenario s = parse_scenario(j.dump(), "custom.json");
+  CHECK(s.cluster.intra_efficiency == 0.9);
+  CHECK(s.cluster.inter_latency_us == 3.0);
+  CHECK(s.cluster.intra_latency_us == 0.7);
+  CHECK(s.cluster.nvls_efficiency == 0.5);
+  CHECK(s.cluster.nic_efficiency == 0.9);
+  // A fabric the user names picks that fabric's figures: PCIe on an NVLink GPU.
+  j["cluster"] = json::parse(R"({"gpu": "H100-SXM", "gpus_per_node": 8, "nodes": 1, "intra": "pcie"})");
+  const Scenario p = parse_scenario(j.dump(), "custom.json");
+  CHECK(p.cluster.intra_efficiency == rel_approx(12.0 / 16, 1e-15));
+  CHECK(p.cluster.intra_latency_us == rel_approx(1.0, 1e-15));
+  CHECK(p.cluster.nvls_efficiency == 0.0);
+}
+
 TEST_CASE("context parallelism needs seq_len in 2*cp load-balanced chunks") {
   json j = base();
   j["training"]["parallelism"] = json::parse(R"({"tp": 2, "cp": 2, "dp": 2})");
@@ -82,4 +135,20 @@ TEST_CASE("context parallelism needs seq_len in 2*cp load-balanced chunks") {
   } catch (const InputError& e) {
     CHECK(std::string(e.what()).find("/training/parallelism/cp") != std::string::npos);
   }
+}
+
+TEST_CASE("/profile sets a preset cluster's link figures; keys written under /cluster still win") {
+  json j = base();
+  j["profile"] = "A100";  // on a DGX H100: NCCL's SM80 NVLink rate (topo.h 20.0 of 25 GB/s), no NVLS
+  Scenario s = parse_scenario(j.dump(), "profile.json");
+  REQUIRE(s.profile.has_value());
+  CHECK(s.profile->name == "A100");
+  CHECK(s.cluster.intra_efficiency == rel_approx(20.0 / 25, 1e-15));
+  CHECK(s.cluster.nvls_efficiency == 0.0);
+  j["cluster"]["intra_efficiency"] = 0.9;
+  s = parse_scenario(j.dump(), "profile.json");
+  CHECK(s.cluster.intra_efficiency == 0.9);
+  j.erase("profile");
+  s = parse_scenario(j.dump(), "profile.json");
+  CHECK_FALSE(s.profile.has_value());
 }

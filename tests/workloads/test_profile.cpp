@@ -212,6 +212,7 @@ TEST_CASE("applying a GPU's shipped profile to its preset cluster changes nothin
     CHECK(s.intra_efficiency == preset.intra_efficiency);
     CHECK(s.intra_latency_us == preset.intra_latency_us);
     CHECK(s.nvls_efficiency == preset.nvls_efficiency);
+    CHECK(s.nvlink_pair_efficiency == preset.nvlink_pair_efficiency);
     CHECK(s.nic_efficiency == preset.nic_efficiency);
     CHECK(s.inter_latency_us == preset.inter_latency_us);
   }
@@ -230,4 +231,23 @@ TEST_CASE("a custom cluster takes its generation's link figures from the profile
     CHECK(s.intra_efficiency == rel_approx(eff, 1e-15));
     CHECK(s.inter_latency_us == rel_approx(2.7, 1e-15));
   }
+}
+
+TEST_CASE("NVLink bridge links move at the profile's NVLink efficiency") {
+  // The h100-pcie preset's bridged pairs: 600 GB/s bidirectional, 300 per direction (H100 PCIe
+  // datasheet), at NCCL's SM90 20.6 of 25 GB/s per link (topo.h); a profile measuring half the
+  // line rate moves 150.
+  GpuCatalog gpus;
+  GpuSpec h100 = catalog_gpu(gpu_catalog(), "H100-PCIe");
+  h100.nvlink_gbps = 300;
+  h100.pcie_gbps = 64;
+  gpus.gpus["H100-PCIe"] = h100;
+  ClusterSpec s;
+  REQUIRE(preset_cluster("h100-pcie", 1, gpus, s));
+  CHECK(nvlink_pair_effective_gbps(s) == rel_approx(300 * 20.6 / 25, 1e-15));
+  Profile p = builtin_profile("H100-PCIe");
+  p.links.nvlink_efficiency = 0.5;
+  apply_profile(p, s);
+  CHECK(nvlink_pair_effective_gbps(s) == rel_approx(150.0, 1e-15));
+  CHECK(s.intra_efficiency == rel_approx(12.0 / 16, 1e-15));  // the PCIe links keep PCI_BW's share
 }

@@ -1,11 +1,14 @@
 #include "topology/cluster_json.hpp"
 
+#include <functional>
+
 #include "sim/error.hpp"
 #include "topology/catalog_json.hpp"
 
 namespace ctwin {
 
-ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_json) {
+ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_json,
+                              const std::function<void(ClusterSpec&)>& link_defaults) {
   const ParamReader r(o, cluster_params);
   GpuCatalog gpus;
   auto gpu_named = [&](const std::string& name, const std::string& key) {
@@ -50,16 +53,20 @@ ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_js
       c.gpu = gpu_named(r.string("gpu"), "gpu");
     }
     if (!o.has("preset")) {
-      c.intra = c.gpu.nvlink_gbps > 0 ? IntraNodeFabric::nvswitch : IntraNodeFabric::pcie;
+      // The fabric first (the user's, else NVSwitch where the GPU has NVLink): the generation's
+      // link figures depend on it.
+      if (o.has("intra")) {
+        c.intra = r.choice("intra", intra_fabric_names);
+      } else {
+        c.intra = c.gpu.nvlink_gbps > 0 ? IntraNodeFabric::nvswitch : IntraNodeFabric::pcie;
+      }
       c.intra_gbps = c.intra == IntraNodeFabric::nvswitch ? c.gpu.nvlink_gbps : c.gpu.pcie_gbps;
-      c.intra_latency_us = c.intra == IntraNodeFabric::nvswitch ? 0.6 : 1.5;
-      // NCCL's measured share of NVLink and NVLS, as the NVSwitch presets (topology/src/presets.cpp).
-      c.intra_efficiency = c.intra == IntraNodeFabric::nvswitch ? 370.0 / 450.0 : 1.0;
-      c.nvls_efficiency = c.intra == IntraNodeFabric::nvswitch && c.gpu.nvlink_gen >= 4 ? 275.0 / 450.0 : 0.0;
       c.nic_gbps = 50;
-      c.inter_latency_us = 3.0;
     }
   }
+  // NCCL's tables, link efficiencies and hop latencies (a calibration profile's), once the GPU
+  // and fabric are known; the keys read below override any of them.
+  if (link_defaults) link_defaults(c);
   c.name = r.string("name", c.name);
   c.intra_efficiency = r.number("intra_efficiency", c.intra_efficiency);
   c.nvls_efficiency = r.number("nvls_efficiency", c.nvls_efficiency);

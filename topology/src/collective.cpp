@@ -126,8 +126,7 @@ double intra_ring(const ClusterSpec& s, int local) {
   const double eff = intra_eff(s);
   if (local <= 1) return std::numeric_limits<double>::infinity();
   if (s.intra == IntraNodeFabric::nvswitch) return s.intra_gbps * eff;
-  const double pair =
-      (s.nvlink_pair_gbps > 0 ? s.nvlink_pair_gbps : s.intra_gbps) * nvlink_efficiency(s.gpu.nvlink_gen);
+  const double pair = nvlink_pair_effective_gbps(s);
   if (s.intra == IntraNodeFabric::nvlink_mesh) {
     // One ring per stride coprime with the GPU count: edge-disjoint rings over the mesh.
     int strides = 0;
@@ -244,8 +243,7 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
         out.bandwidth_s = a2a_seconds(s, sh, S);
       } else {
         double bw = multi ? std::min(nic_bw(s), intra_ring(s, 2)) : intra_ring(s, 2);
-        if (s.intra == IntraNodeFabric::nvlink_mesh && !multi)
-          bw = (s.nvlink_pair_gbps > 0 ? s.nvlink_pair_gbps : s.intra_gbps) * nvlink_efficiency(s.gpu.nvlink_gen);
+        if (s.intra == IntraNodeFabric::nvlink_mesh && !multi) bw = nvlink_pair_effective_gbps(s);
         out.bandwidth_s = S / (bw * 1e9);
       }
       return true;

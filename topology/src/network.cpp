@@ -138,8 +138,7 @@ ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_
         }
       }
       // Bridges and meshes are NVLink: NCCL's NVLink efficiency, not the PCIe one.
-      const double pair =
-          (s.nvlink_pair_gbps > 0 ? s.nvlink_pair_gbps : s.intra_gbps) * nvlink_efficiency(s.gpu.nvlink_gen);
+      const double pair = nvlink_pair_effective_gbps(s);
       if (s.intra == IntraNodeFabric::nvlink_bridge) {
         for (int l = 0; l + 1 < gpn; l += 2) both(gpu_v(l), gpu_v(l + 1), pair);
       } else if (s.intra == IntraNodeFabric::nvlink_mesh) {

@@ -43,6 +43,11 @@ double nvlink_efficiency(int gen) {
   return 20.0 / 25;
 }
 
+double nvlink_pair_effective_gbps(const ClusterSpec& s) {
+  const double eff = s.nvlink_pair_efficiency > 0 ? s.nvlink_pair_efficiency : nvlink_efficiency(s.gpu.nvlink_gen);
+  return (s.nvlink_pair_gbps > 0 ? s.nvlink_pair_gbps : s.intra_gbps) * eff;
+}
+
 bool preset_cluster(const std::string& name, int nodes, const GpuCatalog& gpus, ClusterSpec& out) {
   auto it = presets().find(name);
   if (it == presets().end()) return false;
@@ -77,7 +82,10 @@ bool preset_cluster(const std::string& name, int nodes, const GpuCatalog& gpus, 
     out.gpus_per_pcie_switch = 2;
     // NCCL's Sapphire Rapids UPI figure (topo.h SRP_QPI_BW), already an effective rate.
     out.inter_socket_gbps = 22;
-    if (p.intra == IntraNodeFabric::nvlink_bridge) out.nvlink_pair_gbps = gpu.nvlink_gbps;
+    if (p.intra == IntraNodeFabric::nvlink_bridge) {
+      out.nvlink_pair_gbps = gpu.nvlink_gbps;
+      out.nvlink_pair_efficiency = nvlink_efficiency(gpu.nvlink_gen);
+    }
   }
   return true;
 }

@@ -260,6 +260,9 @@ void apply_profile(const Profile& p, ClusterSpec& s) {
     s.intra_efficiency = p.links.pcie_efficiency;
     s.intra_latency_us = p.links.pcie_latency_us;
     s.nvls_efficiency = 0;
+    // NVLink bridges and meshes beside PCIe (0 where the profile's GPU has no NVLink: the
+    // generation's figure).
+    if (s.intra != IntraNodeFabric::pcie) s.nvlink_pair_efficiency = p.links.nvlink_efficiency;
   }
 }
 

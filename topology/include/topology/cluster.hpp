@@ -75,6 +75,9 @@ struct ClusterSpec {
   double pcie_uplink_gbps = 0;   // PCIe switch -> CPU, per direction (0: the GPU's PCIe rate)
   double inter_socket_gbps = 0;  // CPU <-> CPU link, per direction (0: none modelled)
   double nvlink_pair_gbps = 0;   // NVLink bridge or mesh: per GPU pair, per direction
+  // Share of those NVLink pair links' line rate NCCL moves (a profile's nvlink_efficiency, set by
+  // the h100-pcie preset and apply_profile); 0: the GPU generation's, nvlink_efficiency(gen).
+  double nvlink_pair_efficiency = 0;
   // NCCL's latency tables and protocol efficiencies (defaults: NCCL's tuning.cc); a profile may
   // replace them. Every collective estimate and flow run on this cluster reads them.
   NcclModel nccl;
@@ -98,6 +101,9 @@ namespace ctwin {
 // Returns false if the name is unknown. GPUs are taken from the catalog by name.
 // NCCL's effective NVLink bandwidth over line rate for an NVLink generation (0.8, 0.824, 0.802).
 double nvlink_efficiency(int gen);
+// What NCCL moves over one NVLink bridge or mesh link, per direction (GB/s): nvlink_pair_gbps
+// (else intra_gbps) times nvlink_pair_efficiency (else the generation's nvlink_efficiency).
+double nvlink_pair_effective_gbps(const ClusterSpec& s);
 bool preset_cluster(const std::string& name, int nodes, const GpuCatalog& gpus, ClusterSpec& out);
 // The preset names, for messages and --help.
 std::vector<std::string> preset_cluster_names();

@@ -2,6 +2,8 @@
 // and /cluster/file read (realrun's topology discovery will write the same format).
 #pragma once
 
+#include <functional>
+
 #include <nlohmann/json.hpp>
 
 #include "sim/json_reader.hpp"
@@ -55,14 +57,14 @@ inline constexpr ParamDecl cluster_params[] = {
      .max = 1e6,
      .unit = "us",
      .doc = "one hop inside a node",
-     .computed = "0.6 (NVSwitch), 1.5 (PCIe)"},
+     .computed = "the preset's, else the GPU's profile: 0.6 (NVSwitch), 1.0 (PCIe)"},
     {.key = "intra_efficiency",
      .type = ParamType::number,
      .min = 0,
      .max = 1,
      .doc = "share of the node fabric's line rate NCCL's protocol moves",
      .source = "nccl-tests #212",
-     .computed = "370/450 on NVSwitch, else 1",
+     .computed = "the preset's, else the GPU's profile (NVLink or PCIe efficiency by fabric)",
      .min_exclusive = true},
     {.key = "nvls_efficiency",
      .type = ParamType::number,
@@ -70,7 +72,7 @@ inline constexpr ParamDecl cluster_params[] = {
      .max = 2,
      .doc = "NVLS all-reduce algbw as a share of line rate (0: no NVLS)",
      .source = "nccl-tests #212",
-     .computed = "275/450 on NVLink 4+ NVSwitch, else 0"},
+     .computed = "the preset's, else the GPU's profile (275/450 on NVLink 4+ NVSwitch, else 0)"},
     {.key = "nic_gbps",
      .type = ParamType::number,
      .min = 0,
@@ -86,7 +88,7 @@ inline constexpr ParamDecl cluster_params[] = {
      .max = 1e6,
      .unit = "us",
      .doc = "one hop across nodes",
-     .computed = "the preset's, else 3.0"},
+     .computed = "the preset's, else the GPU's profile (2.7)"},
     {.key = "net_overhead_us",
      .type = ParamType::number,
      .def = 1.0,
@@ -187,8 +189,13 @@ inline constexpr ParamDecl cluster_params[] = {
 
 // A cluster object (cluster_params); GPUs named in it are looked up in `gpus` (the builtin
 // catalog merged with a scenario's /catalog/gpus), each of which is validated. Throws InputError
-// naming o's file and path.
-ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus);
+// naming o's file and path. `link_defaults`, where given, is called on every cluster once its
+// preset, GPU and fabric are known and before the keys the user wrote are read: it sets the link
+// figures (NCCL's tables, intra/nvls/nic efficiencies, hop latencies) the scenario loader takes
+// from a calibration profile. Without it a preset keeps its own figures and a cluster without a
+// preset ClusterSpec's defaults.
+ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus,
+                              const std::function<void(ClusterSpec&)>& link_defaults = {});
 
 // Every field of the spec, the GPU inline, in the keys cluster_from_json reads.
 nlohmann::ordered_json cluster_to_json(const ClusterSpec& c);
