@@ -111,6 +111,7 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
                         moe_layers * activation_bytes_per_layer(m, cfg, true);
   // Stage s of 1F1B holds p - s micro-batches of its L/p layers (Korthikanti Sec. 4.2.3);
   // GPipe all m; interleaved Megatron's (1 + (p-1)/(pv)) factor on stage 0.
+  mb.activations_per_microbatch = per_mb;
   mb.activations = per_mb * inflight_microbatches(cfg, stage);
   if (stage == p.pp - 1 && !m.is_generic()) {
     // Logits in the compute dtype plus FP32 copies for the loss, for one micro-batch.
@@ -128,7 +129,7 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
 MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainingConfig& cfg, double capacity_bytes) {
   const auto& p = cfg.parallel;
   MemoryBreakdown best;
-  for (int stage : {0, p.pp - 1}) {
+  for (int stage = 0; stage < std::max(1, p.pp); ++stage) {
     const MemoryBreakdown mb = estimate_stage_memory(m, cfg, capacity_bytes, stage);
     if (mb.peak > best.peak) best = mb;
   }
