@@ -6,6 +6,24 @@
 
 namespace ctwin {
 
+std::vector<std::string> training_warnings(const Scenario& sc, const TrainingResult& r) {
+  std::vector<std::string> w;
+  const auto& m = r.memory;
+  const double margin = training_job(sc).training.memory_margin;
+  char buf[512];
+  if (m.oom) {
+    w.push_back("out of memory: the peak stage " + m.advice);
+  } else if (m.peak > (1 - margin) * m.capacity) {
+    std::snprintf(buf, sizeof buf,
+                  "memory headroom: peak %.2f GiB is %.1f%% of the GPU's %.2f GiB, above the %.1f%% that "
+                  "/training/memory_margin = %g leaves; fragmentation or a larger batch may not fit",
+                  m.peak / (1024.0 * 1024 * 1024), 100 * m.peak / m.capacity, m.capacity / (1024.0 * 1024 * 1024),
+                  100 * (1 - margin), margin);
+    w.emplace_back(buf);
+  }
+  return w;
+}
+
 nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingResult& r) {
   using J = nlohmann::ordered_json;
   const auto& p = training_job(sc).training.parallel;
@@ -61,6 +79,7 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
                    {"step_time_p99_s", r.step_time_p99_s},
                    {"step_times_s", r.step_times_s}};
   }
+  j["warnings"] = training_warnings(sc, r);
   j["simulation"] =
       J{{"simulated_gpus", r.simulated_gpus}, {"folded", r.folded}, {"tasks", r.tasks}, {"events", r.events}};
   return j;
