@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -115,4 +116,53 @@ TEST_CASE("ctwin run --help documents --fail-on-oom and exit status 3") {
   CHECK(h.status == 0);
   CHECK((h.out + h.err).find("--fail-on-oom") != std::string::npos);
   CHECK((h.out + h.err).find("3 with --fail-on-oom") != std::string::npos);
+}
+
+namespace {
+
+// Llama-3-8B on one DGX H100: TP1 PP4 CP2 (DP1), 8 micro-batches of one 1024-token sequence.
+std::string llama3_8b_pp4_cp2() {
+  return R"({"name": "t", "cluster": {"preset": "dgx-h100", "nodes": 1}, "model": "llama3-8b",
+             "training": {"micro_batch": 1, "global_batch": 8, "seq_len": 1024,
+                          "parallelism": {"tp": 1, "pp": 4, "dp": 1, "cp": 2}}})";
+}
+
+}  // namespace
+
+TEST_CASE("--json gives the model's counts and one row per pipeline stage adding up to the step") {
+  const Run r = run_scenario(llama3_8b_pp4_cp2(), "--json");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  // Meta-Llama-3-8B: 8,030,261,248 parameters (the published count), all active (dense).
+  CHECK(j["model"]["params"].get<double>() == rel_approx(8030261248.0, 1e-12));
+  CHECK(j["model"]["active_params"].get<double>() == rel_approx(8030261248.0, 1e-12));
+  // 6N per token with N the GEMM weights (all but the 128256 x 4096 embedding and the 65 RMSNorm
+  // scales of 4096), plus attention's 12 L s h_q at s = 1024.
+  const double n_matmul = 8030261248.0 - 128256.0 * 4096 - 65.0 * 4096;
+  CHECK(j["model"]["flops_per_token"].get<double>() == rel_approx(6 * n_matmul + 12 * 32 * 1024.0 * 4096, 1e-12));
+  const double step = j["step_time_s"].get<double>();
+  REQUIRE(j["stages"].size() == 4);
+  double worst = 0;
+  for (const auto& s : j["stages"]) {
+    CHECK(s["layers"] == 8);  // 32 layers over 4 stages
+    CHECK(s["compute_s"].get<double>() > 0);
+    CHECK(s["idle_s"].get<double>() >= 0);
+    CHECK(s["compute_s"].get<double>() + s["idle_s"].get<double>() == rel_approx(step, 1e-9));
+    worst = std::max(worst, s["peak_bytes"].get<double>());
+  }
+  // The report's memory is the worst stage's.
+  CHECK(j["memory"]["peak_bytes"].get<double>() == rel_approx(worst, 1e-12));
+  CHECK(j["warnings"].is_array());
+}
+
+TEST_CASE("the text report names EP and CP when not 1, sums up the model and tabulates pipeline stages") {
+  const Run r = run_scenario(llama3_8b_pp4_cp2(), "");
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("; TP1 PP4 DP1 CP2; ") != std::string::npos);  // EP is 1: left out
+  CHECK(r.out.find("model: 8.03") != std::string::npos);
+  CHECK(r.out.find("pipeline stages") != std::string::npos);
+  const Run dp = run_scenario(quickstart(1), "");
+  REQUIRE(dp.status == 0);
+  CHECK(dp.out.find("; TP1 PP1 DP8; ") != std::string::npos);
+  CHECK(dp.out.find("pipeline stages") == std::string::npos);  // pp = 1: no table
 }
