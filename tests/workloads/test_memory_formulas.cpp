@@ -305,7 +305,16 @@ TEST_CASE("out-of-memory advice proposes only what the current settings leave to
   CHECK(mb.advice.find("recompute \"full\"") != std::string::npos);
   CHECK(mb.advice.find("selective") == std::string::npos);
   CHECK(mb.advice.find("sequence_parallel") == std::string::npos);  // already on
+  // Full recomputation keeps only each layer's input (2 x 32 x 512 x 64 bytes a layer at 512
+  // sequences, halved by sequence parallelism over TP 2: 4.2 MB over 4 layers): activations
+  // still dominate, and recompute is not proposed.
   c.recompute = Recompute::full;
+  c.micro_batch = 512;
+  c.global_batch = 1024;
+  mb = estimate_memory(m, c, 1.0);
+  REQUIRE(mb.dominant == "activations");
+  CHECK(mb.advice.find("recompute") == std::string::npos);
+  CHECK(mb.advice.find("a smaller micro_batch") != std::string::npos);
   c.micro_batch = 1;
   c.global_batch = 2;
   mb = estimate_memory(m, c, 1.0);
