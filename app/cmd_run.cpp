@@ -14,16 +14,19 @@ namespace ctwin {
 
 int cmd_run(const Args& args) {
   const std::string usage =
-      "usage: ctwin run SCENARIO.json [--json] [--trace OUT.json|OUT.ctt] [--set /pointer=value]...\n\n"
+      "usage: ctwin run SCENARIO.json [--json] [--trace OUT.json|OUT.ctt] [--set /pointer=value]... [--fail-on-oom]\n\n"
       "Simulates the scenario and prints a report: step time, tokens/s, TFLOP/s per GPU, MFU,\n"
-      "where the time goes and memory per GPU. Keys are documented in docs/scenarios.md.";
+      "where the time goes and memory per GPU. Keys are documented in docs/scenarios.md.\n"
+      "Warnings (memory within /training/memory_margin of capacity, out of memory) go to stderr.\n"
+      "Exit status: 0 done, 2 bad input, 3 with --fail-on-oom when the layout does not fit in memory.";
   auto p =
       parse_args(args, usage,
                  {{"--json", "", "print the machine-readable report on stdout"},
                   {"--trace", "FILE", "write a trace: .json (Chrome/Perfetto) or .ctt (ClusterTwin binary)"},
                   {"--set", "/POINTER=VALUE", "override a scenario key, e.g. --set /training/parallelism/tp=2", true},
                   {"--no-fold", "", "simulate every data-parallel replica instead of one representative"},
-                  {"--force", "", "overwrite an existing trace file"}});
+                  {"--force", "", "overwrite an existing trace file"},
+                  {"--fail-on-oom", "", "exit with status 3 (after the report) when the peak stage does not fit"}});
   if (!p) return kExitOk;
   if (p->positional.size() != 1) {
     throw InputError("", "SCENARIO", "expected exactly one scenario file", "ctwin run SCENARIO.json");
@@ -60,6 +63,8 @@ int cmd_run(const Args& args) {
     std::fputs(training_report_text(sc, r).c_str(), stdout);
     if (trace_path) std::printf("\n  trace written to %s\n", trace_path->c_str());
   }
+  for (const auto& w : training_warnings(sc, r)) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  if (p->has("--fail-on-oom") && r.memory.oom) return kExitOutOfMemory;
   return kExitOk;
 }
 

@@ -25,6 +25,7 @@ TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const Clus
   t.moe_load_imbalance = r.number("moe_load_imbalance");
   t.framework_overhead_bytes = r.number("framework_overhead_gb") * 1024 * 1024 * 1024;
   t.comm_buffer_bytes = r.number("comm_buffer_gb") * 1024 * 1024 * 1024;
+  t.memory_margin = r.number("memory_margin");
   if (o.has("precision")) {
     const JsonObject po = o.object("precision");
     const ParamReader p(po, precision_params);

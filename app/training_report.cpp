@@ -3,8 +3,54 @@
 #include <cstdio>
 
 #include "report_format.hpp"
+#include "workloads/model.hpp"
 
 namespace ctwin {
+
+std::vector<std::string> training_warnings(const Scenario& sc, const TrainingResult& r) {
+  std::vector<std::string> w;
+  const auto& m = r.memory;
+  const double margin = training_job(sc).training.memory_margin;
+  char buf[512];
+  if (m.oom) {
+    w.push_back("out of memory: the peak stage " + m.advice);
+  } else if (m.peak > (1 - margin) * m.capacity) {
+    std::snprintf(buf, sizeof buf,
+                  "memory headroom: peak %.2f GiB is %.1f%% of the GPU's %.2f GiB, above the %.1f%% that "
+                  "/training/memory_margin = %g leaves; fragmentation or a larger batch may not fit",
+                  m.peak / (1024.0 * 1024 * 1024), 100 * m.peak / m.capacity, m.capacity / (1024.0 * 1024 * 1024),
+                  100 * (1 - margin), margin);
+    w.emplace_back(buf);
+  }
+  return w;
+}
+
+namespace {
+
+// One pipeline stage's row: its layers, its busy (compute and optimizer) and idle time over
+// the step, and its peak memory (estimate_stage_memory).
+struct StageRow {
+  int layers = 0;
+  double compute_s = 0, idle_s = 0, peak_bytes = 0;
+};
+
+std::vector<StageRow> stage_rows(const Scenario& sc, const TrainingResult& r) {
+  const ModelSpec& model = training_job(sc).model;
+  const int pp = static_cast<int>(r.stage_utilization.size());
+  const int layers = model.is_generic() ? static_cast<int>(model.generic_layers.size()) : model.layers;
+  std::vector<StageRow> rows;
+  for (int s = 0; s < pp; ++s) {
+    StageRow row;
+    row.layers = layers / pp;
+    row.compute_s = r.stage_utilization[s] * r.step_time_s;
+    row.idle_s = r.step_time_s - row.compute_s;
+    row.peak_bytes = s < static_cast<int>(r.stage_memory.size()) ? r.stage_memory[s].peak : r.memory.peak;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+}  // namespace
 
 nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingResult& r) {
   using J = nlohmann::ordered_json;
@@ -30,6 +76,15 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
                   {"grad_accum", r.grad_accum},
                   {"schedule", to_string(p.schedule)},
                   {"zero_stage", p.zero_stage}};
+  {
+    // Parameters of the whole model (all experts), those a token uses, and model FLOPs per
+    // token of a training step (6N plus attention at this seq_len, as model_flops_per_step).
+    const ParamCounts pc = count_parameters(training_job(sc).model);
+    j["model"] = J{{"name", training_job(sc).model.name},
+                   {"params", pc.total},
+                   {"active_params", pc.active_per_token},
+                   {"flops_per_token", r.tokens_per_step > 0 ? r.model_flops_per_step / r.tokens_per_step : 0.0}};
+  }
   const auto& m = r.memory;
   j["memory"] = J{{"peak_bytes", m.peak},
                   {"capacity_bytes", m.capacity},
@@ -55,12 +110,18 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
                                                    {"dp", b.exposed_dp_s},
                                                    {"pp", b.exposed_pp_s}}}};
   j["stage_utilization"] = r.stage_utilization;
+  j["stages"] = J::array();
+  for (const auto& st : stage_rows(sc, r)) {
+    j["stages"].push_back(
+        J{{"layers", st.layers}, {"compute_s", st.compute_s}, {"idle_s", st.idle_s}, {"peak_bytes", st.peak_bytes}});
+  }
   if (r.step_times_s.size() > 1) {
     j["steps"] = J{{"count", r.step_times_s.size()},
                    {"step_time_p50_s", r.step_time_p50_s},
                    {"step_time_p99_s", r.step_time_p99_s},
                    {"step_times_s", r.step_times_s}};
   }
+  j["warnings"] = training_warnings(sc, r);
   j["simulation"] =
       J{{"simulated_gpus", r.simulated_gpus}, {"folded", r.folded}, {"tasks", r.tasks}, {"events", r.events}};
   return j;
@@ -97,12 +158,22 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
     o += line;
   };
   o += "ClusterTwin training step: " + sc.name + "\n";
-  std::snprintf(line, sizeof line,
-                "  %s on %d x %s (%s, %d node%s); TP%d PP%d DP%d; micro-batch %d x %d accum; seq %d\n\n",
+  // The layout: TP, PP and DP always, EP and CP when not 1.
+  std::string layout = "TP" + std::to_string(p.tp) + " PP" + std::to_string(p.pp) + " DP" + std::to_string(p.dp);
+  if (p.ep > 1) layout += " EP" + std::to_string(p.ep);
+  if (p.cp > 1) layout += " CP" + std::to_string(p.cp);
+  std::snprintf(line, sizeof line, "  %s on %d x %s (%s, %d node%s); %s; micro-batch %d x %d accum; seq %d\n",
                 training_job(sc).model.name.c_str(), r.gpus, sc.cluster.gpu.name.c_str(), sc.cluster.name.c_str(),
-                sc.cluster.nodes, sc.cluster.nodes == 1 ? "" : "s", p.tp, p.pp, p.dp,
+                sc.cluster.nodes, sc.cluster.nodes == 1 ? "" : "s", layout.c_str(),
                 training_job(sc).training.micro_batch, r.grad_accum, training_job(sc).training.seq_len);
   o += line;
+  {
+    const ParamCounts pc = count_parameters(training_job(sc).model);
+    std::snprintf(line, sizeof line, "  model: %s parameters (%s active a token), %s FLOPs a token a step\n\n",
+                  human_number(pc.total).c_str(), human_number(pc.active_per_token).c_str(),
+                  human_number(r.tokens_per_step > 0 ? r.model_flops_per_step / r.tokens_per_step : 0.0).c_str());
+    o += line;
+  }
   row("step time", ms(r.step_time_s));
   if (r.step_times_s.size() > 1) {
     row("step time p50 / p99", ms(r.step_time_p50_s) + " / " + ms(r.step_time_p99_s) + " over " +
@@ -148,6 +219,18 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
                 m.oom ? "OUT OF MEMORY" : "fits");
   o += line;
   if (m.oom) o += "    " + m.advice + "\n";
+  if (p.pp > 1) {
+    o += "\n  pipeline stages\n";
+    std::snprintf(line, sizeof line, "    %-6s %6s %12s %12s %12s\n", "stage", "layers", "compute", "idle",
+                  "peak memory");
+    o += line;
+    const auto rows = stage_rows(sc, r);
+    for (std::size_t s = 0; s < rows.size(); ++s) {
+      std::snprintf(line, sizeof line, "    %-6zu %6d %12s %12s %12s\n", s, rows[s].layers,
+                    ms(rows[s].compute_s).c_str(), ms(rows[s].idle_s).c_str(), gib(rows[s].peak_bytes).c_str());
+      o += line;
+    }
+  }
   std::snprintf(line, sizeof line, "\n  simulated %d of %d GPUs%s: %llu tasks, %llu events\n", r.simulated_gpus, r.gpus,
                 r.folded ? " (identical data-parallel replicas folded into one; --no-fold to simulate all)" : "",
                 static_cast<unsigned long long>(r.tasks), static_cast<unsigned long long>(r.events));

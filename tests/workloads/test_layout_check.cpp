@@ -102,3 +102,17 @@ TEST_CASE(
   t.global_batch = 4;
   CHECK(check_training_layout(model(), t, cluster(2)).empty());
 }
+
+TEST_CASE("the interleaved schedule with one virtual stage is refused, not run as 1F1B under its name") {
+  TrainingConfig t = training(1, 2, 1);
+  t.parallel.schedule = PipelineSchedule::interleaved;
+  t.parallel.virtual_stages = 1;
+  t.global_batch = 4;
+  const auto p = check_training_layout(model(), t, cluster(2));
+  REQUIRE(p.size() == 1);
+  CHECK(p[0].field == "parallelism/virtual_stages");
+  CHECK(p[0].what.find("at least 2") != std::string::npos);
+  CHECK_THROWS_AS(require_simulable_layout(model(), t, cluster(2)), LayoutError);
+  t.parallel.virtual_stages = 2;
+  CHECK(check_training_layout(model(), t, cluster(2)).empty());
+}

@@ -284,3 +284,47 @@ TEST_CASE("estimate_memory reports the stage with the higher peak") {
   CHECK(worst.activations == rel_approx(2 * 2 * kAct, 1e-12));
   CHECK(worst.peak == rel_approx(estimate_stage_memory(tiny_llama(), c, 80e9, 0).peak, 1e-12));
 }
+
+TEST_CASE("out-of-memory advice proposes only what the current settings leave to try") {
+  const ModelSpec m = test::tiny_llama();
+  // Activations dominate: 64 sequences a micro-batch (about 15 MB of activations against 2.6 MB
+  // of optimizer states for the tiny model's 214k parameters); 1 byte of memory so nothing fits.
+  TrainingConfig c = test::tiny_layout(2, 1, 2, 1);
+  c.micro_batch = 64;
+  c.global_batch = 128;
+  c.recompute = Recompute::none;
+  MemoryBreakdown mb = estimate_memory(m, c, 1.0);
+  REQUIRE(mb.oom);
+  REQUIRE(mb.dominant == "activations");
+  CHECK(mb.advice.find("recompute \"selective\" or \"full\"") != std::string::npos);
+  CHECK(mb.advice.find("sequence_parallel") != std::string::npos);
+  c.recompute = Recompute::selective;
+  c.parallel.sequence_parallel = true;
+  mb = estimate_memory(m, c, 1.0);
+  REQUIRE(mb.dominant == "activations");
+  CHECK(mb.advice.find("recompute \"full\"") != std::string::npos);
+  CHECK(mb.advice.find("selective") == std::string::npos);
+  CHECK(mb.advice.find("sequence_parallel") == std::string::npos);  // already on
+  // Full recomputation keeps only each layer's input (2 x 32 x 512 x 64 bytes a layer at 512
+  // sequences, halved by sequence parallelism over TP 2: 4.2 MB over 4 layers): activations
+  // still dominate, and recompute is not proposed.
+  c.recompute = Recompute::full;
+  c.micro_batch = 512;
+  c.global_batch = 1024;
+  mb = estimate_memory(m, c, 1.0);
+  REQUIRE(mb.dominant == "activations");
+  CHECK(mb.advice.find("recompute") == std::string::npos);
+  CHECK(mb.advice.find("a smaller micro_batch") != std::string::npos);
+  c.micro_batch = 1;
+  c.global_batch = 2;
+  mb = estimate_memory(m, c, 1.0);
+  CHECK(mb.advice.find("recompute") == std::string::npos);    // already full
+  CHECK(mb.advice.find("micro_batch") == std::string::npos);  // already 1
+  // Optimizer states dominate with full recomputation: ZeRO is the next step until it is 3.
+  REQUIRE(mb.dominant == "optimizer");
+  c.parallel.zero_stage = 1;
+  CHECK(estimate_memory(m, c, 1.0).advice.find("zero_stage 2") != std::string::npos);
+  c.parallel.zero_stage = 3;
+  CHECK(estimate_memory(m, c, 1.0).advice.find("zero_stage") == std::string::npos);
+  CHECK(estimate_memory(m, c, 1.0).advice.find("more pp or tp") != std::string::npos);
+}

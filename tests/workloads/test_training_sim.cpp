@@ -6,6 +6,8 @@
 #include "topology/cluster.hpp"
 #include "workloads/training_sim.hpp"
 
+#include "tiny_models.hpp"
+
 #include "tolerance.hpp"
 
 using namespace ctwin;
@@ -587,4 +589,59 @@ TEST_CASE("a scenario's algorithm choice (NCCL_ALGO) reaches every collective it
   // A per-operation entry wins over the general one.
   tree.algo_by_op[static_cast<int>(CollectiveOp::all_gather)] = CollectiveAlgo::ring;
   CHECK(options_for(cl, call, tree).algo == CollectiveAlgo::ring);
+}
+
+TEST_CASE("the trace's memory counter peaks at each stage's estimate_stage_memory for every schedule") {
+  struct Case {
+    PipelineSchedule schedule;
+    int v;
+  };
+  const Case cases[] = {{PipelineSchedule::gpipe, 1},
+                        {PipelineSchedule::one_f_one_b, 1},
+                        {PipelineSchedule::interleaved, 2},
+                        {PipelineSchedule::interleaved, 4},
+                        {PipelineSchedule::zero_bubble, 1}};
+  const ModelSpec m = test::tiny_llama(16);  // 4 layers a stage: whole chunks for v = 2 and 4
+  for (const Case& c : cases) {
+    TrainingConfig cfg = test::tiny_layout(1, 4, 1, 8);
+    cfg.parallel.schedule = c.schedule;
+    cfg.parallel.virtual_stages = c.v;
+    CAPTURE(static_cast<int>(c.schedule));
+    CAPTURE(c.v);
+    TrainingOptions opt;
+    opt.trace = true;
+    const Cluster cl = test::h100_node8();
+    const auto r = simulate_training(m, cfg, cl, opt);
+    const auto& t = r.trace;
+    std::map<std::string, int> stage_of;  // "gpu N" -> its stage, from the lane group "node X / stage S"
+    for (const auto& l : t.lanes) {
+      const std::string g = t.str(l.group);
+      stage_of[t.str(l.process)] = std::stoi(g.substr(g.rfind(' ') + 1));
+    }
+    std::map<int, double> peak;
+    for (const auto& ct : t.counters) {
+      if (t.str(ct.name) != "memory_bytes") continue;
+      const int s = stage_of.at(t.str(ct.process));
+      for (const auto& [ps, bytes] : ct.samples) peak[s] = std::max(peak[s], bytes);
+    }
+    REQUIRE(peak.size() == 4);
+    double worst = 0;
+    for (int s = 0; s < 4; ++s) {
+      const MemoryBreakdown sm = estimate_stage_memory(m, cfg, cl.spec.gpu.hbm_bytes, s);
+      CAPTURE(s);
+      CHECK(peak[s] == rel_approx(sm.peak, 1e-9));
+      worst = std::max(worst, sm.peak);
+    }
+    CHECK(r.memory.peak == rel_approx(worst, 1e-9));
+    if (c.schedule == PipelineSchedule::one_f_one_b) {
+      // Hand-worked: 1F1B's stage 0 of 4 holds 4 micro-batches at its peak; stage 3 holds 1 (plus logits).
+      const MemoryBreakdown s0 = estimate_stage_memory(m, cfg, cl.spec.gpu.hbm_bytes, 0);
+      CHECK(s0.activations == rel_approx(4 * s0.activations_per_microbatch, 1e-12));
+    }
+    if (c.schedule == PipelineSchedule::interleaved && c.v == 2) {
+      // Megatron's interleaved stage 0 holds 1 + (p-1)/(pv) = 1 + 3/8 of p = 4 whole micro-batches: 5.5.
+      const MemoryBreakdown s0 = estimate_stage_memory(m, cfg, cl.spec.gpu.hbm_bytes, 0);
+      CHECK(s0.activations == rel_approx(5.5 * s0.activations_per_microbatch, 1e-12));
+    }
+  }
 }

@@ -57,6 +57,13 @@ std::vector<LayoutProblem> layout_problems(const ModelSpec& m, const TrainingCon
         "found " + std::to_string(par.virtual_stages) + " with schedule \"" + to_string(par.schedule) + "\"",
         "1, or schedule \"interleaved\"");
   }
+  if (par.schedule == PipelineSchedule::interleaved && par.virtual_stages < 2) {
+    // One chunk per stage is plain 1F1B under another name: refuse it rather than report it as interleaved.
+    bad("virtual_stages",
+        "found " + std::to_string(par.virtual_stages) +
+            " with schedule \"interleaved\", which needs at least 2 chunks a stage",
+        "2 or more, or schedule \"1f1b\"");
+  }
   if (par.schedule == PipelineSchedule::interleaved && par.pp < 2) {
     bad("schedule", "\"interleaved\" needs pipeline parallelism (pp is 1)", "pp >= 2, or schedule \"1f1b\"");
   }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "workloads/model_dims.hpp"
 #include "workloads/pipeline_schedule.hpp"
@@ -111,6 +113,7 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
                         moe_layers * activation_bytes_per_layer(m, cfg, true);
   // Stage s of 1F1B holds p - s micro-batches of its L/p layers (Korthikanti Sec. 4.2.3);
   // GPipe all m; interleaved Megatron's (1 + (p-1)/(pv)) factor on stage 0.
+  mb.activations_per_microbatch = per_mb;
   mb.activations = per_mb * inflight_microbatches(cfg, stage);
   if (stage == p.pp - 1 && !m.is_generic()) {
     // Logits in the compute dtype plus FP32 copies for the loss, for one micro-batch.
@@ -128,7 +131,7 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
 MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainingConfig& cfg, double capacity_bytes) {
   const auto& p = cfg.parallel;
   MemoryBreakdown best;
-  for (int stage : {0, p.pp - 1}) {
+  for (int stage = 0; stage < std::max(1, p.pp); ++stage) {
     const MemoryBreakdown mb = estimate_stage_memory(m, cfg, capacity_bytes, stage);
     if (mb.peak > best.peak) best = mb;
   }
@@ -153,15 +156,23 @@ MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainingConfig& cfg, d
                   "needs %.1f GiB more than the %.1f GiB available; %s dominate (%.1f GiB): ", over / (1u << 30),
                   capacity_bytes / (1u << 30), top->name, top->v / (1u << 30));
     best.advice = buf;
+    // Only what the current settings leave to try: never recompute "full" when it is on, ZeRO-3
+    // when it is on, sequence_parallel when it is on.
+    std::vector<std::string> tries;
     if (best.dominant == "activations") {
-      best.advice +=
-          cfg.recompute != Recompute::full
-              ? "try recompute \"full\" or \"selective\", a smaller micro_batch, sequence_parallel or more tp"
-              : "try a smaller micro_batch, more tp or cp";
-    } else if (p.zero_stage < 3 && p.dp > 1) {
-      best.advice += "try zero_stage " + std::to_string(p.zero_stage + 1) + " or more pp/tp";
+      if (cfg.recompute == Recompute::none) tries.emplace_back("recompute \"selective\" or \"full\"");
+      if (cfg.recompute == Recompute::selective) tries.emplace_back("recompute \"full\"");
+      if (cfg.micro_batch > 1) tries.emplace_back("a smaller micro_batch");
+      if (p.tp > 1 && !p.sequence_parallel) tries.emplace_back("sequence_parallel");
+      tries.emplace_back("more tp or cp");
     } else {
-      best.advice += "try more pp or tp";
+      if (p.zero_stage < 3 && p.dp > 1) tries.emplace_back("zero_stage " + std::to_string(p.zero_stage + 1));
+      tries.emplace_back("more pp or tp");
+    }
+    best.advice += "try ";
+    for (std::size_t i = 0; i < tries.size(); ++i) {
+      if (i > 0) best.advice += i + 1 == tries.size() ? " or " : ", ";
+      best.advice += tries[i];
     }
   }
   return best;

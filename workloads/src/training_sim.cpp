@@ -100,6 +100,8 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
   res.mfu = res.tflops_per_gpu / res.peak_tflops;
   res.hfu = res.hw_tflops_per_gpu / res.peak_tflops;
   res.memory = estimate_memory(m, cfg, cluster.spec.gpu.hbm_bytes);
+  for (int s = 0; s < par.pp; ++s)
+    res.stage_memory.push_back(estimate_stage_memory(m, cfg, cluster.spec.gpu.hbm_bytes, s));
 
   // Where each simulated GPU's time went.
   const auto gpu_ops = ops_by_gpu(p);

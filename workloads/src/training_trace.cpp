@@ -115,11 +115,15 @@ Trace training_trace(const StepProgram& p, Trace names, const std::vector<std::v
                                      exec.timing(to).end.ps, display_name(fm)});
     }
   }
-  // Memory in use per GPU: static state plus the activations of in-flight micro-batches.
-  const double static_bytes =
-      res.memory.weights + res.memory.grads + res.memory.optimizer + res.memory.comm_buffers + res.memory.overhead;
-  const double act = res.memory.activations / std::max(1.0, inflight_microbatches(cfg));
+  // Memory in use per GPU, by the model the report uses (estimate_stage_memory): the stage's peak
+  // less its in-flight activations, then each chunk forward adds and each chunk backward frees
+  // 1/v of a whole-stage micro-batch's activations, so the counter peaks at the stage's peak.
+  const int v = par.schedule == PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
   for (std::uint32_t g = 0; g < p.gpus.size(); ++g) {
+    const int stage = p.gpus[g].pp;
+    const MemoryBreakdown& sm = res.stage_memory.at(static_cast<std::size_t>(stage));
+    const double act = sm.activations_per_microbatch / v;
+    const double static_bytes = sm.peak - sm.activations_per_microbatch * inflight_microbatches(cfg, stage);
     TraceCounterTrack ct;
     ct.process = tr.lanes[lane_of[g][0]].process;
     ct.pid = tr.lanes[lane_of[g][0]].pid;

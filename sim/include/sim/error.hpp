@@ -7,7 +7,7 @@
 
 namespace ctwin {
 
-enum ExitCode : int { kExitOk = 0, kExitInternal = 1, kExitBadInput = 2 };
+enum ExitCode : int { kExitOk = 0, kExitInternal = 1, kExitBadInput = 2, kExitOutOfMemory = 3 };
 
 // One clear message: where (file and JSON pointer path), what was found, what is expected.
 struct InputError : std::runtime_error {

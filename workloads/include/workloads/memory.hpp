@@ -16,6 +16,7 @@ struct MemoryBreakdown {
   double grads = 0;
   double optimizer = 0;  // FP32 master weights and Adam moments
   double activations = 0;
+  double activations_per_microbatch = 0;  // one whole-stage micro-batch's (no logits); a chunk holds 1/v
   double comm_buffers = 0;
   double overhead = 0;  // CUDA context, allocator fragmentation
   double peak = 0;      // sum of the above
@@ -41,7 +42,8 @@ double inflight_microbatches(const TrainingConfig& cfg);
 // One pipeline stage's memory (the peak field and oom are that stage's; no advice).
 MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& cfg, double capacity_bytes, int stage);
 
-// The worst stage's memory (stage 0 holds the most activations; the last holds the LM head).
+// The worst stage's memory: the highest peak of estimate_stage_memory over all stages (stage 0
+// usually holds the most activations, the last the LM head), with advice when it does not fit.
 MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainingConfig& cfg, double capacity_bytes);
 
 }  // namespace ctwin

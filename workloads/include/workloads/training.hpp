@@ -74,6 +74,8 @@ struct TrainingConfig {
   bool overlap_grad_reduce = true;
   double framework_overhead_bytes = 1.0 * 1024 * 1024 * 1024;  // CUDA context, allocator slack
   double comm_buffer_bytes = 0.5 * 1024 * 1024 * 1024;         // NCCL buffers
+  // The report warns when the peak is above (1 - memory_margin) of the GPU's memory.
+  double memory_margin = 0.05;
   // Kernels running while a collective runs on the same GPU lose SMs and HBM bandwidth to
   // it: their time is scaled by (1 + overlap_slowdown). Calibratable.
   double overlap_slowdown = 0.0;

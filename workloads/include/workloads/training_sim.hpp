@@ -74,9 +74,10 @@ struct TrainingResult {
   int grad_accum = 0;
   std::uint64_t events = 0;
   std::uint64_t tasks = 0;
-  StepBreakdown breakdown;                // for GPU 0 (first stage, first TP rank)
-  std::vector<double> stage_utilization;  // compute busy fraction of each pipeline stage
-  MemoryBreakdown memory;
+  StepBreakdown breakdown;                    // for GPU 0 (first stage, first TP rank)
+  std::vector<double> stage_utilization;      // compute busy fraction of each pipeline stage
+  MemoryBreakdown memory;                     // the worst stage's (estimate_memory)
+  std::vector<MemoryBreakdown> stage_memory;  // each pipeline stage's (estimate_stage_memory)
   Trace trace;
   // With TrainingOptions::trace: every collective each simulated GPU issued, in issue order.
   std::vector<StepCollective> collectives;

@@ -1,0 +1,168 @@
+// ctwin run's report truths: --fail-on-oom, the memory headroom warning, the JSON's model,
+// stages and warnings.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tolerance.hpp"
+
+using ctwin::test::rel_approx;
+
+namespace {
+
+struct Run {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::filesystem::path scratch() {
+  struct Dir {
+    std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("ctwin_run_report_test_" + std::to_string(::getpid()));
+    Dir() { std::filesystem::create_directories(dir); }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  };
+  static Dir d;
+  return d.dir;
+}
+
+// Writes `scenario` to a file and runs `ctwin run FILE args`.
+Run run_scenario(const std::string& scenario, const std::string& args) {
+  const auto d = scratch();
+  const auto file = d / "scenario.json", out = d / "out", err = d / "err";
+  std::ofstream(file) << scenario;
+  const std::string cmd =
+      std::string(CTWIN_EXE) + " run " + file.string() + " " + args + " >" + out.string() + " 2>" + err.string();
+  Run r;
+  const int rc = std::system(cmd.c_str());
+  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+// Llama-3.2-1B data parallel on one DGX H100 (scenarios/quickstart.json), with `extra` training keys.
+std::string quickstart(int micro_batch, const std::string& extra = "") {
+  return R"({"name": "t", "cluster": {"preset": "dgx-h100", "nodes": 1}, "model": "llama3.2-1b",
+             "training": {"micro_batch": )" +
+         std::to_string(micro_batch) + R"(, "global_batch": )" + std::to_string(micro_batch * 8) +
+         R"(, "seq_len": 4096, "parallelism": {"tp": 1, "pp": 1, "dp": 8})" + extra + "}}";
+}
+
+}  // namespace
+
+TEST_CASE("ctwin run --fail-on-oom exits 3 when the layout does not fit, 0 when it does") {
+  // 32 sequences of 4096 tokens a micro-batch without recomputation do not fit in 80 GB.
+  const Run oom = run_scenario(quickstart(32), "--json --fail-on-oom");
+  CHECK(oom.status == 3);
+  const auto j = nlohmann::json::parse(oom.out);
+  CHECK(j["memory"]["oom"] == true);
+  REQUIRE(j["warnings"].size() == 1);
+  CHECK(j["warnings"][0].get<std::string>().find("out of memory") != std::string::npos);
+  CHECK(oom.err.find("warning: out of memory") != std::string::npos);
+  CHECK(run_scenario(quickstart(32), "--json").status == 0);  // without the flag, a report like any other
+  const Run fits = run_scenario(quickstart(1), "--fail-on-oom");
+  CHECK(fits.status == 0);
+  CHECK(fits.err.empty());
+}
+
+TEST_CASE("the memory headroom warning follows /training/memory_margin, on stderr and in --json") {
+  // One micro-batch of 4096 tokens: about 20 GiB of state (1.24B parameters x 16 bytes) plus
+  // activations, under 95% of 80 GB but above 10% of it.
+  const Run dflt = run_scenario(quickstart(1), "--json");
+  REQUIRE(dflt.status == 0);
+  const auto j = nlohmann::json::parse(dflt.out);
+  CHECK(j["warnings"].empty());
+  const double peak = j["memory"]["peak_bytes"].get<double>(), cap = j["memory"]["capacity_bytes"].get<double>();
+  REQUIRE(peak < 0.95 * cap);
+  REQUIRE(peak > 0.10 * cap);
+  const Run tight = run_scenario(quickstart(1, R"(, "memory_margin": 0.9)"), "--json");
+  REQUIRE(tight.status == 0);
+  const auto t = nlohmann::json::parse(tight.out);
+  REQUIRE(t["warnings"].size() == 1);
+  CHECK(t["warnings"][0].get<std::string>().find("memory headroom") != std::string::npos);
+  CHECK(tight.err.find("warning: memory headroom") != std::string::npos);
+  // The boundary is (1 - margin) x capacity: a margin just below 1 - peak/cap warns, just above does not.
+  const double edge = 1 - peak / cap;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, R"(, "memory_margin": %.6f)", edge + 1e-4);
+  CHECK(nlohmann::json::parse(run_scenario(quickstart(1, buf), "--json").out)["warnings"].size() == 1);
+  std::snprintf(buf, sizeof buf, R"(, "memory_margin": %.6f)", edge - 1e-4);
+  CHECK(nlohmann::json::parse(run_scenario(quickstart(1, buf), "--json").out)["warnings"].empty());
+}
+
+TEST_CASE("ctwin run --help documents --fail-on-oom and exit status 3") {
+  const Run h = run_scenario("{}", "--help");
+  CHECK(h.status == 0);
+  CHECK((h.out + h.err).find("--fail-on-oom") != std::string::npos);
+  CHECK((h.out + h.err).find("3 with --fail-on-oom") != std::string::npos);
+}
+
+namespace {
+
+// Llama-3-8B on one DGX H100: TP1 PP4 CP2 (DP1), 8 micro-batches of one 1024-token sequence.
+std::string llama3_8b_pp4_cp2() {
+  return R"({"name": "t", "cluster": {"preset": "dgx-h100", "nodes": 1}, "model": "llama3-8b",
+             "training": {"micro_batch": 1, "global_batch": 8, "seq_len": 1024,
+                          "parallelism": {"tp": 1, "pp": 4, "dp": 1, "cp": 2}}})";
+}
+
+}  // namespace
+
+TEST_CASE("--json gives the model's counts and one row per pipeline stage adding up to the step") {
+  const Run r = run_scenario(llama3_8b_pp4_cp2(), "--json");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  // Meta-Llama-3-8B: 8,030,261,248 parameters (the published count), all active (dense).
+  CHECK(j["model"]["params"].get<double>() == rel_approx(8030261248.0, 1e-12));
+  CHECK(j["model"]["active_params"].get<double>() == rel_approx(8030261248.0, 1e-12));
+  // 6N per token with N the GEMM weights (all but the 128256 x 4096 embedding and the 65 RMSNorm
+  // scales of 4096), plus attention's 12 L s h_q at s = 1024.
+  const double n_matmul = 8030261248.0 - 128256.0 * 4096 - 65.0 * 4096;
+  CHECK(j["model"]["flops_per_token"].get<double>() == rel_approx(6 * n_matmul + 12 * 32 * 1024.0 * 4096, 1e-12));
+  const double step = j["step_time_s"].get<double>();
+  REQUIRE(j["stages"].size() == 4);
+  double worst = 0;
+  for (const auto& s : j["stages"]) {
+    CHECK(s["layers"] == 8);  // 32 layers over 4 stages
+    CHECK(s["compute_s"].get<double>() > 0);
+    CHECK(s["idle_s"].get<double>() >= 0);
+    CHECK(s["compute_s"].get<double>() + s["idle_s"].get<double>() == rel_approx(step, 1e-9));
+    worst = std::max(worst, s["peak_bytes"].get<double>());
+  }
+  // The report's memory is the worst stage's.
+  CHECK(j["memory"]["peak_bytes"].get<double>() == rel_approx(worst, 1e-12));
+  CHECK(j["warnings"].is_array());
+}
+
+TEST_CASE("the text report names EP and CP when not 1, sums up the model and tabulates pipeline stages") {
+  const Run r = run_scenario(llama3_8b_pp4_cp2(), "");
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("; TP1 PP4 DP1 CP2; ") != std::string::npos);  // EP is 1: left out
+  CHECK(r.out.find("model: 8.03") != std::string::npos);
+  CHECK(r.out.find("pipeline stages") != std::string::npos);
+  const Run dp = run_scenario(quickstart(1), "");
+  REQUIRE(dp.status == 0);
+  CHECK(dp.out.find("; TP1 PP1 DP8; ") != std::string::npos);
+  CHECK(dp.out.find("pipeline stages") == std::string::npos);  // pp = 1: no table
+}
