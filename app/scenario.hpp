@@ -154,6 +154,10 @@ struct Override {
 
 Override parse_override(const std::string& text);
 
+// Sets root at ov.pointer to ov.value, creating missing objects along the pointer; an
+// existing parent that is not an object is an InputError naming the pointer (path: for messages).
+void apply_override(Json& root, const Override& ov, const std::string& path);
+
 // Reads, applies overrides, validates and converts. Throws InputError.
 Scenario load_scenario(const std::string& path, const std::vector<Override>& overrides = {});
 // The same from text (path is used in messages only).
