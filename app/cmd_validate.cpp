@@ -26,10 +26,13 @@ double predicted_metric(const Scenario& sc, const TrainingResult& r) {
 
 int cmd_validate(const Args& args) {
   const std::string usage =
-      "usage: ctwin validate PATH... [--json]\n\n"
+      "usage: ctwin validate PATH... [--set /pointer=value]... [--json]\n\n"
       "Simulates each scenario with a /validation block (files, or every .json in a directory) and\n"
-      "prints the published figure, the prediction and the relative error.";
-  auto p = parse_args(args, usage, {{"--json", "", "print the comparison as JSON"}});
+      "prints the published figure, the prediction and the relative error. --set changes every case\n"
+      "the same way, e.g. --set /network/fidelity=flow.";
+  auto p = parse_args(args, usage,
+                      {{"--json", "", "print the comparison as JSON"},
+                       {"--set", "/POINTER=VALUE", "override a key in every case", true}});
   if (!p) return kExitOk;
   if (p->positional.empty()) throw InputError("", "PATH", "no scenario given", "files or directories of scenarios");
   std::vector<std::string> files;
@@ -43,6 +46,8 @@ int cmd_validate(const Args& args) {
     }
   }
   std::sort(files.begin(), files.end());
+  std::vector<Override> overrides;
+  for (const auto& s : p->all("--set")) overrides.push_back(parse_override(s));
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   double sum_abs = 0;
   double worst = 0;
@@ -51,7 +56,7 @@ int cmd_validate(const Args& args) {
     std::printf("%-34s %-24s %12s %12s %8s\n", "case", "metric", "published", "predicted", "error");
   }
   for (const auto& f : files) {
-    const Scenario sc = load_scenario(f);
+    const Scenario sc = load_scenario(f, overrides);
     if (!sc.validation.present()) continue;
     TrainingOptions opt;
     opt.flow_network = sc.fidelity == NetworkFidelity::flow;
