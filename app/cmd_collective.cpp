@@ -152,7 +152,9 @@ int cmd_collective(const Args& args) {
                 "algo", "proto");
     std::printf("#%12s %12s %6s %10s %10s %10s %8s %7s\n", "(B)", "(elements)", "", "", "(GB/s)", "(GB/s)", "", "");
   }
+  ProgressLine progress("simulating flows");
   for (double b = min_b; b <= max_b * (1 + 1e-12); b *= factor) {
+    if (fidelity == "flow") progress.update(std::log(b / min_b) / std::log(std::max(max_b / min_b, factor)));
     const double bytes = std::floor(b / elem) * elem;
     call.bytes = bytes;
     if (options.algo != CollectiveAlgo::automatic && !algo_applies(cl, call, options.algo)) {
@@ -189,11 +191,13 @@ int cmd_collective(const Args& args) {
                       {"algo", est.algo},
                       {"protocol", est.protocol}});
     } else {
+      progress.clear();
       std::printf(" %12.0f %12.0f %6s %10.2f %10.2f %10.2f %8s %7s\n", bytes, bytes / elem,
                   p->get("--dtype").value_or("bf16").c_str(), t_us, est.algbw_gbps, est.busbw_gbps, est.algo.c_str(),
                   est.protocol.c_str());
     }
   }
+  progress.clear();
   if (json) std::printf("%s\n", rows.dump(2).c_str());
   return kExitOk;
 }

@@ -55,7 +55,10 @@ int cmd_validate(const Args& args) {
   if (!p->has("--json")) {
     std::printf("%-34s %-24s %12s %12s %8s\n", "case", "metric", "published", "predicted", "error");
   }
-  for (const auto& f : files) {
+  ProgressLine progress("validating");
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const std::string& f = files[i];
+    progress.update(static_cast<double>(i) / static_cast<double>(files.size()));
     const Scenario sc = load_scenario(f, overrides);
     if (!sc.validation.present()) continue;
     TrainingOptions opt;
@@ -78,10 +81,12 @@ int cmd_validate(const Args& args) {
                      {"error", err},
                      {"source", sc.validation.source}});
     } else {
+      progress.clear();
       std::printf("%-34s %-24s %12.4g %12.4g %+7.1f%%\n", name.c_str(), sc.validation.metric.c_str(),
                   sc.validation.published, pred, 100 * err);
     }
   }
+  progress.clear();
   if (p->has("--json")) {
     nlohmann::ordered_json j;
     j["cases"] = out;

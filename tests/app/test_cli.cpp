@@ -386,3 +386,17 @@ TEST_CASE("ctwin validate --set changes every case") {
   }
   CHECK(cli(cases + " --set /name/x=1").status == 2);
 }
+
+TEST_CASE("progress lines go to a terminal only: nothing on stderr when it is a file") {
+  const Run v = cli("validate scenarios/validation");
+  REQUIRE(v.status == 0);
+  CHECK(v.err.empty());
+  const Run c =
+      cli("collective --op all_reduce --cluster dgx-h100 --nodes 2 --fidelity flow --min-bytes 1M --max-bytes 1G "
+          "--step-factor 32");
+  REQUIRE(c.status == 0);
+  CHECK(c.err.empty());
+  const Run r = cli("run scenarios/quickstart.json --json");
+  REQUIRE(r.status == 0);
+  CHECK(r.err.empty());
+}
