@@ -31,6 +31,7 @@ int cmd_run(const Args& args) {
   std::vector<Override> overrides;
   for (const auto& s : p->all("--set")) overrides.push_back(parse_override(s));
   const Scenario sc = load_scenario(p->positional[0], overrides);
+  for (const auto& w : sc.warnings) std::fprintf(stderr, "ctwin: warning: %s\n", w.c_str());
 
   const auto trace_path = p->get("--trace");
   if (trace_path) {

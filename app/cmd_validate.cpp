@@ -60,6 +60,7 @@ int cmd_validate(const Args& args) {
     const std::string& f = files[i];
     progress.update(static_cast<double>(i) / static_cast<double>(files.size()));
     const Scenario sc = load_scenario(f, overrides);
+    for (const auto& w : sc.warnings) std::fprintf(stderr, "ctwin: warning: %s: %s\n", f.c_str(), w.c_str());
     if (!sc.validation.present()) continue;
     TrainingOptions opt;
     opt.flow_network = sc.fidelity == NetworkFidelity::flow;

@@ -1,5 +1,6 @@
 #include "scenario.hpp"
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -51,6 +52,19 @@ Override parse_override(const std::string& text) {
     throw InputError("", "--set", "'" + text + "' is not /json/pointer=value", "--set /training/parallelism/tp=2");
   }
   return Override{text.substr(0, eq), text.substr(eq + 1)};
+}
+
+std::vector<std::string> cluster_warnings(const ClusterSpec& c) {
+  std::vector<std::string> w;
+  if (c.nic_gbps > 1000) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "/cluster/nic_gbps is %g GB/s (%g Gb/s), above any NIC's 1,000 GB/s: if the datasheet says "
+                  "%g Gb/s, write \"%g Gb/s\"",
+                  c.nic_gbps, 8 * c.nic_gbps, c.nic_gbps, c.nic_gbps);
+    w.emplace_back(buf);
+  }
+  return w;
 }
 
 void apply_override(Json& root, const Override& ov, const std::string& path) {
@@ -106,6 +120,7 @@ Scenario parse_scenario(const std::string& text, const std::string& path, const 
   sc.seed = static_cast<std::uint64_t>(r.integer("seed"));
   const ScenarioCatalogs catalogs = read_catalogs(top);
   sc.cluster = read_cluster(top, catalogs.gpus);
+  sc.warnings = cluster_warnings(sc.cluster);
   sc.job = read_job(top, root, catalogs, sc);
   read_network(top, sc);
   if (top.has("validation")) {

@@ -55,6 +55,7 @@ struct Scenario {
   std::uint64_t seed = 1;                                  // /seed
   ClusterSpec cluster;                                     // /cluster
   Job job;                                                 // /model, /training (by /kind)
+  std::vector<std::string> warnings;                       // suspicious values, for stderr and reports
   NetworkFidelity fidelity = NetworkFidelity::analytical;  // /network/fidelity
   CollectiveOptions collectives;                           // /network/algo, /network/protocol
   ValidationTarget validation;                             // /validation
@@ -153,6 +154,9 @@ struct Override {
 };
 
 Override parse_override(const std::string& text);
+
+// Values that parse but are probably a unit mistake (a NIC above 1,000 GB/s: Gb/s typed into a GB/s key).
+std::vector<std::string> cluster_warnings(const ClusterSpec& c);
 
 // Sets root at ov.pointer to ov.value, creating missing objects along the pointer; an
 // existing parent that is not an object is an InputError naming the pointer (path: for messages).

@@ -400,3 +400,20 @@ TEST_CASE("progress lines go to a terminal only: nothing on stderr when it is a 
   REQUIRE(r.status == 0);
   CHECK(r.err.empty());
 }
+
+TEST_CASE("a NIC above 1,000 GB/s (Gb/s typed into a GB/s key) warns on stderr and still runs") {
+  const Run c =
+      cli("collective --op all_reduce --cluster dgx-h100 --nodes 2 --min-bytes 1M --max-bytes 1M --json "
+          "--set /cluster/nic_gbps=1600");
+  REQUIRE(c.status == 0);
+  CHECK(c.err.find("warning: /cluster/nic_gbps is 1600 GB/s (12800 Gb/s)") != std::string::npos);
+  CHECK(c.err.find("\"1600 Gb/s\"") != std::string::npos);
+  const Run r = cli("run scenarios/quickstart.json --json --set /cluster/nic_gbps=1600");
+  REQUIRE(r.status == 0);
+  CHECK(r.err.find("warning: /cluster/nic_gbps") != std::string::npos);
+  const Run ok =
+      cli("collective --op all_reduce --cluster dgx-h100 --nodes 2 --min-bytes 1M --max-bytes 1M --json "
+          "--set /cluster/nic_gbps=1000");
+  REQUIRE(ok.status == 0);
+  CHECK(ok.err.empty());  // 1,000 GB/s itself is plausible enough
+}
