@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <unistd.h>
+
 #include "sim/error.hpp"
 
 namespace ctwin {
@@ -111,6 +113,22 @@ std::optional<ParsedArgs> parse_args(const Args& args, const std::string& usage,
     p.values[name].push_back(value);
   }
   return p;
+}
+
+ProgressLine::ProgressLine(std::string label)
+    : label_(std::move(label)), tty_(isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
+
+ProgressLine::~ProgressLine() { clear(); }
+
+void ProgressLine::clear() {
+  if (shown_) std::fprintf(stderr, "\r%*s\r", static_cast<int>(label_.size()) + 8, "");
+  shown_ = false;
+}
+
+void ProgressLine::update(double fraction) {
+  if (!tty_ || std::chrono::steady_clock::now() - start_ < std::chrono::seconds(1)) return;
+  shown_ = true;
+  std::fprintf(stderr, "\r%s %5.1f%%", label_.c_str(), 100 * fraction);
 }
 
 }  // namespace ctwin

@@ -2,6 +2,7 @@
 // unknown flags and missing values are InputErrors naming the flag.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -36,5 +37,23 @@ std::optional<ParsedArgs> parse_args(const Args& args, const std::string& usage,
 
 // Parses "8G" style sizes; throws InputError naming `what`.
 double parse_bytes(const std::string& text, const std::string& what);
+
+// A "\rLABEL 42.0%" line on stderr for work that runs longer than a second, only when stderr is
+// a terminal (never in pipes, files or tests); the destructor clears it.
+class ProgressLine {
+ public:
+  explicit ProgressLine(std::string label);
+  ~ProgressLine();
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
+  void update(double fraction);
+  void clear();  // before printing on stdout, which shares the terminal
+
+ private:
+  std::string label_;
+  bool tty_;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
 
 }  // namespace ctwin

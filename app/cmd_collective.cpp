@@ -1,12 +1,14 @@
 // ctwin collective: what nccl-tests would print for a collective on a cluster, predicted.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
 #include "commands.hpp"
 #include "scenario.hpp"
+#include "scenario_parts.hpp"
 #include "sim/error.hpp"
 #include "topology/catalog_json.hpp"
 #include "topology/collective.hpp"
@@ -42,17 +44,23 @@ std::size_t dtype_bytes(const std::string& s) {
 
 int cmd_collective(const Args& args) {
   const std::string usage =
-      "usage: ctwin collective --op OP --cluster PRESET [--nodes N] [--gpus-per-node G]\n"
+      "usage: ctwin collective --op OP (--cluster PRESET | --cluster-file FILE) [--nodes N] [--gpus-per-node G]\n"
       "                        [--algo auto|ring|tree|nvls|collnet] [--proto auto|ll|ll128|simple]\n"
       "                        [--dtype bf16] [--min-bytes 8] [--max-bytes 8G] [--step-factor 2]\n"
-      "                        [--fidelity analytical|flow] [--json]\n\n"
+      "                        [--fidelity analytical|flow] [--set /cluster/KEY=VALUE]... [--json]\n\n"
       "Predicts what nccl-tests' OP_perf would print on the cluster: per size, the time, algbw and\n"
       "busbw with nccl-tests' conventions (all_reduce busbw = algbw*2(n-1)/n; all_gather,\n"
-      "reduce_scatter and all_to_all (n-1)/n; broadcast, reduce and send_recv 1).";
+      "reduce_scatter and all_to_all (n-1)/n; broadcast, reduce and send_recv 1).\n\n"
+      "The cluster is read as a scenario's /cluster: {\"preset\": PRESET, \"nodes\": N}, or\n"
+      "{\"file\": FILE} with --cluster-file (a description from ctwin cluster --write); --set\n"
+      "changes any of its keys with the scenario's pointers, e.g. --set /cluster/oversubscription=2.";
   auto p = parse_args(
       args, usage,
       {{"--op", "OP", "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv"},
        {"--cluster", "PRESET", "dgx-a100, dgx-h100, hgx-h200, dgx-b200, l40s-pcie, h100-pcie"},
+       {"--cluster-file", "FILE", "a cluster description written by ctwin cluster --write, instead of --cluster"},
+       {"--set", "/POINTER=VALUE", "override a /cluster key as in a scenario, e.g. --set /cluster/oversubscription=2",
+        true},
        {"--nodes", "N", "nodes (default 1)"},
        {"--gpus-per-node", "G", "GPUs per node taking part (default: the preset's)"},
        {"--algo", "ALGO", "auto (default: NCCL's tuner picks by size and topology), ring, tree, nvls or collnet"},
@@ -70,16 +78,40 @@ int cmd_collective(const Args& args) {
   if (!op_name) throw InputError("", "--op", "missing", "the collective to predict, e.g. --op all_reduce");
   const CollectiveOp op = parse_op(*op_name);
   const auto preset = p->get("--cluster");
-  if (!preset) throw InputError("", "--cluster", "missing", "a cluster preset, e.g. --cluster dgx-h100");
+  const auto cluster_file = p->get("--cluster-file");
+  if (preset && cluster_file) throw InputError("", "--cluster-file", "given with --cluster", "one of the two");
+  if (!preset && !cluster_file) {
+    throw InputError("", "--cluster", "missing", "a cluster preset, e.g. --cluster dgx-h100, or --cluster-file FILE");
+  }
   const double nodes_d = p->number("--nodes", 1);
   if (nodes_d < 1 || nodes_d != std::floor(nodes_d))
     throw InputError("", "--nodes", "must be a positive integer", "1, 2, ...");
   ClusterSpec spec;
-  if (!preset_cluster(*preset, static_cast<int>(nodes_d), builtin_gpus(), spec)) {
+  if (preset && !preset_cluster(*preset, static_cast<int>(nodes_d), builtin_gpus(), spec)) {
     std::string names;
     for (const auto& n : preset_cluster_names()) names += (names.empty() ? "" : ", ") + n;
     throw InputError("", "--cluster", "unknown preset '" + *preset + "'", "one of " + names);
   }
+  // The cluster as a scenario's /cluster, so --set and --cluster-file mean what they mean in a scenario.
+  Json root = Json::object();
+  if (preset) {
+    root["cluster"] = {{"preset", *preset}, {"nodes", static_cast<int>(nodes_d)}};
+  } else {
+    root["cluster"] = {{"file", std::filesystem::absolute(*cluster_file).string()}};
+    if (p->has("--nodes")) root["cluster"]["nodes"] = static_cast<int>(nodes_d);
+  }
+  const std::string where = "(ctwin collective)";
+  for (const auto& s : p->all("--set")) {
+    const Override ov = parse_override(s);
+    if (ov.pointer.rfind("/cluster/", 0) != 0) {
+      throw InputError(where + " (--set)", ov.pointer, "not a /cluster key", "a pointer such as /cluster/nic_gbps");
+    }
+    apply_override(root, ov, where);
+  }
+  const JsonObject top(root, "", where);
+  spec = read_cluster(top, read_catalogs(top).gpus, std::nullopt);
+  for (const auto& w : cluster_warnings(spec)) std::fprintf(stderr, "ctwin: warning: %s\n", w.c_str());
+  const std::string cluster_name = preset ? *preset : *cluster_file;
   const double gpn = p->number("--gpus-per-node", spec.gpus_per_node);
   if (gpn < 1 || gpn > spec.gpus_per_node || gpn != std::floor(gpn)) {
     throw InputError("", "--gpus-per-node", "must be an integer from 1 to " + std::to_string(spec.gpus_per_node),
@@ -116,12 +148,14 @@ int cmd_collective(const Args& args) {
   const bool json = p->has("--json");
   if (!json) {
     std::printf("# ctwin collective: %s on %s, %d node(s) x %d GPUs, algo %s (%s model)\n", op_name->c_str(),
-                preset->c_str(), spec.nodes, static_cast<int>(gpn), algo.c_str(), fidelity.c_str());
+                cluster_name.c_str(), spec.nodes, static_cast<int>(gpn), algo.c_str(), fidelity.c_str());
     std::printf("#\n#%12s %12s %6s %10s %10s %10s %8s %7s\n", "size", "count", "type", "time(us)", "algbw", "busbw",
                 "algo", "proto");
     std::printf("#%12s %12s %6s %10s %10s %10s %8s %7s\n", "(B)", "(elements)", "", "", "(GB/s)", "(GB/s)", "", "");
   }
+  ProgressLine progress("simulating flows");
   for (double b = min_b; b <= max_b * (1 + 1e-12); b *= factor) {
+    if (fidelity == "flow") progress.update(std::log(b / min_b) / std::log(std::max(max_b / min_b, factor)));
     const double bytes = std::floor(b / elem) * elem;
     call.bytes = bytes;
     if (options.algo != CollectiveAlgo::automatic && !algo_applies(cl, call, options.algo)) {
@@ -158,11 +192,13 @@ int cmd_collective(const Args& args) {
                       {"algo", est.algo},
                       {"protocol", est.protocol}});
     } else {
+      progress.clear();
       std::printf(" %12.0f %12.0f %6s %10.2f %10.2f %10.2f %8s %7s\n", bytes, bytes / elem,
                   p->get("--dtype").value_or("bf16").c_str(), t_us, est.algbw_gbps, est.busbw_gbps, est.algo.c_str(),
                   est.protocol.c_str());
     }
   }
+  progress.clear();
   if (json) std::printf("%s\n", rows.dump(2).c_str());
   return kExitOk;
 }

@@ -63,7 +63,7 @@ int cmd_run(const Args& args) {
     std::fputs(training_report_text(sc, r).c_str(), stdout);
     if (trace_path) std::printf("\n  trace written to %s\n", trace_path->c_str());
   }
-  for (const auto& w : training_warnings(sc, r)) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  for (const auto& w : training_warnings(sc, r)) std::fprintf(stderr, "ctwin: warning: %s\n", w.c_str());
   if (p->has("--fail-on-oom") && r.memory.oom) return kExitOutOfMemory;
   return kExitOk;
 }

@@ -26,10 +26,13 @@ double predicted_metric(const Scenario& sc, const TrainingResult& r) {
 
 int cmd_validate(const Args& args) {
   const std::string usage =
-      "usage: ctwin validate PATH... [--json]\n\n"
+      "usage: ctwin validate PATH... [--set /pointer=value]... [--json]\n\n"
       "Simulates each scenario with a /validation block (files, or every .json in a directory) and\n"
-      "prints the published figure, the prediction and the relative error.";
-  auto p = parse_args(args, usage, {{"--json", "", "print the comparison as JSON"}});
+      "prints the published figure, the prediction and the relative error. --set changes every case\n"
+      "the same way, e.g. --set /network/fidelity=flow.";
+  auto p = parse_args(args, usage,
+                      {{"--json", "", "print the comparison as JSON"},
+                       {"--set", "/POINTER=VALUE", "override a key in every case", true}});
   if (!p) return kExitOk;
   if (p->positional.empty()) throw InputError("", "PATH", "no scenario given", "files or directories of scenarios");
   std::vector<std::string> files;
@@ -43,6 +46,8 @@ int cmd_validate(const Args& args) {
     }
   }
   std::sort(files.begin(), files.end());
+  std::vector<Override> overrides;
+  for (const auto& s : p->all("--set")) overrides.push_back(parse_override(s));
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   double sum_abs = 0;
   double worst = 0;
@@ -50,8 +55,12 @@ int cmd_validate(const Args& args) {
   if (!p->has("--json")) {
     std::printf("%-34s %-24s %12s %12s %8s\n", "case", "metric", "published", "predicted", "error");
   }
-  for (const auto& f : files) {
-    const Scenario sc = load_scenario(f);
+  ProgressLine progress("validating");
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const std::string& f = files[i];
+    progress.update(static_cast<double>(i) / static_cast<double>(files.size()));
+    const Scenario sc = load_scenario(f, overrides);
+    for (const auto& w : sc.warnings) std::fprintf(stderr, "ctwin: warning: %s: %s\n", f.c_str(), w.c_str());
     if (!sc.validation.present()) continue;
     const TrainingResult r = simulate_training(training_job(sc).model, training_job(sc).training,
                                                build_cluster(sc.cluster), training_options(sc));
@@ -70,10 +79,12 @@ int cmd_validate(const Args& args) {
                      {"error", err},
                      {"source", sc.validation.source}});
     } else {
+      progress.clear();
       std::printf("%-34s %-24s %12.4g %12.4g %+7.1f%%\n", name.c_str(), sc.validation.metric.c_str(),
                   sc.validation.published, pred, 100 * err);
     }
   }
+  progress.clear();
   if (p->has("--json")) {
     nlohmann::ordered_json j;
     j["cases"] = out;

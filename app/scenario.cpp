@@ -1,5 +1,6 @@
 #include "scenario.hpp"
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -53,31 +54,61 @@ Override parse_override(const std::string& text) {
   return Override{text.substr(0, eq), text.substr(eq + 1)};
 }
 
+std::vector<std::string> cluster_warnings(const ClusterSpec& c) {
+  std::vector<std::string> w;
+  if (c.nic_gbps > 1000) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "/cluster/nic_gbps is %g GB/s (%g Gb/s), above any NIC's 1,000 GB/s: if the datasheet says "
+                  "%g Gb/s, write \"%g Gb/s\"",
+                  c.nic_gbps, 8 * c.nic_gbps, c.nic_gbps, c.nic_gbps);
+    w.emplace_back(buf);
+  }
+  return w;
+}
+
+void apply_override(Json& root, const Override& ov, const std::string& path) {
+  Json value;
+  try {
+    value = Json::parse(ov.value);
+  } catch (const Json::parse_error&) {
+    value = ov.value;  // not JSON: a string
+  }
+  Json::json_pointer ptr;
+  try {
+    ptr = Json::json_pointer(ov.pointer);
+  } catch (const Json::exception&) {
+    throw InputError(path + " (--set)", ov.pointer, "not a JSON pointer", "a path such as /training/parallelism/tp");
+  }
+  if (ptr.empty()) throw InputError(path + " (--set)", ov.pointer, "names the whole document", "a key such as /name");
+  // Walk from the top, creating the objects that are missing; an existing non-object on the
+  // way (a number, a string, an array) is an error, never overwritten.
+  Json* node = &root;
+  std::string walked;
+  std::vector<std::string> tokens;
+  for (Json::json_pointer rest = ptr; !rest.empty(); rest = rest.parent_pointer()) tokens.push_back(rest.back());
+  for (auto it = tokens.rbegin(); it != tokens.rend(); ++it) {
+    if (!node->is_object()) {
+      throw InputError(path + " (--set)", ov.pointer,
+                       (walked.empty() ? std::string("/") : walked) + " is " + shown(*node) + ", not an object",
+                       "a pointer whose parents are objects (or missing, then created)");
+    }
+    walked += "/" + *it;
+    if (std::next(it) == tokens.rend()) {
+      (*node)[*it] = value;
+    } else {
+      if (!node->contains(*it)) (*node)[*it] = Json::object();
+      node = &(*node)[*it];
+    }
+  }
+}
+
 Scenario parse_scenario(const std::string& text, const std::string& path, const std::vector<Override>& overrides) {
   Json root = parse_json(text, path);
   if (!root.is_object()) throw InputError(path, "/", "found " + shown(root), "a JSON object");
   normalise_model(root);
   for (const auto& ov : overrides) {
-    Json value;
-    try {
-      value = Json::parse(ov.value);
-    } catch (const Json::parse_error&) {
-      value = ov.value;  // not JSON: a string
-    }
-    Json::json_pointer ptr;
-    try {
-      ptr = Json::json_pointer(ov.pointer);
-    } catch (const Json::exception&) {
-      throw InputError(path + " (--set)", ov.pointer, "not a JSON pointer", "a path such as /training/parallelism/tp");
-    }
-    const Json::json_pointer parent = ptr.parent_pointer();
-    if (!root.contains(parent) || !root[parent].is_object()) {
-      throw InputError(path + " (--set)", ov.pointer,
-                       "the parent " + (parent.to_string().empty() ? std::string("/") : parent.to_string()) +
-                           " does not exist in the scenario",
-                       "a key inside an existing object (add the parent object first)");
-    }
-    root[ptr] = value;
+    apply_override(root, ov, path);
     normalise_model(root);
   }
   const JsonObject top(root, "", path);
@@ -90,6 +121,7 @@ Scenario parse_scenario(const std::string& text, const std::string& path, const 
   const ScenarioCatalogs catalogs = read_catalogs(top);
   sc.profile = read_profile(top);
   sc.cluster = read_cluster(top, catalogs.gpus, sc.profile);
+  sc.warnings = cluster_warnings(sc.cluster);
   sc.job = read_job(top, root, catalogs, sc);
   read_network(top, sc);
   if (top.has("validation")) {

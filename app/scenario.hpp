@@ -59,6 +59,7 @@ struct Scenario {
   std::optional<Profile> profile;                          // /profile (none: each GPU's own)
   ClusterSpec cluster;                                     // /cluster
   Job job;                                                 // /model, /training (by /kind)
+  std::vector<std::string> warnings;                       // suspicious values, for stderr and reports
   NetworkFidelity fidelity = NetworkFidelity::analytical;  // /network/fidelity
   CollectiveOptions collectives;                           // /network/algo, /network/protocol
   ValidationTarget validation;                             // /validation
@@ -167,6 +168,13 @@ struct Override {
 };
 
 Override parse_override(const std::string& text);
+
+// Values that parse but are probably a unit mistake (a NIC above 1,000 GB/s: Gb/s typed into a GB/s key).
+std::vector<std::string> cluster_warnings(const ClusterSpec& c);
+
+// Sets root at ov.pointer to ov.value, creating missing objects along the pointer; an
+// existing parent that is not an object is an InputError naming the pointer (path: for messages).
+void apply_override(Json& root, const Override& ov, const std::string& path);
 
 // Reads, applies overrides, validates and converts. Throws InputError.
 Scenario load_scenario(const std::string& path, const std::vector<Override>& overrides = {});

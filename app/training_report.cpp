@@ -8,7 +8,7 @@
 namespace ctwin {
 
 std::vector<std::string> training_warnings(const Scenario& sc, const TrainingResult& r) {
-  std::vector<std::string> w;
+  std::vector<std::string> w = sc.warnings;  // the loader's (suspicious values), then the run's
   const auto& m = r.memory;
   const double margin = training_job(sc).training.memory_margin;
   char buf[512];

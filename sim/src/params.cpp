@@ -1,6 +1,7 @@
 #include "sim/params.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 
 #include "sim/error.hpp"
@@ -37,9 +38,51 @@ long long ParamReader::integer(std::string_view key, std::optional<long long> de
   return o_.integer(std::string(key), def, int_min(d), max ? *max : int_max(d));
 }
 
+std::optional<double> parse_bandwidth(std::string_view text) {
+  const std::string t(text);
+  char* end = nullptr;
+  const double v = std::strtod(t.c_str(), &end);
+  if (end == t.c_str() || !std::isfinite(v) || v < 0) return std::nullopt;
+  std::string_view unit(end);
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  if (unit.empty()) return std::nullopt;
+  double prefix = 0;
+  switch (unit.front()) {
+    case 'k':
+      prefix = 1e3;
+      break;
+    case 'M':
+      prefix = 1e6;
+      break;
+    case 'G':
+      prefix = 1e9;
+      break;
+    case 'T':
+      prefix = 1e12;
+      break;
+    default:
+      return std::nullopt;
+  }
+  unit.remove_prefix(1);
+  if (unit == "b/s" || unit == "bit/s") return v * prefix / 8;
+  if (unit == "B/s" || unit == "Byte/s" || unit == "byte/s") return v * prefix;
+  return std::nullopt;
+}
+
 double ParamReader::number(std::string_view key, std::optional<double> def) const {
   const ParamDecl& d = decl(key);
   if (!def && !d.required && !std::isnan(d.def)) def = d.def;
+  if (d.unit == "GB/s" && o_.has(std::string(key)) && o_.raw(std::string(key)).is_string()) {
+    const std::string text = o_.raw(std::string(key)).get<std::string>();
+    const std::optional<double> bytes_per_s = parse_bandwidth(text);
+    const std::string expected = "GB/s as a number, or a bandwidth with its unit such as \"400 Gb/s\" or \"50 GB/s\"";
+    if (!bytes_per_s) o_.fail(std::string(key), "found \"" + text + "\"", expected);
+    const double gb_per_s = *bytes_per_s / 1e9;
+    if (gb_per_s < d.min || gb_per_s > d.max || (d.min_exclusive && gb_per_s == d.min)) {
+      o_.fail(std::string(key), "\"" + text + "\" is out of range", expected);
+    }
+    return gb_per_s;
+  }
   return o_.number(std::string(key), def, d.min, d.max, d.min_exclusive);
 }
 

@@ -452,3 +452,77 @@ TEST_CASE("ctwin profile --write exports a shipped profile that loads back throu
   CHECK(r.status == 2);
   CHECK(r.err.find("unknown profile") != std::string::npos);
 }
+
+TEST_CASE("ctwin collective reads its cluster as a scenario's /cluster: --cluster-file and --set") {
+  const std::string sizes = " --op all_reduce --min-bytes 64M --max-bytes 64M --json";
+  const Run preset = cli("collective --cluster dgx-h100 --nodes 2" + sizes);
+  REQUIRE(preset.status == 0);
+  const auto file = temp_dir() / "h100x2.json";
+  REQUIRE(cli("cluster --cluster dgx-h100 --nodes 2 --force --write " + file.string()).status == 0);
+  const Run from_file = cli("collective --cluster-file " + file.string() + sizes);
+  REQUIRE(from_file.status == 0);
+  CHECK(from_file.out == preset.out);  // the description is the preset, so the same prediction
+  const Run set_nodes = cli("collective --cluster dgx-h100 --set /cluster/nodes=2" + sizes);
+  REQUIRE(set_nodes.status == 0);
+  CHECK(set_nodes.out == preset.out);
+  const Run slow_nic = cli("collective --cluster dgx-h100 --nodes 2 --set /cluster/nic_gbps=5" + sizes);
+  REQUIRE(slow_nic.status == 0);
+  CHECK(nlohmann::json::parse(slow_nic.out)[0]["time_us"].get<double>() >
+        2 * nlohmann::json::parse(preset.out)[0]["time_us"].get<double>());
+  const Run outside = cli("collective --cluster dgx-h100 --set /model/layers=2" + sizes);
+  CHECK(outside.status == 2);
+  CHECK(outside.err.find("/model/layers") != std::string::npos);
+  CHECK(cli("collective --cluster dgx-h100 --cluster-file " + file.string() + sizes).status == 2);
+  CHECK(cli("collective --cluster-file /nonexistent/x.json" + sizes).status == 2);
+}
+
+TEST_CASE("ctwin validate --set changes every case") {
+  const std::string cases =
+      "validate scenarios/validation/mpt-30b-8xh100.json "
+      "scenarios/validation/megatron-gpt-1.7b-a100.json --json";
+  const Run plain = cli(cases);
+  REQUIRE(plain.status == 0);
+  const Run set = cli(cases + " --set /validation/published=123.5");
+  REQUIRE(set.status == 0);
+  const auto a = nlohmann::json::parse(plain.out)["cases"], b = nlohmann::json::parse(set.out)["cases"];
+  REQUIRE(b.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(b[i]["published"].get<double>() == 123.5);
+    CHECK(b[i]["predicted"] == a[i]["predicted"]);
+  }
+  CHECK(cli(cases + " --set /name/x=1").status == 2);
+}
+
+TEST_CASE("progress lines go to a terminal only: nothing on stderr when it is a file") {
+  const Run v = cli("validate scenarios/validation");
+  REQUIRE(v.status == 0);
+  CHECK(v.err.empty());
+  const Run c =
+      cli("collective --op all_reduce --cluster dgx-h100 --nodes 2 --fidelity flow --min-bytes 1M --max-bytes 1G "
+          "--step-factor 32");
+  REQUIRE(c.status == 0);
+  CHECK(c.err.empty());
+  const Run r = cli("run scenarios/quickstart.json --json");
+  REQUIRE(r.status == 0);
+  CHECK(r.err.empty());
+}
+
+TEST_CASE("a NIC above 1,000 GB/s (Gb/s typed into a GB/s key) warns on stderr and still runs") {
+  const Run c =
+      cli("collective --op all_reduce --cluster dgx-h100 --nodes 2 --min-bytes 1M --max-bytes 1M --json "
+          "--set /cluster/nic_gbps=1600");
+  REQUIRE(c.status == 0);
+  CHECK(c.err.find("warning: /cluster/nic_gbps is 1600 GB/s (12800 Gb/s)") != std::string::npos);
+  CHECK(c.err.find("\"1600 Gb/s\"") != std::string::npos);
+  const Run r = cli("run scenarios/quickstart.json --json --set /cluster/nic_gbps=1600");
+  REQUIRE(r.status == 0);
+  CHECK(r.err.find("warning: /cluster/nic_gbps") != std::string::npos);
+  const auto rj = nlohmann::json::parse(r.out);  // and the report's warnings list carries it too
+  REQUIRE(rj["warnings"].size() >= 1);
+  CHECK(rj["warnings"][0].get<std::string>().find("/cluster/nic_gbps") != std::string::npos);
+  const Run ok =
+      cli("collective --op all_reduce --cluster dgx-h100 --nodes 2 --min-bytes 1M --max-bytes 1M --json "
+          "--set /cluster/nic_gbps=1000");
+  REQUIRE(ok.status == 0);
+  CHECK(ok.err.empty());  // 1,000 GB/s itself is plausible enough
+}

@@ -8,12 +8,14 @@
 
 #include "scenario.hpp"
 #include "sim/error.hpp"
+#include "tolerance.hpp"
 #include "topology/catalog_json.hpp"
 #include "topology/cluster_json.hpp"
 #include "workloads/model_json.hpp"
 #include "workloads/training_params.hpp"
 
 using namespace ctwin;
+using ctwin::test::rel_approx;
 
 namespace {
 
@@ -127,4 +129,42 @@ TEST_CASE("a key's bounds and default come from its table") {
     CHECK(e.expected == "an integer >= 1 and <= " +
                             std::to_string(static_cast<long long>(decl(parallelism_params, "virtual_stages").max)));
   }
+}
+
+TEST_CASE("bandwidths with units: bits and bytes exactly, decimal prefixes as datasheets write them") {
+  // Hand conversions: 400 Gb/s = 400e9 bits/s / 8 = 50e9 bytes/s = 50 GB/s.
+  CHECK(parse_bandwidth("400 Gb/s").value() == rel_approx(50e9, 1e-15));
+  CHECK(parse_bandwidth("400 Gbit/s").value() == rel_approx(50e9, 1e-15));
+  CHECK(parse_bandwidth("50 GB/s").value() == rel_approx(50e9, 1e-15));
+  CHECK(parse_bandwidth("50 GByte/s").value() == rel_approx(50e9, 1e-15));
+  CHECK(parse_bandwidth("50GB/s").value() == rel_approx(50e9, 1e-15));
+  CHECK(parse_bandwidth("200 Gb/s").value() == rel_approx(25e9, 1e-15));    // a ConnectX-7 port at HDR
+  CHECK(parse_bandwidth("1.8 TB/s").value() == rel_approx(1.8e12, 1e-15));  // NVLink 5 per GPU
+  CHECK(parse_bandwidth("100 Mb/s").value() == rel_approx(12.5e6, 1e-15));
+  CHECK(parse_bandwidth("8 kbit/s").value() == rel_approx(1e3, 1e-15));
+  for (const char* bad : {"400", "400 Gbps", "400 GiB/s", "400 gb/s", "Gb/s", "-1 GB/s", "400 Gb/h"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_bandwidth(bad).has_value());
+  }
+}
+
+TEST_CASE("a GB/s key takes a bandwidth with its unit, the same as the number in GB/s") {
+  const auto cluster = [](const std::string& nic) {
+    const std::string text = R"({"name": "t", "cluster": {"preset": "dgx-h100", "nic_gbps": )" + nic +
+                             R"(}, "model": "llama3-8b", "training": {"global_batch": 8, "seq_len": 1024}})";
+    return parse_scenario(text, "t.json").cluster;
+  };
+
+  CHECK(cluster("\"400 Gb/s\"").nic_gbps == rel_approx(50, 1e-15));
+  CHECK(cluster("\"25 GB/s\"").nic_gbps == rel_approx(25, 1e-15));
+  CHECK(cluster("12.5").nic_gbps == rel_approx(12.5, 1e-15));  // a number stays GB/s
+  CHECK(cluster("\"3.2 Tb/s\"").nic_gbps == rel_approx(400, 1e-15));
+  try {
+    (void)cluster("\"400 Gbps\"");
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(e.path == "/cluster/nic_gbps");
+    CHECK(std::string(e.what()).find("400 Gb/s") != std::string::npos);
+  }
+  CHECK_THROWS_AS((void)cluster("\"0 GB/s\""), InputError);  // bounds as for the number
 }

@@ -87,9 +87,23 @@ TEST_CASE("--set overrides any key and is validated like the file") {
   CHECK(training_job(s).model.hidden == 4096);  // the rest of the preset stays
   auto e = error_of(base(), {parse_override("/training/parallelism/tp=3")});
   CHECK(e.path == "/training/parallelism/dp");
-  auto e2 = error_of(base(), {parse_override("/training/nothing/here=1")});
-  CHECK(e2.path == "/training/nothing/here");
-  CHECK(std::string(e2.what()).find("does not exist") != std::string::npos);
+}
+
+TEST_CASE("--set creates missing objects along the pointer and never overwrites a non-object") {
+  REQUIRE_FALSE(base().contains("network"));
+  const Scenario s = parse_scenario(base().dump(), "good.json", {parse_override("/network/fidelity=flow")});
+  CHECK(s.fidelity == NetworkFidelity::flow);
+  json root = base();
+  apply_override(root, parse_override("/a/b/c=2"), "x.json");
+  CHECK(root["a"] == json::parse(R"({"b": {"c": 2}})"));
+  CHECK(root["training"]["micro_batch"] == 1);  // siblings stay
+  auto e2 = error_of(base(), {parse_override("/name/here=1")});
+  CHECK(e2.path == "/name/here");
+  CHECK(std::string(e2.what()).find("/name is \"t\", not an object") != std::string::npos);
+  auto e3 = error_of(base(), {parse_override("/training/micro_batch/x/y=1")});
+  CHECK(e3.path == "/training/micro_batch/x/y");
+  CHECK(std::string(e3.what()).find("/training/micro_batch is 1, not an object") != std::string::npos);
+  CHECK(std::string(e3.what()).find("created") != std::string::npos);
   CHECK_THROWS_AS(parse_override("training.tp=2"), InputError);
 }
 

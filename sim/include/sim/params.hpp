@@ -52,6 +52,11 @@ struct ParamTable {
 // A JsonObject read through its table. Construction rejects keys the table does not declare
 // (with the same "did you mean" errors as JsonObject::only) unless check_keys is false (an
 // object read through two tables checks the keys of both itself).
+// A bandwidth with its unit, as datasheets and nccl-tests write it: "400 Gb/s" or "400 Gbit/s"
+// (bits), "50 GB/s" or "50 GByte/s" (bytes); decimal prefixes k, M, G, T (400 Gb/s = 50 GB/s =
+// 50e9 bytes/s). Returns bytes per second, or nullopt when the text is not such a bandwidth.
+std::optional<double> parse_bandwidth(std::string_view text);
+
 class ParamReader {
  public:
   ParamReader(const JsonObject& o, std::span<const ParamDecl> table, bool check_keys = true);
