@@ -2,7 +2,7 @@
 
 namespace ctwin {
 
-const char* to_string(Activation a) { return a == Activation::swiglu ? "swiglu" : "gelu"; }
+const char* to_string(Activation a) { return activation_names.name(a); }
 
 double attention_params_per_layer(const ModelSpec& m) {
   const double h = static_cast<double>(m.hidden);

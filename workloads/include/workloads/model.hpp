@@ -2,6 +2,8 @@
 // workloads/catalog/models.json (embedded in ctwin), explicit JSON, or a HuggingFace config.
 #pragma once
 
+#include "sim/names.hpp"
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -11,6 +13,11 @@ namespace ctwin {
 
 enum class Activation { swiglu, gelu };
 enum class Norm { rmsnorm, layernorm };
+
+// The names of activations and norms, for JSON and reports (sim/names.hpp: one table each).
+inline constexpr auto activation_names =
+    make_names<Activation>({{Activation::swiglu, "swiglu"}, {Activation::gelu, "gelu"}});
+inline constexpr auto norm_names = make_names<Norm>({{Norm::rmsnorm, "rmsnorm"}, {Norm::layernorm, "layernorm"}});
 
 struct MoeSpec {
   int experts = 0;  // routed experts; 0 means a dense model

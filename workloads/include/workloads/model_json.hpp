@@ -10,9 +10,6 @@
 
 namespace ctwin {
 
-inline constexpr auto activation_names =
-    make_names<Activation>({{Activation::swiglu, "swiglu"}, {Activation::gelu, "gelu"}});
-inline constexpr auto norm_names = make_names<Norm>({{Norm::rmsnorm, "rmsnorm"}, {Norm::layernorm, "layernorm"}});
 // ModelSpec::learned_positions as a name.
 inline constexpr auto position_names = make_names<bool>({{false, "rope"}, {true, "learned"}});
 
