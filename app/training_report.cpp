@@ -169,7 +169,8 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
   o += line;
   {
     const ParamCounts pc = count_parameters(training_job(sc).model);
-    std::snprintf(line, sizeof line, "  model: %s parameters (%s active a token), %s FLOPs a token a step\n\n",
+    std::snprintf(line, sizeof line,
+                  "  model: %s parameters (%s active per token), %s FLOPs per token (forward + backward)\n\n",
                   human_number(pc.total).c_str(), human_number(pc.active_per_token).c_str(),
                   human_number(r.tokens_per_step > 0 ? r.model_flops_per_step / r.tokens_per_step : 0.0).c_str());
     o += line;
