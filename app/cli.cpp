@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include <unistd.h>
 
@@ -129,6 +131,29 @@ void ProgressLine::update(double fraction) {
   if (!tty_ || std::chrono::steady_clock::now() - start_ < std::chrono::seconds(1)) return;
   shown_ = true;
   std::fprintf(stderr, "\r%s %5.1f%%", label_.c_str(), 100 * fraction);
+}
+
+void write_output_file(const std::string& path, const std::string& text, bool force) {
+  if (std::filesystem::exists(path) && !force) {
+    throw InputError(path, "--write", "the file exists", "a new file name, or --force to overwrite it");
+  }
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f << text;
+    f.flush();
+    if (!f) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      throw InputError(path, "--write", "cannot write the file");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw InputError(path, "--write", "cannot write the file");
+  }
 }
 
 }  // namespace ctwin

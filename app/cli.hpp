@@ -38,6 +38,11 @@ std::optional<ParsedArgs> parse_args(const Args& args, const std::string& usage,
 // Parses "8G" style sizes; throws InputError naming `what`.
 double parse_bytes(const std::string& text, const std::string& what);
 
+// Writes `text` to `path` for a --write flag: refuses an existing file unless `force`, and
+// writes a temporary file beside it that is renamed into place, so a failed write never leaves
+// a half-written file where the user's was. Throws InputError naming the path.
+void write_output_file(const std::string& path, const std::string& text, bool force);
+
 // A "\rLABEL 42.0%" line on stderr for work that runs longer than a second, only when stderr is
 // a terminal (never in pipes, files or tests); the destructor clears it.
 class ProgressLine {

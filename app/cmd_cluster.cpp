@@ -38,12 +38,7 @@ int cmd_cluster(const Args& args) {
   }
   const std::string text = cluster_to_json(spec).dump(2) + "\n";
   if (const auto out = p->get("--write")) {
-    if (std::filesystem::exists(*out) && !p->has("--force")) {
-      throw InputError(*out, "--write", "the file exists", "a new file name, or --force to overwrite it");
-    }
-    std::ofstream f(*out);
-    f << text;
-    if (!f) throw InputError(*out, "--write", "cannot write the file");
+    write_output_file(*out, text, p->has("--force"));
     Engine e;
     FlowNetwork net(e);
     const Cluster cl = build_cluster(spec);

@@ -29,12 +29,7 @@ int cmd_profile(const Args& args) {
   }
   const std::string text = profile_to_json(builtin_profile(name)) + "\n";
   if (const auto out = p->get("--write")) {
-    if (std::filesystem::exists(*out) && !p->has("--force")) {
-      throw InputError(*out, "--write", "the file exists", "a new file name, or --force to overwrite it");
-    }
-    std::ofstream f(*out);
-    f << text;
-    if (!f) throw InputError(*out, "--write", "cannot write the file");
+    write_output_file(*out, text, p->has("--force"));
     std::printf("wrote %s\n", out->c_str());
   } else {
     std::fputs(text.c_str(), stdout);
