@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ctwin_cli.hpp"
 #include "tolerance.hpp"
 
 using ctwin::test::abs_approx;
@@ -17,47 +18,10 @@ using ctwin::test::rel_approx;
 
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// One scratch directory per test process, removed when the process exits.
-std::filesystem::path temp_dir() {
-  struct Scratch {
-    std::filesystem::path dir =
-        std::filesystem::temp_directory_path() / ("ctwin_cli_test_" + std::to_string(::getpid()));
-    Scratch() { std::filesystem::create_directories(dir); }
-    ~Scratch() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  };
-  static Scratch scratch;
-  return scratch.dir;
-}
-
-// Runs ctwin with `args` from the source tree; captures stdout, stderr and the exit status. Named
-// cli, not ctwin, which would clash with the namespace tolerance.hpp opens.
-Run cli(const std::string& args) {
-  const auto d = temp_dir();
-  const std::string out = (d / "out").string(), err = (d / "err").string();
-  const std::string cmd =
-      std::string("cd ") + CTWIN_SOURCE_DIR + " && " + CTWIN_EXE + " " + args + " >" + out + " 2>" + err;
-  Run r;
-  const int rc = std::system(cmd.c_str());
-  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+using ctwin::test::cli;
+using ctwin::test::Run;
+using ctwin::test::slurp;
+using ctwin::test::temp_dir;
 
 int lines(const std::string& s) {
   int n = 0;

@@ -14,51 +14,22 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ctwin_cli.hpp"
 #include "tolerance.hpp"
 
 using ctwin::test::rel_approx;
 
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::filesystem::path scratch() {
-  struct Dir {
-    std::filesystem::path dir =
-        std::filesystem::temp_directory_path() / ("ctwin_run_report_test_" + std::to_string(::getpid()));
-    Dir() { std::filesystem::create_directories(dir); }
-    ~Dir() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  };
-  static Dir d;
-  return d.dir;
-}
+using ctwin::test::cli;
+using ctwin::test::Run;
+using ctwin::test::slurp;
 
 // Writes `scenario` to a file and runs `ctwin run FILE args`.
 Run run_scenario(const std::string& scenario, const std::string& args) {
-  const auto d = scratch();
-  const auto file = d / "scenario.json", out = d / "out", err = d / "err";
+  const auto file = ctwin::test::temp_dir() / "scenario.json";
   std::ofstream(file) << scenario;
-  const std::string cmd =
-      std::string(CTWIN_EXE) + " run " + file.string() + " " + args + " >" + out.string() + " 2>" + err.string();
-  Run r;
-  const int rc = std::system(cmd.c_str());
-  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  return cli("run " + file.string() + " " + args);
 }
 
 // Llama-3.2-1B data parallel on one DGX H100 (scenarios/quickstart.json), with `extra` training keys.

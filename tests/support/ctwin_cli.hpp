@@ -1,0 +1,58 @@
+// Running the ctwin executable from tests/app: a per-process scratch directory, captured stdout,
+// stderr and exit status. Needs CTWIN_EXE and CTWIN_SOURCE_DIR (set for test_app in CMake).
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace ctwin::test {
+
+struct Run {
+  int status = -1;
+  std::string out, err;
+};
+
+inline std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// One scratch directory per test process, removed when the process exits.
+inline std::filesystem::path temp_dir() {
+  struct Scratch {
+    std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("ctwin_app_test_" + std::to_string(::getpid()));
+    Scratch() { std::filesystem::create_directories(dir); }
+    ~Scratch() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  };
+  static Scratch scratch;
+  return scratch.dir;
+}
+
+// Runs ctwin with `args` from the source tree; captures stdout, stderr and the exit status. Named
+// cli, not ctwin, which would clash with the namespace.
+inline Run cli(const std::string& args) {
+  const auto d = temp_dir();
+  const std::string out = (d / "out").string(), err = (d / "err").string();
+  const std::string cmd =
+      std::string("cd ") + CTWIN_SOURCE_DIR + " && " + CTWIN_EXE + " " + args + " >" + out + " 2>" + err;
+  Run r;
+  const int rc = std::system(cmd.c_str());
+  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+}  // namespace ctwin::test
