@@ -26,6 +26,23 @@ inline ModelSpec tiny_llama(int layers = 4) {
   return m;
 }
 
+// A GPT-style model: h = 64, 4 heads of 16 (no GQA), a GELU MLP of 256 with biases, LayerNorm,
+// a 128-token vocabulary; learned positions (GPT-2) on request.
+inline ModelSpec tiny_gpt(bool learned_positions = false) {
+  ModelSpec m;
+  m.layers = 4;
+  m.hidden = 64;
+  m.heads = 4;
+  m.kv_heads = 4;
+  m.ffn_hidden = 256;
+  m.activation = Activation::gelu;
+  m.norm = Norm::layernorm;
+  m.vocab = 128;
+  m.max_seq = 32;
+  m.learned_positions = learned_positions;
+  return m;
+}
+
 // One node of 8 H100-SXM GPUs at their datasheet figures (989 TFLOP/s dense BF16, 3.35 TB/s HBM,
 // NVLink 4 at 450 GB/s per direction), NVSwitch at 0.6 us a hop, the catalog's efficiencies.
 inline Cluster h100_node8() {

@@ -31,19 +31,7 @@ using ctwin::test::rel_approx;
 namespace {
 
 // A GPT-style layer small enough to count by hand: s = 32, b = 2, h = 64, a = 4, 4h MLP.
-ModelSpec tiny_gpt() {
-  ModelSpec m;
-  m.layers = 4;
-  m.hidden = 64;
-  m.heads = 4;
-  m.kv_heads = 4;
-  m.ffn_hidden = 256;
-  m.activation = Activation::gelu;
-  m.norm = Norm::layernorm;
-  m.vocab = 128;
-  m.max_seq = 32;
-  return m;
-}
+ModelSpec tiny_gpt() { return ctwin::test::tiny_gpt(); }
 
 using ctwin::test::tiny_llama;  // GQA 4 x 16 / 2 KV heads, SwiGLU 160, RMSNorm, 128 vocab
 

@@ -303,20 +303,7 @@ namespace {
 constexpr double kGptLayer = 16640 + 33088 + 256;
 constexpr double kGptParams = 4 * kGptLayer + 2 * 8192 + 2048 + 128;  // 218,496
 
-ModelSpec tiny_gpt() {
-  ModelSpec m;
-  m.layers = 4;
-  m.hidden = 64;
-  m.heads = 4;
-  m.kv_heads = 4;
-  m.ffn_hidden = 256;
-  m.activation = Activation::gelu;
-  m.norm = Norm::layernorm;
-  m.vocab = 128;
-  m.max_seq = 32;
-  m.learned_positions = true;
-  return m;
-}
+ModelSpec tiny_gpt() { return ctwin::test::tiny_gpt(true); }
 
 }  // namespace
 
