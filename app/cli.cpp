@@ -118,19 +118,23 @@ std::optional<ParsedArgs> parse_args(const Args& args, const std::string& usage,
 }
 
 ProgressLine::ProgressLine(std::string label)
-    : label_(std::move(label)), tty_(isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
+    : ProgressLine(std::move(label), stderr, isatty(STDERR_FILENO) != 0, &std::chrono::steady_clock::now) {}
+
+ProgressLine::ProgressLine(std::string label, std::FILE* out, bool tty, Clock clock)
+    : label_(std::move(label)), out_(out), tty_(tty), clock_(std::move(clock)), start_(clock_()) {}
 
 ProgressLine::~ProgressLine() { clear(); }
 
 void ProgressLine::clear() {
-  if (shown_) std::fprintf(stderr, "\r%*s\r", static_cast<int>(label_.size()) + 8, "");
+  if (shown_) std::fprintf(out_, "\r%*s\r", static_cast<int>(label_.size()) + 8, "");
   shown_ = false;
 }
 
 void ProgressLine::update(double fraction) {
-  if (!tty_ || std::chrono::steady_clock::now() - start_ < std::chrono::seconds(1)) return;
+  // Runs shorter than a second finish before a line would be readable: show none.
+  if (!tty_ || clock_() - start_ < std::chrono::seconds(1)) return;
   shown_ = true;
-  std::fprintf(stderr, "\r%s %5.1f%%", label_.c_str(), 100 * fraction);
+  std::fprintf(out_, "\r%s %5.1f%%", label_.c_str(), 100 * fraction);
 }
 
 void write_output_file(const std::string& path, const std::string& text, bool force) {

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -47,7 +49,10 @@ void write_output_file(const std::string& path, const std::string& text, bool fo
 // a terminal (never in pipes, files or tests); the destructor clears it.
 class ProgressLine {
  public:
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
   explicit ProgressLine(std::string label);
+  // For tests: where it writes, whether that is a terminal, and the clock it reads.
+  ProgressLine(std::string label, std::FILE* out, bool tty, Clock clock);
   ~ProgressLine();
   ProgressLine(const ProgressLine&) = delete;
   ProgressLine& operator=(const ProgressLine&) = delete;
@@ -56,7 +61,9 @@ class ProgressLine {
 
  private:
   std::string label_;
+  std::FILE* out_;
   bool tty_;
+  Clock clock_;
   bool shown_ = false;
   std::chrono::steady_clock::time_point start_;
 };

@@ -1,4 +1,3 @@
-#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 
@@ -49,13 +48,11 @@ int cmd_run(const Args& args) {
   TrainingOptions opt = training_options(sc);
   opt.fold = !p->has("--no-fold");
   opt.trace = trace_path.has_value();
-  const bool tty = isatty(STDERR_FILENO) != 0;
-  if (tty) {
-    opt.progress = [](double f) { std::fprintf(stderr, "\rsimulating %5.1f%%", 100 * f); };
-  }
+  ProgressLine progress("simulating");
+  opt.progress = [&progress](double f) { progress.update(f); };
   const Cluster cluster = build_cluster(sc.cluster);
   TrainingResult r = simulate_training(training_job(sc).model, training_job(sc).training, cluster, opt);
-  if (tty) std::fprintf(stderr, "\r%20s\r", "");
+  progress.clear();
   if (trace_path) write_trace_file(r.trace, *trace_path);
   if (p->has("--json")) {
     std::printf("%s\n", training_report_json(sc, r).dump(2).c_str());
