@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "sim/error.hpp"
+#include "sim/output_file.hpp"
 
 namespace ctwin {
 
@@ -138,26 +139,7 @@ void ProgressLine::update(double fraction) {
 }
 
 void write_output_file(const std::string& path, const std::string& text, bool force) {
-  if (std::filesystem::exists(path) && !force) {
-    throw InputError(path, "--write", "the file exists", "a new file name, or --force to overwrite it");
-  }
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << text;
-    f.flush();
-    if (!f) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw InputError(path, "--write", "cannot write the file");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw InputError(path, "--write", "cannot write the file");
-  }
+  write_file_atomically(path, force, "--write", [&](std::ostream& out) { out << text; });
 }
 
 }  // namespace ctwin

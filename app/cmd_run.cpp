@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "scenario.hpp"
 #include "sim/error.hpp"
+#include "sim/output_file.hpp"
 #include "sim/trace.hpp"
 #include "training_report.hpp"
 #include "workloads/training_sim.hpp"
@@ -40,10 +41,8 @@ int cmd_run(const Args& args) {
     if (tp.extension() != ".json" && tp.extension() != ".ctt") {
       throw InputError("", "--trace", "'" + *trace_path + "' has an unknown extension", "a .json or .ctt file name");
     }
-    // Never overwrite what a user wrote without being asked.
-    if (std::filesystem::exists(tp) && !p->has("--force")) {
-      throw InputError(*trace_path, "--trace", "the file exists", "a new file name, or --force to overwrite it");
-    }
+    // Never overwrite what a user wrote without being asked; say so before simulating.
+    check_output_path(tp, p->has("--force"), "--trace");
   }
   TrainingOptions opt = training_options(sc);
   opt.fold = !p->has("--no-fold");
@@ -53,7 +52,7 @@ int cmd_run(const Args& args) {
   const Cluster cluster = build_cluster(sc.cluster);
   TrainingResult r = simulate_training(training_job(sc).model, training_job(sc).training, cluster, opt);
   progress.clear();
-  if (trace_path) write_trace_file(r.trace, *trace_path);
+  if (trace_path) write_trace_file(r.trace, *trace_path, p->has("--force"));
   if (p->has("--json")) {
     std::printf("%s\n", training_report_json(sc, r).dump(2).c_str());
   } else {

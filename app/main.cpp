@@ -1,10 +1,13 @@
 // ctwin: the ClusterTwin command line.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
 
 #include "commands.hpp"
 #include "sim/error.hpp"
+#include "sim/output_file.hpp"
 
 namespace {
 
@@ -28,6 +31,29 @@ Exit status: 0 success, 1 internal error, 2 bad input.
 
 }  // namespace
 
+// A report that cannot reach stdout (a full disk, a closed pipe) is a failure, never exit 0.
+int finish(int status) {
+  // errno still holds the failed write's reason when an earlier buffered write failed.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    std::fprintf(stderr, "error: cannot write the output to standard output: %s\n",
+                 errno != 0 ? std::strerror(errno) : "write error");
+    return ctwin::kExitInternal;
+  }
+  return status;
+}
+
+int run_command(const std::string& cmd, ctwin::Args& args) {
+  if (cmd == "run") return ctwin::cmd_run(args);
+  if (cmd == "collective") return ctwin::cmd_collective(args);
+  if (cmd == "cluster") return ctwin::cmd_cluster(args);
+  if (cmd == "params") return ctwin::cmd_params(args);
+  if (cmd == "profile") return ctwin::cmd_profile(args);
+  if (cmd == "bench") return ctwin::cmd_bench(args);
+  if (cmd == "view") return ctwin::cmd_view(args);
+  if (cmd == "validate") return ctwin::cmd_validate(args);
+  return -1;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fputs(kUsage, stderr);
@@ -38,25 +64,21 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       std::fputs(kUsage, stdout);
-      return ctwin::kExitOk;
+      return finish(ctwin::kExitOk);
     }
     if (cmd == "--version") {
       std::puts("ctwin 0.1.0");
-      return ctwin::kExitOk;
+      return finish(ctwin::kExitOk);
     }
-    if (cmd == "run") return ctwin::cmd_run(args);
-    if (cmd == "collective") return ctwin::cmd_collective(args);
-    if (cmd == "cluster") return ctwin::cmd_cluster(args);
-    if (cmd == "params") return ctwin::cmd_params(args);
-    if (cmd == "profile") return ctwin::cmd_profile(args);
-    if (cmd == "bench") return ctwin::cmd_bench(args);
-    if (cmd == "view") return ctwin::cmd_view(args);
-    if (cmd == "validate") return ctwin::cmd_validate(args);
+    if (const int status = run_command(cmd, args); status >= 0) return finish(status);
     std::fprintf(stderr, "ctwin: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
     return ctwin::kExitBadInput;
   } catch (const ctwin::InputError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return ctwin::kExitBadInput;
+  } catch (const ctwin::OutputError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return ctwin::kExitInternal;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "internal error: %s\n", e.what());
     return ctwin::kExitInternal;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/error.hpp"
+#include "sim/output_file.hpp"
 
 namespace ctwin {
 
@@ -454,15 +455,14 @@ Trace read_chrome_trace(std::istream& in, const std::string& what) {
   return t;
 }
 
-void write_trace_file(const Trace& t, const std::filesystem::path& path) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw InputError(path.string(), "", "cannot open for writing");
-  if (path.extension() == ".json") {
-    write_chrome_trace(t, out);
-  } else {
-    write_trace_binary(t, out);
-  }
-  if (!out) throw InputError(path.string(), "", "write failed");
+void write_trace_file(const Trace& t, const std::filesystem::path& path, bool replace) {
+  write_file_atomically(path, replace, "--trace", [&](std::ostream& out) {
+    if (path.extension() == ".json") {
+      write_chrome_trace(t, out);
+    } else {
+      write_trace_binary(t, out);
+    }
+  });
 }
 
 Trace read_trace_file(const std::filesystem::path& path) {

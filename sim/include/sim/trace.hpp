@@ -91,8 +91,10 @@ Trace read_trace_binary(std::istream& in, const std::string& what);
 void write_chrome_trace(const Trace& t, std::ostream& out);
 Trace read_chrome_trace(std::istream& in, const std::string& what);
 
-// Chooses the format by extension (.ctt binary, .json Chrome).
-void write_trace_file(const Trace& t, const std::filesystem::path& path);
+// Chooses the format by extension (.ctt binary, .json Chrome). Written atomically
+// (sim/output_file.hpp): an existing file is replaced only with `replace`, and only once the new
+// one is complete.
+void write_trace_file(const Trace& t, const std::filesystem::path& path, bool replace = false);
 Trace read_trace_file(const std::filesystem::path& path);
 
 }  // namespace ctwin
