@@ -493,8 +493,8 @@ TEST_CASE("a NIC above 1,000 GB/s (Gb/s typed into a GB/s key) warns on stderr a
 
 TEST_CASE("a report that cannot be written (full disk) exits 1 with a message, never 0") {
   const auto d = ctwin::test::temp_dir();
-  const std::string cmd = std::string("cd ") + CTWIN_SOURCE_DIR + " && " + CTWIN_EXE + " params >/dev/full 2>" +
-                          (d / "full_err").string();
+  const std::string cmd =
+      std::string("cd ") + CTWIN_SOURCE_DIR + " && " + CTWIN_EXE + " params >/dev/full 2>" + (d / "full_err").string();
   const int rc = std::system(cmd.c_str());
   REQUIRE(WIFEXITED(rc));
   CHECK(WEXITSTATUS(rc) == 1);
