@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <vector>
@@ -27,6 +28,42 @@ bool fsync_path(const std::filesystem::path& p, int flags) {
   ::close(fd);
   return ok;
 }
+
+// The temporary file being written, for the signal handler: Ctrl-C (or a TERM from a batch
+// system) while writing removes it, so an interrupted run leaves neither half a file nor debris.
+char g_temp_path[4096];
+volatile std::sig_atomic_t g_temp_armed = 0;
+
+extern "C" void remove_temp_and_die(int sig) {
+  if (g_temp_armed != 0) ::unlink(g_temp_path);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+// Arms the handler for one write; restores the previous handlers when the write ends.
+class TempGuard {
+ public:
+  explicit TempGuard(const std::filesystem::path& tmp) {
+    const std::string s = tmp.string();
+    if (s.size() >= sizeof(g_temp_path)) return;
+    std::memcpy(g_temp_path, s.c_str(), s.size() + 1);
+    g_temp_armed = 1;
+    old_int_ = std::signal(SIGINT, remove_temp_and_die);
+    old_term_ = std::signal(SIGTERM, remove_temp_and_die);
+  }
+  ~TempGuard() {
+    if (g_temp_armed == 0) return;
+    std::signal(SIGINT, old_int_);
+    std::signal(SIGTERM, old_term_);
+    g_temp_armed = 0;
+  }
+  TempGuard(const TempGuard&) = delete;
+  TempGuard& operator=(const TempGuard&) = delete;
+
+ private:
+  void (*old_int_)(int) = SIG_DFL;
+  void (*old_term_)(int) = SIG_DFL;
+};
 
 }  // namespace
 
@@ -65,6 +102,7 @@ void write_file_atomically(const std::filesystem::path& path, bool replace, cons
   }
   ::close(fd);
   const std::filesystem::path tmp(name.data());
+  const TempGuard guard(tmp);
   const auto fail = [&](const std::string& what) {
     const int err = errno;
     std::error_code ec;

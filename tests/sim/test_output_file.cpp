@@ -128,3 +128,25 @@ TEST_CASE("a file that appears while the output is written is kept, not clobbere
   CHECK(read(out) == "written meanwhile");
   CHECK(entries(d) == 1);
 }
+
+TEST_CASE("Ctrl-C while an output is written removes the temporary file and keeps the old one") {
+  const fs::path d = scratch("sigint");
+  const fs::path out = d / "t.json";
+  put(out, "old");
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    write_file_atomically(out, true, "--trace", [](std::ostream& o) {
+      o << "partial";
+      o.flush();
+      ::raise(SIGINT);
+    });
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGINT);
+  CHECK(read(out) == "old");
+  CHECK(entries(d) == 1);  // no temporary file left behind
+}
