@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "sim/error.hpp"
 #include "sim/output_file.hpp"
+#include "sim/time.hpp"
 
 namespace {
 
@@ -74,6 +75,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ctwin: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
     return ctwin::kExitBadInput;
   } catch (const ctwin::InputError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return ctwin::kExitBadInput;
+  } catch (const ctwin::TimeOverflow& e) {
+    // Reached only by inputs in range one by one but out of proportion together.
     std::fprintf(stderr, "error: %s\n", e.what());
     return ctwin::kExitBadInput;
   } catch (const ctwin::OutputError& e) {
