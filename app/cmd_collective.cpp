@@ -104,13 +104,16 @@ int cmd_collective(const Args& args) {
   for (const auto& s : p->all("--set")) {
     const Override ov = parse_override(s);
     if (ov.pointer.rfind("/cluster/", 0) != 0) {
-      throw InputError(where + " (--set)", ov.pointer, "not a /cluster key", "a pointer such as /cluster/nic_gbps");
+      throw InputError(where + " (--set)", ov.pointer, "not a /cluster key",
+                       "a pointer such as /cluster/nic_gbit_per_s");
     }
     apply_override(root, ov, where);
   }
   const JsonObject top(root, "", where);
-  spec = read_cluster(top, read_catalogs(top).gpus, std::nullopt);
-  for (const auto& w : cluster_warnings(spec)) std::fprintf(stderr, "ctwin: warning: %s\n", w.c_str());
+  std::vector<std::string> warnings;
+  spec = read_cluster(top, read_catalogs(top).gpus, std::nullopt, &warnings);
+  for (auto& w : cluster_warnings(spec)) warnings.push_back(std::move(w));
+  for (const auto& w : warnings) std::fprintf(stderr, "ctwin: warning: %s\n", w.c_str());
   const std::string cluster_name = preset ? *preset : *cluster_file;
   const double gpn = p->number("--gpus-per-node", spec.gpus_per_node);
   if (gpn < 1 || gpn > spec.gpus_per_node || gpn != std::floor(gpn)) {

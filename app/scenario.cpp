@@ -120,8 +120,8 @@ Scenario parse_scenario(const std::string& text, const std::string& path, const 
   sc.seed = static_cast<std::uint64_t>(r.integer("seed"));
   const ScenarioCatalogs catalogs = read_catalogs(top);
   sc.profile = read_profile(top);
-  sc.cluster = read_cluster(top, catalogs.gpus, sc.profile);
-  sc.warnings = cluster_warnings(sc.cluster);
+  sc.cluster = read_cluster(top, catalogs.gpus, sc.profile, &sc.warnings);
+  for (auto& w : cluster_warnings(sc.cluster)) sc.warnings.push_back(std::move(w));
   sc.job = read_job(top, root, catalogs, sc);
   read_network(top, sc);
   if (top.has("validation")) {

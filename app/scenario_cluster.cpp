@@ -13,7 +13,8 @@
 
 namespace ctwin {
 
-ClusterSpec read_cluster(const JsonObject& top, const CatalogEntries& gpus, const std::optional<Profile>& profile) {
+ClusterSpec read_cluster(const JsonObject& top, const CatalogEntries& gpus, const std::optional<Profile>& profile,
+                         std::vector<std::string>* warnings) {
   const std::string& path = top.file();
   Json cluster_json = top.has("cluster") ? top.raw("cluster") : Json();
   std::string cluster_file = path;
@@ -32,6 +33,7 @@ ClusterSpec read_cluster(const JsonObject& top, const CatalogEntries& gpus, cons
     Json overrides = cluster_json;
     overrides.erase("file");
     if (!overrides.empty()) {
+      drop_other_spellings(described, overrides, cluster_params);
       described.merge_patch(overrides);
     } else {
       cluster_file = f.string();  // errors point into the description file itself
@@ -51,7 +53,13 @@ ClusterSpec read_cluster(const JsonObject& top, const CatalogEntries& gpus, cons
       apply_profile(builtin_profile(c.gpu.name), c);
     }
   };
-  return cluster_from_json(JsonObject(cluster_json, cluster_ptr, cluster_file), gpus, link_defaults);
+  std::vector<std::string> found;
+  ClusterSpec c = cluster_from_json(JsonObject(cluster_json, cluster_ptr, cluster_file), gpus, link_defaults, &found);
+  if (warnings) {
+    // A description file's keys sit at its top: name the file.
+    for (auto& w : found) warnings->push_back(cluster_ptr.empty() ? cluster_file + ": " + w : w);
+  }
+  return c;
 }
 
 std::optional<Profile> read_profile(const JsonObject& top) {

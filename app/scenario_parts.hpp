@@ -20,8 +20,9 @@ ScenarioCatalogs read_catalogs(const JsonObject& top);
 // scenario_cluster.cpp: /profile (a shipped name, or {"file": PATH} relative to the scenario).
 std::optional<Profile> read_profile(const JsonObject& top);
 // scenario_cluster.cpp: /cluster, inline or from /cluster/file, its link figures from `profile`
-// where given.
-ClusterSpec read_cluster(const JsonObject& top, const CatalogEntries& gpus, const std::optional<Profile>& profile);
+// where given; deprecated keys append their warnings to `warnings`.
+ClusterSpec read_cluster(const JsonObject& top, const CatalogEntries& gpus, const std::optional<Profile>& profile,
+                         std::vector<std::string>* warnings = nullptr);
 
 // scenario_model.cpp: /model. A string model is first rewritten as {"preset": NAME}.
 void normalise_model(Json& root);

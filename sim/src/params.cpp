@@ -69,21 +69,61 @@ std::optional<double> parse_bandwidth(std::string_view text) {
   return std::nullopt;
 }
 
+namespace {
+// Bytes per second in one unit of a bandwidth key; 0 for other units.
+double bandwidth_scale(std::string_view unit) {
+  if (unit == "GB/s") return 1e9;
+  if (unit == "Gb/s") return 1e9 / 8;
+  return 0;
+}
+}  // namespace
+
 double ParamReader::number(std::string_view key, std::optional<double> def) const {
   const ParamDecl& d = decl(key);
   if (!def && !d.required && !std::isnan(d.def)) def = d.def;
-  if (d.unit == "GB/s" && o_.has(std::string(key)) && o_.raw(std::string(key)).is_string()) {
+  const double scale = bandwidth_scale(d.unit);
+  if (scale > 0 && o_.has(std::string(key)) && o_.raw(std::string(key)).is_string()) {
     const std::string text = o_.raw(std::string(key)).get<std::string>();
     const std::optional<double> bytes_per_s = parse_bandwidth(text);
-    const std::string expected = "GB/s as a number, or a bandwidth with its unit such as \"400 Gb/s\" or \"50 GB/s\"";
+    const std::string expected =
+        std::string(d.unit) + " as a number, or a bandwidth with its unit such as \"400 Gb/s\" or \"50 GB/s\"";
     if (!bytes_per_s) o_.fail(std::string(key), "found \"" + text + "\"", expected);
-    const double gb_per_s = *bytes_per_s / 1e9;
-    if (gb_per_s < d.min || gb_per_s > d.max || (d.min_exclusive && gb_per_s == d.min)) {
-      o_.fail(std::string(key), "\"" + text + "\" is out of range", expected);
+    const double v = *bytes_per_s / scale;
+    if (v < d.min || v > d.max || (d.min_exclusive && v == d.min)) {
+      o_.fail(std::string(key), "\"" + text + "\" is " + number_text(v) + " " + std::string(d.unit) + ", out of range",
+              std::string(d.min_exclusive ? "above " : "at least ") + number_text(d.min) + " and at most " +
+                  number_text(d.max) + " " + std::string(d.unit));
     }
-    return gb_per_s;
+    return v;
   }
   return o_.number(std::string(key), def, d.min, d.max, d.min_exclusive);
+}
+
+double ParamReader::bandwidth(std::string_view key, std::optional<double> def_gbyte_per_s,
+                              std::vector<std::string>* warnings) const {
+  const ParamDecl* given = nullptr;
+  for (const auto& d : table_) {
+    if ((d.key != key && d.same_as != key) || !has(d.key)) continue;
+    if (given) {
+      o_.fail(std::string(d.key), "found both \"" + std::string(given->key) + "\" and \"" + std::string(d.key) + "\"",
+              "one of them (the same bandwidth in different units)");
+    }
+    given = &d;
+  }
+  const ParamDecl& main = decl(key);
+  if (!given) {
+    if (def_gbyte_per_s) return *def_gbyte_per_s;
+    return number(key) * bandwidth_scale(main.unit) / 1e9;
+  }
+  const double gbyte_per_s = number(given->key) * bandwidth_scale(given->unit) / 1e9;
+  if (given->deprecated && warnings) {
+    const ParamDecl& to = decl(given->same_as);
+    warnings->push_back(o_.path() + "/" + std::string(given->key) +
+                        " is deprecated (GB/s, easily mistaken for Gb/s): " + number_text(gbyte_per_s) +
+                        " GB/s = " + number_text(8 * gbyte_per_s) + " Gb/s; write \"" + std::string(to.key) +
+                        "\": " + number_text(gbyte_per_s * 1e9 / bandwidth_scale(to.unit)));
+  }
+  return gbyte_per_s;
 }
 
 bool ParamReader::boolean(std::string_view key, std::optional<bool> def) const {
@@ -104,6 +144,17 @@ std::string ParamReader::choice(std::string_view key, std::optional<std::string>
   return o_.choice(std::string(key), std::vector<std::string>(d.choices.begin(), d.choices.end()), def);
 }
 
+void drop_other_spellings(Json& base, const Json& patch, std::span<const ParamDecl> table) {
+  if (!base.is_object() || !patch.is_object()) return;
+  for (const auto& given : table) {
+    if (!patch.contains(std::string(given.key))) continue;
+    const std::string_view group = given.same_as.empty() ? given.key : given.same_as;
+    for (const auto& d : table) {
+      if ((d.key == group || d.same_as == group) && !patch.contains(std::string(d.key))) base.erase(std::string(d.key));
+    }
+  }
+}
+
 std::vector<std::string> param_keys(std::span<const ParamDecl> table) {
   std::vector<std::string> keys;
   for (const auto& d : table) keys.emplace_back(d.key);
@@ -121,6 +172,7 @@ std::string param_type_text(const ParamDecl& d) {
       std::string s = std::string("number ") + (d.min_exclusive ? "> " : ">= ") + number_text(d.min);
       if (d.min <= -1e300) s = "number";
       if (d.max < 1e300) s += (d.min <= -1e300 ? " <= " : " and <= ") + number_text(d.max);
+      if (bandwidth_scale(d.unit) > 0) s += ", or a string with its unit";
       return s;
     }
     case ParamType::boolean:

@@ -486,7 +486,7 @@ TEST_CASE("a NIC above 1,000 GB/s (Gb/s typed into a GB/s key) warns on stderr a
   CHECK(rj["warnings"][0].get<std::string>().find("/cluster/nic_gbps") != std::string::npos);
   const Run ok =
       cli("collective --op all_reduce --cluster dgx-h100 --nodes 2 --min-bytes 1M --max-bytes 1M --json "
-          "--set /cluster/nic_gbps=1000");
+          "--set /cluster/nic_gbyte_per_s=1000");
   REQUIRE(ok.status == 0);
   CHECK(ok.err.empty());  // 1,000 GB/s itself is plausible enough
 }

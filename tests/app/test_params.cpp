@@ -150,7 +150,7 @@ TEST_CASE("bandwidths with units: bits and bytes exactly, decimal prefixes as da
 
 TEST_CASE("a GB/s key takes a bandwidth with its unit, the same as the number in GB/s") {
   const auto cluster = [](const std::string& nic) {
-    const std::string text = R"({"name": "t", "cluster": {"preset": "dgx-h100", "nic_gbps": )" + nic +
+    const std::string text = R"({"name": "t", "cluster": {"preset": "dgx-h100", "nic_gbyte_per_s": )" + nic +
                              R"(}, "model": "llama3-8b", "training": {"global_batch": 8, "seq_len": 1024}})";
     return parse_scenario(text, "t.json").cluster;
   };
@@ -163,7 +163,7 @@ TEST_CASE("a GB/s key takes a bandwidth with its unit, the same as the number in
     (void)cluster("\"400 Gbps\"");
     FAIL("no error");
   } catch (const InputError& e) {
-    CHECK(e.path == "/cluster/nic_gbps");
+    CHECK(e.path == "/cluster/nic_gbyte_per_s");
     CHECK(std::string(e.what()).find("400 Gb/s") != std::string::npos);
   }
   CHECK_THROWS_AS((void)cluster("\"0 GB/s\""), InputError);  // bounds as for the number

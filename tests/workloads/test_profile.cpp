@@ -26,7 +26,7 @@ GpuSpec catalog_gpu(const nlohmann::json& cat, const std::string& name) {
   GpuSpec s;
   s.name = name;
   s.bf16_tflops = g.at("bf16_tflops");
-  s.hbm_gbps = g.at("hbm_gbps");
+  s.hbm_gbps = g.at("hbm_gbyte_per_s");
   s.nvlink_gen = g.at("nvlink_gen");
   s.gemm_efficiency = g.at("gemm_efficiency");
   s.hbm_efficiency = g.at("hbm_efficiency");
@@ -199,8 +199,8 @@ TEST_CASE("applying a GPU's shipped profile to its preset cluster changes nothin
   for (const auto& [name, g] : cat.items()) {
     if (name == "_comment") continue;
     GpuSpec s = catalog_gpu(cat, name);
-    s.nvlink_gbps = g.at("nvlink_gbps");
-    s.pcie_gbps = g.at("pcie_gbps");
+    s.nvlink_gbps = g.at("nvlink_gbyte_per_s");
+    s.pcie_gbps = g.at("pcie_gbyte_per_s");
     gpus.gpus[name] = s;
   }
   for (const std::string& name : preset_cluster_names()) {

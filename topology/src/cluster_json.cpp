@@ -8,7 +8,8 @@
 namespace ctwin {
 
 ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_json,
-                              const std::function<void(ClusterSpec&)>& link_defaults) {
+                              const std::function<void(ClusterSpec&)>& link_defaults,
+                              std::vector<std::string>* warnings) {
   const ParamReader r(o, cluster_params);
   GpuCatalog gpus;
   auto gpu_named = [&](const std::string& name, const std::string& key) {
@@ -20,7 +21,7 @@ ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_js
       o.fail(key, "unknown GPU \"" + name + "\"" + (guess.empty() ? "" : "; did you mean \"" + guess + "\"?"),
              "one of " + list_of(names) + ", or a new entry under /catalog/gpus");
     }
-    return gpu_from_json(JsonObject(it->second.value, it->second.path, it->second.file), name);
+    return gpu_from_json(JsonObject(it->second.value, it->second.path, it->second.file), name, warnings);
   };
   for (const auto& [name, e] : gpus_json) gpus.gpus[name] = gpu_named(name, "gpu");
   const int nodes = static_cast<int>(r.integer("nodes"));
@@ -48,7 +49,7 @@ ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_js
       const std::string name = g.string("name");
       Json fields = o.raw("gpu");
       fields.erase("name");
-      c.gpu = gpu_from_json(JsonObject(fields, g.path(), o.file()), name);
+      c.gpu = gpu_from_json(JsonObject(fields, g.path(), o.file()), name, warnings);
     } else {
       c.gpu = gpu_named(r.string("gpu"), "gpu");
     }
@@ -72,9 +73,9 @@ ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_js
   c.nvls_efficiency = r.number("nvls_efficiency", c.nvls_efficiency);
   c.gpus_per_node = static_cast<int>(r.integer("gpus_per_node", c.gpus_per_node));
   if (o.has("intra")) c.intra = r.choice("intra", intra_fabric_names);
-  c.intra_gbps = r.number("intra_gbps", c.intra_gbps);
+  c.intra_gbps = r.bandwidth("intra_gbyte_per_s", c.intra_gbps, warnings);
   c.intra_latency_us = r.number("intra_latency_us", c.intra_latency_us);
-  c.nic_gbps = r.number("nic_gbps", c.nic_gbps);
+  c.nic_gbps = r.bandwidth("nic_gbit_per_s", c.nic_gbps, warnings);
   c.inter_latency_us = r.number("inter_latency_us", c.inter_latency_us);
   c.net_overhead_us = r.number("net_overhead_us", c.net_overhead_us);
   c.nodes_per_pod = static_cast<int>(r.integer("nodes_per_pod", c.nodes_per_pod));
@@ -87,9 +88,9 @@ ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_js
   c.sharp = r.boolean("sharp", c.sharp);
   c.sockets = static_cast<int>(r.integer("sockets", c.sockets));
   c.gpus_per_pcie_switch = static_cast<int>(r.integer("gpus_per_pcie_switch", c.gpus_per_pcie_switch));
-  c.pcie_uplink_gbps = r.number("pcie_uplink_gbps", c.pcie_uplink_gbps);
-  c.inter_socket_gbps = r.number("inter_socket_gbps", c.inter_socket_gbps);
-  c.nvlink_pair_gbps = r.number("nvlink_pair_gbps", c.nvlink_pair_gbps);
+  c.pcie_uplink_gbps = r.bandwidth("pcie_uplink_gbyte_per_s", c.pcie_uplink_gbps, warnings);
+  c.inter_socket_gbps = r.bandwidth("inter_socket_gbyte_per_s", c.inter_socket_gbps, warnings);
+  c.nvlink_pair_gbps = r.bandwidth("nvlink_pair_gbyte_per_s", c.nvlink_pair_gbps, warnings);
   if (c.nics_per_node > c.gpus_per_node) {
     o.fail("nics_per_node",
            "found " + std::to_string(c.nics_per_node) + ", more NICs than the node's " +
@@ -107,11 +108,11 @@ nlohmann::ordered_json cluster_to_json(const ClusterSpec& c) {
                              {"fp8_tflops", g.fp8_tflops},
                              {"tf32_tflops", g.tf32_tflops},
                              {"hbm_bytes", g.hbm_bytes},
-                             {"hbm_gbps", g.hbm_gbps},
+                             {"hbm_gbyte_per_s", g.hbm_gbps},
                              {"nvlink_gen", g.nvlink_gen},
-                             {"nvlink_gbps", g.nvlink_gbps},
+                             {"nvlink_gbyte_per_s", g.nvlink_gbps},
                              {"pcie_gen", g.pcie_gen},
-                             {"pcie_gbps", g.pcie_gbps},
+                             {"pcie_gbyte_per_s", g.pcie_gbps},
                              {"gemm_efficiency", g.gemm_efficiency},
                              {"hbm_efficiency", g.hbm_efficiency},
                              {"kernel_launch_us", g.kernel_launch_us},
@@ -121,11 +122,11 @@ nlohmann::ordered_json cluster_to_json(const ClusterSpec& c) {
                                 {"gpus_per_node", c.gpus_per_node},
                                 {"gpu", gpu},
                                 {"intra", to_string(c.intra)},
-                                {"intra_gbps", c.intra_gbps},
+                                {"intra_gbyte_per_s", c.intra_gbps},
                                 {"intra_latency_us", c.intra_latency_us},
                                 {"intra_efficiency", c.intra_efficiency},
                                 {"nvls_efficiency", c.nvls_efficiency},
-                                {"nic_gbps", c.nic_gbps},
+                                {"nic_gbit_per_s", 8 * c.nic_gbps},
                                 {"inter_latency_us", c.inter_latency_us},
                                 {"net_overhead_us", c.net_overhead_us},
                                 {"nodes_per_pod", c.nodes_per_pod},
@@ -138,9 +139,9 @@ nlohmann::ordered_json cluster_to_json(const ClusterSpec& c) {
                                 {"sharp", c.sharp},
                                 {"sockets", c.sockets},
                                 {"gpus_per_pcie_switch", c.gpus_per_pcie_switch},
-                                {"pcie_uplink_gbps", c.pcie_uplink_gbps},
-                                {"inter_socket_gbps", c.inter_socket_gbps},
-                                {"nvlink_pair_gbps", c.nvlink_pair_gbps}};
+                                {"pcie_uplink_gbyte_per_s", c.pcie_uplink_gbps},
+                                {"inter_socket_gbyte_per_s", c.inter_socket_gbps},
+                                {"nvlink_pair_gbyte_per_s", c.nvlink_pair_gbps}};
 }
 
 }  // namespace ctwin

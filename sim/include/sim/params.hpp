@@ -40,6 +40,10 @@ struct ParamDecl {
   bool required = false;
   bool min_exclusive = false;
   std::span<const std::string_view> choices = {};
+  // Another spelling of the key `same_as` (a bandwidth in other units, or its deprecated name):
+  // ParamReader::bandwidth reads whichever of them is given, and two at once is an error.
+  std::string_view same_as = {};
+  bool deprecated = false;  // still read, with a warning naming `same_as`
 };
 
 // One JSON object's keys: /training/parallelism, /cluster, ...
@@ -69,6 +73,11 @@ class ParamReader {
   long long integer(std::string_view key, std::optional<long long> def = std::nullopt,
                     std::optional<long long> max = std::nullopt) const;
   double number(std::string_view key, std::optional<double> def = std::nullopt) const;
+  // A bandwidth key ("GB/s" or "Gb/s" unit) and its other spellings (decls whose same_as is
+  // `key`), in GB/s: a number in the key's unit or a string with its unit ("400 Gb/s"). Two
+  // spellings at once are an error; a deprecated one appends a warning to `warnings`.
+  double bandwidth(std::string_view key, std::optional<double> def_gbyte_per_s = std::nullopt,
+                   std::vector<std::string>* warnings = nullptr) const;
   bool boolean(std::string_view key, std::optional<bool> def = std::nullopt) const;
   std::string string(std::string_view key, std::optional<std::string> def = std::nullopt) const;
   // A choice key's name, checked against its declared choices.
@@ -85,6 +94,11 @@ class ParamReader {
   JsonObject o_;  // a copy: a view of the JSON, cheap, and safe to build from a temporary
   std::span<const ParamDecl> table_;
 };
+
+// Before base.merge_patch(patch) (overrides onto a cluster file, a scenario's GPU onto the
+// catalog's): removes from base the other spellings (same_as) of each key patch sets, so that
+// "nic_gbps" given over a file's "nic_gbit_per_s" replaces it rather than conflicting.
+void drop_other_spellings(Json& base, const Json& patch, std::span<const ParamDecl> table);
 
 // The keys of a table, in order (for JsonObject::only-style messages).
 std::vector<std::string> param_keys(std::span<const ParamDecl> table);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "sim/json_reader.hpp"
 #include "sim/params.hpp"
@@ -54,7 +55,7 @@ inline constexpr ParamDecl gpu_params[] = {
      .source = "the entry's source",
      .required = true,
      .min_exclusive = true},
-    {.key = "hbm_gbps",
+    {.key = "hbm_gbyte_per_s",
      .type = ParamType::number,
      .min = 0,
      .max = 1e6,
@@ -70,7 +71,7 @@ inline constexpr ParamDecl gpu_params[] = {
      .max = 9,
      .doc = "NVLink generation (0: none)",
      .source = "the entry's source"},
-    {.key = "nvlink_gbps",
+    {.key = "nvlink_gbyte_per_s",
      .type = ParamType::number,
      .def = 0,
      .min = 0,
@@ -85,7 +86,7 @@ inline constexpr ParamDecl gpu_params[] = {
      .max = 9,
      .doc = "PCIe generation",
      .source = "the entry's source"},
-    {.key = "pcie_gbps",
+    {.key = "pcie_gbyte_per_s",
      .type = ParamType::number,
      .def = 32,
      .min = 0,
@@ -99,14 +100,14 @@ inline constexpr ParamDecl gpu_params[] = {
      .def = 0.75,
      .min = 0,
      .max = 1,
-     .doc = "fraction of peak a large GEMM reaches",
+     .doc = "fraction of peak a large GEMM reaches (a run takes its GPU profile's, docs/profiles.md)",
      .min_exclusive = true},
     {.key = "hbm_efficiency",
      .type = ParamType::number,
      .def = 0.85,
      .min = 0,
      .max = 1,
-     .doc = "fraction of HBM bandwidth a memory-bound kernel reaches",
+     .doc = "fraction of HBM bandwidth a memory-bound kernel reaches (a run takes its GPU profile's)",
      .min_exclusive = true},
     {
         .key = "kernel_launch_us",
@@ -115,13 +116,38 @@ inline constexpr ParamDecl gpu_params[] = {
         .min = 0,
         .max = 1e4,
         .unit = "us",
-        .doc = "launch overhead per kernel",
+        .doc = "launch overhead per kernel (a run takes its GPU profile's)",
     },
     {.key = "source", .type = ParamType::string, .doc = "where the numbers come from"},
+    // Deprecated spellings (GB/s, easily mistaken for Gb/s): read with a warning.
+    {.key = "hbm_gbps",
+     .min = 0,
+     .max = 1e6,
+     .unit = "GB/s",
+     .doc = "deprecated: write hbm_gbyte_per_s",
+     .min_exclusive = true,
+     .same_as = "hbm_gbyte_per_s",
+     .deprecated = true},
+    {.key = "nvlink_gbps",
+     .min = 0,
+     .max = 1e5,
+     .unit = "GB/s",
+     .doc = "deprecated: write nvlink_gbyte_per_s",
+     .same_as = "nvlink_gbyte_per_s",
+     .deprecated = true},
+    {.key = "pcie_gbps",
+     .min = 0,
+     .max = 1e4,
+     .unit = "GB/s",
+     .doc = "deprecated: write pcie_gbyte_per_s",
+     .min_exclusive = true,
+     .same_as = "pcie_gbyte_per_s",
+     .deprecated = true},
 };
 
 // One GPU description (gpu_params) named `name`. Throws InputError naming o's file and path.
-GpuSpec gpu_from_json(const JsonObject& o, const std::string& name);
+// Deprecated keys (hbm_gbps, ...) append a warning to `warnings`, where given.
+GpuSpec gpu_from_json(const JsonObject& o, const std::string& name, std::vector<std::string>* warnings = nullptr);
 
 // topology/catalog/gpus.json as shipped, and parsed.
 const Json& builtin_gpus_json();
