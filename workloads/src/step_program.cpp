@@ -44,12 +44,18 @@ struct Coords {
 };
 
 // Rank placement from an order string such as "tp-cp-ep-dp-pp", innermost first. EP groups
-// are carved from consecutive DP ranks, so "ep" takes no dimension of its own.
+// are carved from DP ranks: a DP rank d is (d / ep, d % ep), its expert-parallel index d % ep
+// placed where "ep" stands in the order and the rest (d / ep, the expert-data-parallel index)
+// where "dp" stands. With ep just inside dp (the default) the expert group is ep consecutive
+// DP ranks; with ep outside dp its members are dp/ep ranks apart; with ep inside tp or cp they
+// are adjacent GPUs (Megatron-LM's RankGenerator orders its expert groups the same way).
 struct Placement {
-  std::array<int, 4> size{};  // tp, cp, dp, pp
-  std::array<int, 4> stride{};
+  std::array<int, 5> size{};  // tp, cp, ep, dp / ep, pp
+  std::array<int, 5> stride{};
+  int ep = 1;
   Placement(const Parallelism& par) {
-    size = {par.tp, par.cp, par.dp, par.pp};
+    ep = std::max(1, par.ep);
+    size = {par.tp, par.cp, ep, par.dp / ep, par.pp};
     std::vector<int> order;
     std::stringstream ss(par.order);
     std::string tok;
@@ -58,12 +64,19 @@ struct Placement {
         order.push_back(0);
       else if (tok == "cp")
         order.push_back(1);
-      else if (tok == "dp")
+      else if (tok == "ep")
         order.push_back(2);
-      else if (tok == "pp")
+      else if (tok == "dp")
         order.push_back(3);
+      else if (tok == "pp")
+        order.push_back(4);
     }
-    for (int dim = 0; dim < 4; ++dim) {
+    // An order without "ep" keeps expert groups just inside dp.
+    if (std::find(order.begin(), order.end(), 2) == order.end()) {
+      auto dp_at = std::find(order.begin(), order.end(), 3);
+      order.insert(dp_at, 2);
+    }
+    for (int dim = 0; dim < 5; ++dim) {
       if (std::find(order.begin(), order.end(), dim) == order.end()) order.push_back(dim);
     }
     int s = 1;
@@ -72,7 +85,9 @@ struct Placement {
       s *= size[dim];
     }
   }
-  int rank(const Coords& c) const { return c.t * stride[0] + c.c * stride[1] + c.d * stride[2] + c.p * stride[3]; }
+  int rank(const Coords& c) const {
+    return c.t * stride[0] + c.c * stride[1] + c.d % ep * stride[2] + c.d / ep * stride[3] + c.p * stride[4];
+  }
 };
 
 class Builder {
