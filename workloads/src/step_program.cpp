@@ -103,6 +103,13 @@ class Builder {
       dense_layer_ = transformer_layer(m, shape_, false, par_.ep);
       moe_layer_ = transformer_layer(m, shape_, true, par_.ep, cfg.moe_load_imbalance);
       embed_ = embedding_items(m, shape_);
+      // Selective recomputation (Korthikanti et al. 2022, Megatron's "selective" = core attention):
+      // unfused attention's QK^T, softmax and PV run forward again in backward. Flash attention
+      // stores no scores and its backward already recomputes them: nothing to add.
+      if (cfg.recompute == Recompute::selective && cfg.attention == AttentionKernel::standard) {
+        for (const auto& it : dense_layer_)
+          if (it.attention_core) attention_core_.push_back(it);
+      }
       head_ = head_items(m, shape_);
     }
     layers_ = m.is_generic() ? static_cast<int>(m.generic_layers.size()) : m.layers;
@@ -138,6 +145,7 @@ class Builder {
   LayerShape shape_;
   ModelDims dims_;
   std::vector<LayerItem> dense_layer_, moe_layer_, embed_, head_;
+  std::vector<LayerItem> attention_core_;        // recomputed in backward under selective recomputation
   std::vector<std::vector<LayerItem>> generic_;  // one item list per layer of a generic model
   int layers_ = 0;
 
@@ -537,9 +545,9 @@ class Builder {
           const auto& items = items_for(layer);
           cur_layer_ = static_cast<std::int16_t>(layer);
           StepOpId gth = gather(layer);
-          if (cfg_.recompute == Recompute::full) {
+          if (cfg_.recompute == Recompute::full || !attention_core_.empty()) {
             cur_phase_ = StepPhase::recompute;
-            dep = run_items(g, items, Pass::forward, dep, gth);
+            dep = run_items(g, cfg_.recompute == Recompute::full ? items : attention_core_, Pass::forward, dep, gth);
             gth = StepOpId::none();
             cur_phase_ = StepPhase::backward;
           }
