@@ -16,6 +16,7 @@
 #include "workloads/memory.hpp"
 #include "workloads/model_dims.hpp"
 #include "workloads/pipeline_schedule.hpp"
+#include "workloads/pipeline_split.hpp"
 #include "workloads/training_sim.hpp"
 
 namespace ctwin {
@@ -113,6 +114,7 @@ class Builder {
       head_ = head_items(m, shape_);
     }
     layers_ = m.is_generic() ? static_cast<int>(m.generic_layers.size()) : m.layers;
+    split_ = pipeline_split(layers_, par_);
     mbs_ = std::max(1, cfg.grad_accum());
     replicas_ = opt.fold ? 1 : par_.dp;
     for (int d = 0; d < replicas_; ++d)
@@ -148,6 +150,7 @@ class Builder {
   std::vector<LayerItem> attention_core_;        // recomputed in backward under selective recomputation
   std::vector<std::vector<LayerItem>> generic_;  // one item list per layer of a generic model
   int layers_ = 0;
+  PipelineSplit split_;
 
   const std::vector<LayerItem>& items_for(int layer) const {
     if (!generic_.empty()) return generic_[static_cast<std::size_t>(layer)];
@@ -454,7 +457,7 @@ class Builder {
   void build_gpu(std::uint32_t g) {
     const Coords c = gpus_[g];
     const int stage = c.p, pp = par_.pp, v = par_.schedule == PipelineSchedule::interleaved ? par_.virtual_stages : 1;
-    const int chunk_layers = layers_ / (pp * v);
+    const PipelineSplit& split = split_;
     const int zero = par_.zero_stage;
     const bool dp_comm = par_.dp * par_.cp > 1;
     const bool zb = par_.schedule == PipelineSchedule::zero_bubble;
@@ -500,9 +503,11 @@ class Builder {
       Coords prev = c, next = c;
       prev.p = (stage + pp - 1) % pp;
       next.p = (stage + 1) % pp;
+      const int chunk_layers = split.layers[static_cast<std::size_t>(vs)];
+      const int chunk_first = split.first[static_cast<std::size_t>(vs)];
       if (sl.pass == PipelineSlot::Pass::weight) {
         for (int l = chunk_layers - 1; l >= 0; --l) {
-          const int layer = vs * chunk_layers + l;
+          const int layer = chunk_first + l;
           cur_layer_ = static_cast<std::int16_t>(layer);
           dep = run_items(g, items_for(layer), Pass::backward_weight, dep);
         }
@@ -515,7 +520,7 @@ class Builder {
       if (fwd) {
         if (first) dep = run_items(g, embed_, Pass::forward, dep);
         for (int l = 0; l < chunk_layers; ++l) {
-          const int layer = vs * chunk_layers + l;
+          const int layer = chunk_first + l;
           cur_layer_ = static_cast<std::int16_t>(layer);
           StepOpId gth = gather(layer);
           dep = run_items(g, items_for(layer), Pass::forward, dep, gth);
@@ -541,7 +546,7 @@ class Builder {
                     dims_.norm_params * cfg_.precision.grad_bytes;
         }
         for (int l = chunk_layers - 1; l >= 0; --l) {
-          const int layer = vs * chunk_layers + l;
+          const int layer = chunk_first + l;
           const auto& items = items_for(layer);
           cur_layer_ = static_cast<std::int16_t>(layer);
           StepOpId gth = gather(layer);
