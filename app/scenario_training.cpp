@@ -66,6 +66,26 @@ TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const Clus
     par.schedule = p.choice("schedule", schedule_names);
     par.virtual_stages = static_cast<int>(p.integer("virtual_stages"));
     par.order = p.string("order");
+    if (p.has("pipeline_layers")) {
+      const Json& pl = po.raw("pipeline_layers");
+      if (!pl.is_array() || pl.empty()) {
+        po.fail("pipeline_layers", "found " + shown(pl), "a non-empty array of layer counts per stage");
+      }
+      for (std::size_t i = 0; i < pl.size(); ++i) {
+        if (!pl[i].is_number_integer() || pl[i].get<long long>() < 0 || pl[i].get<long long>() > 100000) {
+          po.fail("pipeline_layers/" + std::to_string(i), "found " + shown(pl[i]), "a layer count, an integer >= 0");
+        }
+        par.pipeline_layers.push_back(pl[i].get<int>());
+      }
+    }
+    if (p.has("decoder_first_pipeline_num_layers")) {
+      par.first_stage_layers = static_cast<int>(p.integer("decoder_first_pipeline_num_layers"));
+    }
+    if (p.has("decoder_last_pipeline_num_layers")) {
+      par.last_stage_layers = static_cast<int>(p.integer("decoder_last_pipeline_num_layers"));
+    }
+    par.account_for_embedding = p.boolean("account_for_embedding_in_pipeline_split");
+    par.account_for_loss = p.boolean("account_for_loss_in_pipeline_split");
     // The order must name each of tp, cp, ep, dp, pp once.
     std::vector<std::string> dims;
     std::stringstream ss(par.order);

@@ -4,6 +4,7 @@
 
 #include "report_format.hpp"
 #include "workloads/model.hpp"
+#include "workloads/pipeline_split.hpp"
 
 namespace ctwin {
 
@@ -38,10 +39,11 @@ std::vector<StageRow> stage_rows(const Scenario& sc, const TrainingResult& r) {
   const ModelSpec& model = training_job(sc).model;
   const int pp = static_cast<int>(r.stage_utilization.size());
   const int layers = model.is_generic() ? static_cast<int>(model.generic_layers.size()) : model.layers;
+  const PipelineSplit split = pipeline_split(layers, training_job(sc).training.parallel);
   std::vector<StageRow> rows;
   for (int s = 0; s < pp; ++s) {
     StageRow row;
-    row.layers = layers / pp;
+    row.layers = s < split.pp ? split.stage_layers(s) : 0;
     row.compute_s = r.stage_utilization[s] * r.step_time_s;
     row.idle_s = r.step_time_s - row.compute_s;
     row.peak_bytes = s < static_cast<int>(r.stage_memory.size()) ? r.stage_memory[s].peak : r.memory.peak;

@@ -137,3 +137,47 @@ TEST_CASE("the text report names EP and CP when not 1, sums up the model and tab
   CHECK(dp.out.find("; TP1 PP1 DP8; ") != std::string::npos);
   CHECK(dp.out.find("pipeline stages") == std::string::npos);  // pp = 1: no table
 }
+
+namespace {
+
+// Llama-3-8B over 4 stages with `split` keys in /training/parallelism.
+std::string llama3_8b_pp4(const std::string& split) {
+  return R"({"name": "t", "cluster": {"preset": "dgx-h100", "nodes": 1}, "model": "llama3-8b",
+             "training": {"micro_batch": 1, "global_batch": 8, "seq_len": 1024,
+                          "parallelism": {"tp": 1, "pp": 4, "dp": 2)" +
+         split + "}}}";
+}
+
+}  // namespace
+
+TEST_CASE("an uneven pipeline split reaches the stage table, the JSON and the stage memory") {
+  const Run r = run_scenario(llama3_8b_pp4(R"(, "pipeline_layers": [9, 9, 8, 6])"), "--json");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const int expected[] = {9, 9, 8, 6};
+  for (int s = 0; s < 4; ++s) CHECK(j["stages"][s]["layers"] == expected[s]);
+  // Stage 1 (9 layers, no embedding) against stage 2 (8 layers): compute in proportion to layers.
+  CHECK(j["stages"][1]["compute_s"].get<double>() / j["stages"][2]["compute_s"].get<double>() ==
+        rel_approx(9.0 / 8, 0.02));
+  const Run t = run_scenario(
+      llama3_8b_pp4(R"(, "decoder_first_pipeline_num_layers": 7, "decoder_last_pipeline_num_layers": 7)"), "");
+  REQUIRE(t.status == 0);
+  CHECK(t.out.find("    0           7") != std::string::npos);  // stage 0, 7 layers
+  CHECK(t.out.find("    1           9") != std::string::npos);  // (32 - 14) / 2 = 9 on the middle stages
+}
+
+TEST_CASE("uneven pipeline split errors name the JSON path and exit 2") {
+  Run r = run_scenario(llama3_8b_pp4(R"(, "pipeline_layers": [9, 9, 8, 7])"), "");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("/training/parallelism/pipeline_layers") != std::string::npos);
+  CHECK(r.err.find("sums to 33") != std::string::npos);
+  r = run_scenario(llama3_8b_pp4(R"(, "pipeline_layers": [9, 9, "8", 6])"), "");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("/training/parallelism/pipeline_layers/2") != std::string::npos);
+  r = run_scenario(llama3_8b_pp4(R"(, "decoder_first_pipeline_num_layers": 7, "pipeline_layers": [8, 8, 8, 8])"), "");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("/training/parallelism/pipeline_layers") != std::string::npos);
+  r = run_scenario(llama3_8b_pp4(R"(, "decoder_last_pipeline_num_layers": 3)"), "");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("/training/parallelism/decoder_last_pipeline_num_layers") != std::string::npos);
+}

@@ -116,3 +116,30 @@ TEST_CASE("the interleaved schedule with one virtual stage is refused, not run a
   t.parallel.virtual_stages = 2;
   CHECK(check_training_layout(model(), t, cluster(2)).empty());
 }
+
+TEST_CASE("schedule parameters: each misuse is refused under its own key") {
+  // virtual_stages without the interleaved schedule.
+  TrainingConfig t = training(1, 2, 1);
+  t.parallel.virtual_stages = 2;
+  auto p = check_training_layout(model(), t, cluster(2));
+  REQUIRE(p.size() == 1);
+  CHECK(p[0].field == "parallelism/virtual_stages");
+  CHECK(p[0].what.find("schedule \"1f1b\"") != std::string::npos);
+  // Interleaved without a pipeline.
+  t = training(1, 1, 2);
+  t.parallel.schedule = PipelineSchedule::interleaved;
+  t.parallel.virtual_stages = 2;
+  p = check_training_layout(model(), t, cluster(2));
+  REQUIRE_FALSE(p.empty());
+  CHECK(p[0].field == "parallelism/schedule");
+  // 4 layers do not split into pp*v = 2*4 = 8 chunks: named as virtual_stages, the uneven split offered.
+  t = training(1, 2, 1);
+  t.parallel.schedule = PipelineSchedule::interleaved;
+  t.parallel.virtual_stages = 4;
+  t.global_batch = 4;
+  p = check_training_layout(model(), t, cluster(2));
+  REQUIRE(p.size() == 1);
+  CHECK(p[0].field == "parallelism/virtual_stages");
+  CHECK(p[0].what.find("8 chunks") != std::string::npos);
+  CHECK(p[0].expected.find("pipeline_layers") != std::string::npos);
+}

@@ -13,6 +13,7 @@
 #include "tiny_models.hpp"
 #include "tolerance.hpp"
 #include "workloads/memory.hpp"
+#include "workloads/step_program.hpp"
 #include "workloads/training_sim.hpp"
 
 using namespace ctwin;
@@ -44,14 +45,73 @@ TEST_CASE("no recomputation costs no extra FLOPs") {
   CHECK(recompute_flops_per_step(tiny_llama(), cfg_with(Recompute::none)) == 0);
 }
 
-TEST_CASE("selective recomputation costs the attention core's forward again: 4 s h_q per token per layer") {
-  const double expected = 2 * kTokens * kAttentionPerTokenLayer;  // 2 layers
-  CHECK(recompute_flops_per_step(tiny_llama(), cfg_with(Recompute::selective)) == rel_approx(expected, 1e-12));
+TEST_CASE("selective recomputation with flash attention recomputes nothing: flash's backward already does") {
+  CHECK(recompute_flops_per_step(tiny_llama(), cfg_with(Recompute::selective)) == 0);
 }
 
-TEST_CASE("full recomputation costs every layer's forward again: 2 x layer weights + attention core per token") {
-  const double expected = 2 * kTokens * (2 * kLayerWeights + kAttentionPerTokenLayer);
-  CHECK(recompute_flops_per_step(tiny_llama(), cfg_with(Recompute::full)) == rel_approx(expected, 1e-12));
+TEST_CASE("selective recomputation of unfused attention costs its core's forward again: 4 s h_q per token per layer") {
+  TrainingConfig c = cfg_with(Recompute::selective);
+  c.attention = AttentionKernel::standard;
+  const double expected = 2 * kTokens * kAttentionPerTokenLayer;  // 2 layers
+  CHECK(recompute_flops_per_step(tiny_llama(), c) == rel_approx(expected, 1e-12));
+}
+
+TEST_CASE("full recomputation costs every layer's forward again: 2 x layer weights + the attention kernels") {
+  // Unfused attention's GEMMs do the full s x s (4 s h_q); flash's causal kernel half of it.
+  TrainingConfig c = cfg_with(Recompute::full);
+  CHECK(recompute_flops_per_step(tiny_llama(), c) ==
+        rel_approx(2 * kTokens * (2 * kLayerWeights + kAttentionPerTokenLayer / 2), 1e-12));
+  c.attention = AttentionKernel::standard;
+  CHECK(recompute_flops_per_step(tiny_llama(), c) ==
+        rel_approx(2 * kTokens * (2 * kLayerWeights + kAttentionPerTokenLayer), 1e-12));
+}
+
+TEST_CASE("recompute x attention: time, memory and HFU agree with the recomputed kernels in every combination") {
+  // One GPU, no communication: the step is its kernels back to back, so recomputation adds
+  // exactly its kernels' time; HFU - MFU is exactly their FLOPs over the step.
+  const ModelSpec m = tiny_llama();
+  const Cluster cl = ctwin::test::h100_node8();
+  // Unfused attention without dropout stores the softmax output, 2 a s^2 b bytes per layer
+  // (Korthikanti's 5 a s^2 b less the dropout mask and output): 2 * 4 * 32 * 32 * 2 = 16,384.
+  constexpr double kScores = 2.0 * 4 * 32 * 32 * 2;
+  for (AttentionKernel att : {AttentionKernel::flash, AttentionKernel::standard}) {
+    TrainingConfig base = cfg_with(Recompute::none);
+    base.attention = att;
+    const auto none = simulate_training(m, base, cl, {});
+    const double act_none = activation_bytes_per_layer(m, base, false);
+    for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
+      CAPTURE(to_string(att));
+      CAPTURE(to_string(rc));
+      TrainingConfig c = base;
+      c.recompute = rc;
+      const StepProgram p = build_training_step(m, c, cl, TrainingOptions{});
+      double flops = 0, secs = 0;
+      for (const auto& op : p.ops) {
+        if (op.phase != StepPhase::recompute) continue;
+        flops += op.flops;
+        secs += op.duration.seconds();
+      }
+      const double expected = recompute_flops_per_step(m, c);
+      CHECK(flops == rel_approx(expected, 1e-6));  // op FLOPs are floats
+      const auto r = simulate_training(m, c, cl, {});
+      CHECK(r.step_time_s - none.step_time_s == ctwin::test::abs_approx(secs, 1e-12));  // seconds
+      CHECK(r.hfu / r.mfu == rel_approx(1 + expected / r.model_flops_per_step, 1e-9));
+      const double act = activation_bytes_per_layer(m, c, false);
+      if (rc == Recompute::none || (rc == Recompute::selective && att == AttentionKernel::flash)) {
+        // Nothing recomputed: same time, same memory, HFU = MFU.
+        CHECK(expected == 0);
+        CHECK(r.step_time_s == none.step_time_s);
+        CHECK(act == act_none);
+        CHECK(r.hfu == r.mfu);
+      } else if (rc == Recompute::selective) {
+        CHECK(expected > 0);
+        CHECK(r.step_time_s > none.step_time_s);
+        CHECK(act_none - act == rel_approx(kScores, 1e-12));
+      } else {
+        CHECK(act == rel_approx(2.0 * 64 * 64, 1e-12));  // the layer input only: 2 bytes x s b h
+      }
+    }
+  }
 }
 
 TEST_CASE("a MoE layer keeps SwiGLU intermediates for top_k routed experts and every shared expert") {

@@ -197,6 +197,7 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
       sm.name = "softmax";
       sm.fwd = OpCost{OpKind::elementwise, 0, scores * per_elem};
       sm.bwd = OpCost{OpKind::elementwise, 0, scores * (3 * e + (s.dropout ? 1 : 0))};
+      qk.attention_core = sm.attention_core = pv.attention_core = true;
       items.push_back(qk);
       items.push_back(sm);
       items.push_back(pv);

@@ -8,6 +8,88 @@ namespace ctwin {
 
 namespace {
 
+// The layer split over pipeline stages (workloads/pipeline_split.hpp): pipeline_layers, Megatron's
+// first / last stage counts, the embedding / loss counted as layers, or else an even split.
+template <class Bad>
+void split_problems(int layers, const Parallelism& par, int vs, Bad&& bad) {
+  const int chunks = par.pp * vs;
+  const std::string L = std::to_string(layers);
+  const bool first = par.first_stage_layers >= 0, last = par.last_stage_layers >= 0;
+  const bool account = par.account_for_embedding || par.account_for_loss;
+  const char* account_key =
+      par.account_for_embedding ? "account_for_embedding_in_pipeline_split" : "account_for_loss_in_pipeline_split";
+  const char* first_key = first ? "decoder_first_pipeline_num_layers" : "decoder_last_pipeline_num_layers";
+  if (!par.pipeline_layers.empty()) {
+    if (first || last || account) {
+      bad("pipeline_layers", std::string("given together with ") + (first || last ? first_key : account_key),
+          "one way of splitting layers: pipeline_layers alone");
+      return;
+    }
+    const int n = static_cast<int>(par.pipeline_layers.size());
+    if (n != chunks) {
+      bad("pipeline_layers",
+          "has " + std::to_string(n) + " entries, but there are " + std::to_string(chunks) +
+              (vs > 1 ? " virtual stages (pp*virtual_stages = " + std::to_string(par.pp) + "*" + std::to_string(vs) +
+                            "; entry chunk*pp + stage)"
+                      : " pipeline stages (pp)"),
+          "one layer count per " + std::string(vs > 1 ? "virtual stage" : "stage") + ": " + std::to_string(chunks) +
+              " entries");
+      return;
+    }
+    long long sum = 0;
+    for (int i = 0; i < n; ++i) {
+      const int c = par.pipeline_layers[static_cast<std::size_t>(i)];
+      if (c < 0) {
+        bad("pipeline_layers/" + std::to_string(i), "found " + std::to_string(c), "a layer count >= 0");
+        return;
+      }
+      sum += c;
+    }
+    if (sum != layers) {
+      bad("pipeline_layers", "sums to " + std::to_string(sum) + ", but the model has " + L + " layers",
+          "entries summing to " + L);
+    }
+    return;
+  }
+  if (first || last) {
+    if (account) {
+      bad(first_key, std::string("given together with ") + account_key,
+          "either Megatron's first/last stage counts or the embedding/loss counted as layers, not both");
+      return;
+    }
+    if (par.pp < 2) {
+      bad(first_key, "given with pp 1: a single stage is both first and last", "pp >= 2, or no first/last count");
+      return;
+    }
+    if (vs > 1) {
+      bad(first_key, "given with the interleaved schedule",
+          "schedule \"1f1b\" (or another without virtual stages), or pipeline_layers with one entry per virtual stage");
+      return;
+    }
+    const int f = first ? par.first_stage_layers : 0, l = last ? par.last_stage_layers : 0;
+    const int middle = par.pp - (first ? 1 : 0) - (last ? 1 : 0);
+    const int rest = layers - f - l;
+    if (rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && rest % middle != 0)) {
+      bad(first_key,
+          "leaves " + std::to_string(rest) + " of the model's " + L + " layers for the " + std::to_string(middle) +
+              " other stage(s), which do not split evenly",
+          middle > 0 ? "first/last counts leaving a multiple of " + std::to_string(middle) + " layers"
+                     : "first + last = " + L + " when pp is 2");
+    }
+    return;
+  }
+  const int total = layers + (par.account_for_embedding ? 1 : 0) + (par.account_for_loss ? 1 : 0);
+  if (total % chunks != 0) {
+    const std::string what =
+        account ? " layers (with the embedding/loss counted as layers: " + std::to_string(total) + ")" : " layers";
+    bad(account ? account_key : (vs > 1 ? "virtual_stages" : "pp"),
+        "the model's " + L + what + " do not split evenly into pp*virtual_stages = " + std::to_string(chunks) +
+            " chunks",
+        "pp*virtual_stages dividing " + std::to_string(total) +
+            ", or an uneven split (pipeline_layers, decoder_first/last_pipeline_num_layers)");
+  }
+}
+
 // Every problem, the cluster's GPU count checked exactly (a scenario) or as an upper bound (the
 // simulator may run a layout on the first GPUs of a larger cluster).
 std::vector<LayoutProblem> layout_problems(const ModelSpec& m, const TrainingConfig& t, int gpus, bool exact) {
@@ -67,12 +149,7 @@ std::vector<LayoutProblem> layout_problems(const ModelSpec& m, const TrainingCon
   if (par.schedule == PipelineSchedule::interleaved && par.pp < 2) {
     bad("schedule", "\"interleaved\" needs pipeline parallelism (pp is 1)", "pp >= 2, or schedule \"1f1b\"");
   }
-  if (layers % (par.pp * vs) != 0) {
-    bad(vs > 1 ? "virtual_stages" : "pp",
-        "the model's " + std::to_string(layers) +
-            " layers do not split evenly into pp*virtual_stages = " + std::to_string(par.pp * vs) + " chunks",
-        "pp*virtual_stages dividing " + std::to_string(layers));
-  }
+  split_problems(layers, par, vs, bad);
   if (par.ep > 1) {
     if (!m.moe.enabled()) bad("ep", "found " + std::to_string(par.ep) + " but the model has no experts", "1");
     if (m.moe.experts % par.ep != 0) {

@@ -8,6 +8,7 @@
 
 #include "workloads/model_dims.hpp"
 #include "workloads/pipeline_schedule.hpp"
+#include "workloads/pipeline_split.hpp"
 
 namespace ctwin {
 namespace {
@@ -57,14 +58,22 @@ double activation_bytes_per_layer(const ModelSpec& m, const TrainingConfig& cfg,
 
 double stage_params(const ModelSpec& m, const TrainingConfig& cfg, int stage) {
   const auto& p = cfg.parallel;
+  const int layers = m.is_generic() ? static_cast<int>(m.generic_layers.size()) : m.layers;
+  const PipelineSplit split = pipeline_split(layers, p);
   if (m.is_generic()) {
-    const int per_stage = static_cast<int>(m.generic_layers.size()) / p.pp;
     double params = 0;
-    for (int l = stage * per_stage; l < (stage + 1) * per_stage; ++l) params += m.generic_layers[l].params;
+    for (int c = 0; c < split.v; ++c) {
+      const auto vs = static_cast<std::size_t>(c * split.pp + stage);
+      for (int l = split.first[vs]; l < split.first[vs] + split.layers[vs]; ++l) params += m.generic_layers[l].params;
+    }
     return params;
   }
-  const int per_stage = m.layers / p.pp, first = stage * per_stage;
-  const int moe_layers = moe_layers_in(m, first, per_stage);
+  const int per_stage = split.stage_layers(stage);
+  int moe_layers = 0;
+  for (int c = 0; c < split.v; ++c) {
+    const auto vs = static_cast<std::size_t>(c * split.pp + stage);
+    moe_layers += moe_layers_in(m, split.first[vs], split.layers[vs]);
+  }
   const int dense_layers = per_stage - moe_layers;
   const double t = p.tp, h = static_cast<double>(m.hidden);
   const ModelDims dims = model_dims(m);
@@ -107,8 +116,13 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
   mb.grads = params * pr.grad_bytes / (p.zero_stage >= 2 ? dp : 1);
   mb.optimizer = params * (pr.master_bytes + pr.optimizer_state_bytes) / (p.zero_stage >= 1 ? dp : 1);
   const int layers = m.is_generic() ? static_cast<int>(m.generic_layers.size()) : m.layers;
-  const int per_stage = layers / p.pp;
-  const int moe_layers = moe_layers_in(m, stage * per_stage, per_stage);
+  const PipelineSplit split = pipeline_split(layers, p);
+  const int per_stage = split.stage_layers(std::clamp(stage, 0, split.pp - 1));
+  int moe_layers = 0;
+  for (int c = 0; c < split.v; ++c) {
+    const auto vs = static_cast<std::size_t>(c * split.pp + std::clamp(stage, 0, split.pp - 1));
+    moe_layers += moe_layers_in(m, split.first[vs], split.layers[vs]);
+  }
   const double per_mb = (per_stage - moe_layers) * activation_bytes_per_layer(m, cfg, false) +
                         moe_layers * activation_bytes_per_layer(m, cfg, true);
   // Stage s of 1F1B holds p - s micro-batches of its L/p layers (Korthikanti Sec. 4.2.3);

@@ -16,6 +16,7 @@
 #include "workloads/memory.hpp"
 #include "workloads/model_dims.hpp"
 #include "workloads/pipeline_schedule.hpp"
+#include "workloads/pipeline_split.hpp"
 #include "workloads/training_sim.hpp"
 
 namespace ctwin {
@@ -44,12 +45,18 @@ struct Coords {
 };
 
 // Rank placement from an order string such as "tp-cp-ep-dp-pp", innermost first. EP groups
-// are carved from consecutive DP ranks, so "ep" takes no dimension of its own.
+// are carved from DP ranks: a DP rank d is (d / ep, d % ep), its expert-parallel index d % ep
+// placed where "ep" stands in the order and the rest (d / ep, the expert-data-parallel index)
+// where "dp" stands. With ep just inside dp (the default) the expert group is ep consecutive
+// DP ranks; with ep outside dp its members are dp/ep ranks apart; with ep inside tp or cp they
+// are adjacent GPUs (Megatron-LM's RankGenerator orders its expert groups the same way).
 struct Placement {
-  std::array<int, 4> size{};  // tp, cp, dp, pp
-  std::array<int, 4> stride{};
+  std::array<int, 5> size{};  // tp, cp, ep, dp / ep, pp
+  std::array<int, 5> stride{};
+  int ep = 1;
   Placement(const Parallelism& par) {
-    size = {par.tp, par.cp, par.dp, par.pp};
+    ep = std::max(1, par.ep);
+    size = {par.tp, par.cp, ep, par.dp / ep, par.pp};
     std::vector<int> order;
     std::stringstream ss(par.order);
     std::string tok;
@@ -58,12 +65,19 @@ struct Placement {
         order.push_back(0);
       else if (tok == "cp")
         order.push_back(1);
-      else if (tok == "dp")
+      else if (tok == "ep")
         order.push_back(2);
-      else if (tok == "pp")
+      else if (tok == "dp")
         order.push_back(3);
+      else if (tok == "pp")
+        order.push_back(4);
     }
-    for (int dim = 0; dim < 4; ++dim) {
+    // An order without "ep" keeps expert groups just inside dp.
+    if (std::find(order.begin(), order.end(), 2) == order.end()) {
+      auto dp_at = std::find(order.begin(), order.end(), 3);
+      order.insert(dp_at, 2);
+    }
+    for (int dim = 0; dim < 5; ++dim) {
       if (std::find(order.begin(), order.end(), dim) == order.end()) order.push_back(dim);
     }
     int s = 1;
@@ -72,7 +86,9 @@ struct Placement {
       s *= size[dim];
     }
   }
-  int rank(const Coords& c) const { return c.t * stride[0] + c.c * stride[1] + c.d * stride[2] + c.p * stride[3]; }
+  int rank(const Coords& c) const {
+    return c.t * stride[0] + c.c * stride[1] + c.d % ep * stride[2] + c.d / ep * stride[3] + c.p * stride[4];
+  }
 };
 
 class Builder {
@@ -88,9 +104,17 @@ class Builder {
       dense_layer_ = transformer_layer(m, shape_, false, par_.ep);
       moe_layer_ = transformer_layer(m, shape_, true, par_.ep, cfg.moe_load_imbalance);
       embed_ = embedding_items(m, shape_);
+      // Selective recomputation (Korthikanti et al. 2022, Megatron's "selective" = core attention):
+      // unfused attention's QK^T, softmax and PV run forward again in backward. Flash attention
+      // stores no scores and its backward already recomputes them: nothing to add.
+      if (cfg.recompute == Recompute::selective && cfg.attention == AttentionKernel::standard) {
+        for (const auto& it : dense_layer_)
+          if (it.attention_core) attention_core_.push_back(it);
+      }
       head_ = head_items(m, shape_);
     }
     layers_ = m.is_generic() ? static_cast<int>(m.generic_layers.size()) : m.layers;
+    split_ = pipeline_split(layers_, par_);
     mbs_ = std::max(1, cfg.grad_accum());
     replicas_ = opt.fold ? 1 : par_.dp;
     for (int d = 0; d < replicas_; ++d)
@@ -123,8 +147,10 @@ class Builder {
   LayerShape shape_;
   ModelDims dims_;
   std::vector<LayerItem> dense_layer_, moe_layer_, embed_, head_;
+  std::vector<LayerItem> attention_core_;        // recomputed in backward under selective recomputation
   std::vector<std::vector<LayerItem>> generic_;  // one item list per layer of a generic model
   int layers_ = 0;
+  PipelineSplit split_;
 
   const std::vector<LayerItem>& items_for(int layer) const {
     if (!generic_.empty()) return generic_[static_cast<std::size_t>(layer)];
@@ -431,7 +457,7 @@ class Builder {
   void build_gpu(std::uint32_t g) {
     const Coords c = gpus_[g];
     const int stage = c.p, pp = par_.pp, v = par_.schedule == PipelineSchedule::interleaved ? par_.virtual_stages : 1;
-    const int chunk_layers = layers_ / (pp * v);
+    const PipelineSplit& split = split_;
     const int zero = par_.zero_stage;
     const bool dp_comm = par_.dp * par_.cp > 1;
     const bool zb = par_.schedule == PipelineSchedule::zero_bubble;
@@ -477,9 +503,11 @@ class Builder {
       Coords prev = c, next = c;
       prev.p = (stage + pp - 1) % pp;
       next.p = (stage + 1) % pp;
+      const int chunk_layers = split.layers[static_cast<std::size_t>(vs)];
+      const int chunk_first = split.first[static_cast<std::size_t>(vs)];
       if (sl.pass == PipelineSlot::Pass::weight) {
         for (int l = chunk_layers - 1; l >= 0; --l) {
-          const int layer = vs * chunk_layers + l;
+          const int layer = chunk_first + l;
           cur_layer_ = static_cast<std::int16_t>(layer);
           dep = run_items(g, items_for(layer), Pass::backward_weight, dep);
         }
@@ -492,7 +520,7 @@ class Builder {
       if (fwd) {
         if (first) dep = run_items(g, embed_, Pass::forward, dep);
         for (int l = 0; l < chunk_layers; ++l) {
-          const int layer = vs * chunk_layers + l;
+          const int layer = chunk_first + l;
           cur_layer_ = static_cast<std::int16_t>(layer);
           StepOpId gth = gather(layer);
           dep = run_items(g, items_for(layer), Pass::forward, dep, gth);
@@ -518,13 +546,13 @@ class Builder {
                     dims_.norm_params * cfg_.precision.grad_bytes;
         }
         for (int l = chunk_layers - 1; l >= 0; --l) {
-          const int layer = vs * chunk_layers + l;
+          const int layer = chunk_first + l;
           const auto& items = items_for(layer);
           cur_layer_ = static_cast<std::int16_t>(layer);
           StepOpId gth = gather(layer);
-          if (cfg_.recompute == Recompute::full) {
+          if (cfg_.recompute == Recompute::full || !attention_core_.empty()) {
             cur_phase_ = StepPhase::recompute;
-            dep = run_items(g, items, Pass::forward, dep, gth);
+            dep = run_items(g, cfg_.recompute == Recompute::full ? items : attention_core_, Pass::forward, dep, gth);
             gth = StepOpId::none();
             cur_phase_ = StepPhase::backward;
           }

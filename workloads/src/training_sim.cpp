@@ -35,18 +35,26 @@ double recompute_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
     return cfg.recompute == Recompute::full ? fwd * cfg.global_batch : 0.0;
   }
   const ParamCounts pc = count_parameters(m);
-  const double q_dim = model_dims(m).q_dim;
-  // The attention core's forward (QK^T, PV) in the same non-causal convention as model FLOPs.
-  const double attention_fwd = 4.0 * m.layers * cfg.seq_len * q_dim * tokens;
+  const ModelDims d = model_dims(m);
+  // Hardware FLOPs of recomputation are the FLOPs of the kernels the step program runs again
+  // (phase "recompute"), so HFU - MFU is exactly the recomputed work over the simulated time.
+  // The attention core's forward per token per layer: unfused attention's two s x s batched
+  // GEMMs, 2 s a (d_qk + d_v) (= 4 s h_q, the non-causal count model FLOPs use); flash
+  // attention's causal kernel does half of that, s a (d_qk + d_v).
+  const double core_standard = 2.0 * m.layers * cfg.seq_len * m.heads * (d.qk_head_dim + d.pv_head_dim) * tokens;
+  const bool flash = cfg.attention == AttentionKernel::flash;
   switch (cfg.recompute) {
     case Recompute::none:
       return 0;
     case Recompute::selective:
-      return attention_fwd;  // Korthikanti et al.: the attention core again
+      // Megatron's selective recomputation re-runs the core attention. Flash attention keeps no
+      // scores and its backward already recomputes them (inside its backward kernel): selective
+      // adds nothing. Unfused attention runs QK^T, softmax and PV forward again.
+      return flash ? 0.0 : core_standard;
     case Recompute::full: {
       // Every layer's forward again; the LM head and embedding are not recomputed.
       const double layer_weights = pc.active_per_token - pc.embedding - pc.lm_head - pc.norms;
-      return 2.0 * layer_weights * tokens + attention_fwd;
+      return 2.0 * layer_weights * tokens + (flash ? core_standard / 2 : core_standard);
     }
   }
   return 0;

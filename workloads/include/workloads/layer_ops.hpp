@@ -34,6 +34,9 @@ struct LayerItem {
   // rank passes a K/V chunk of comm_bytes to the next (twice that in backward: K/V and their
   // gradients), overlapped with the block that does not need it.
   int ring_steps = 0;
+  // Unfused attention's core (QK^T, softmax(-dropout), PV): what selective recomputation runs
+  // again in backward instead of storing the s x s scores.
+  bool attention_core = false;
 };
 
 struct LayerShape {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "topology/catalog.hpp"
 
@@ -38,6 +39,14 @@ struct Parallelism {
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int virtual_stages = 1;                // interleaved 1F1B: model chunks per stage
   std::string order = "tp-cp-ep-dp-pp";  // rank placement, innermost first (Megatron's order)
+  // How layers split over stages (workloads/pipeline_split.hpp): layers per virtual stage
+  // (pp x chunks entries, virtual stage = chunk * pp + stage), or Megatron's first / last stage
+  // counts (-1: not given), or an even split counting the embedding / the loss as a layer.
+  std::vector<int> pipeline_layers;
+  int first_stage_layers = -1;  // decoder_first_pipeline_num_layers
+  int last_stage_layers = -1;   // decoder_last_pipeline_num_layers
+  bool account_for_embedding = false;
+  bool account_for_loss = false;
 };
 
 inline constexpr auto cp_comm_names = make_names<Parallelism::CpComm>(
