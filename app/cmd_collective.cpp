@@ -111,6 +111,7 @@ int cmd_collective(const Args& args) {
   const JsonObject top(root, "", where);
   spec = read_cluster(top, read_catalogs(top).gpus, std::nullopt);
   for (const auto& w : cluster_warnings(spec)) std::fprintf(stderr, "ctwin: warning: %s\n", w.c_str());
+  for (const auto& w : fabric_warnings(spec)) std::fprintf(stderr, "ctwin: warning: %s\n", w.c_str());
   const std::string cluster_name = preset ? *preset : *cluster_file;
   const double gpn = p->number("--gpus-per-node", spec.gpus_per_node);
   if (gpn < 1 || gpn > spec.gpus_per_node || gpn != std::floor(gpn)) {
