@@ -196,7 +196,8 @@ double tree_node_egress(int nodes) {
 // crosses it; a pod's uplink capacity is its nodes' NIC bandwidth over the oversubscription, spread
 // evenly (as ECMP over many flows does): on a rail leaf one NIC per node and one channel, on a
 // fat_tree leaf or a fat_tree3 pod every NIC and every channel. Seconds for the busiest pod.
-double tier_seconds(const ClusterSpec& s, const std::vector<std::pair<int, int>>& edges, double bytes, int channels) {
+double tier_seconds(const ClusterSpec& s, const std::vector<std::pair<int, int>>& edges, double bytes, int channels,
+                    int groups) {
   if (s.fabric == InterNodeFabric::single_switch || s.nodes <= 1 || edges.empty()) return 0;
   const int per_pod = std::max(1, std::min(pod_nodes(s), s.nodes));
   const int pods = (s.nodes + per_pod - 1) / per_pod;
@@ -209,11 +210,15 @@ double tier_seconds(const ClusterSpec& s, const std::vector<std::pair<int, int>>
   }
   const bool whole_node = s.fabric != InterNodeFabric::rail_optimized;  // fat_tree leaf, fat_tree3 pod
   const double k = nics(s);
+  // Flows per direction a leaf takes per crossing edge: every channel of every group on a
+  // fat-tree leaf; on a rail leaf the channels of all groups spread over the rails.
+  const double flows = whole_node ? static_cast<double>(channels) * std::max(1, groups)
+                                  : std::max(1.0, std::ceil(channels * std::max(1, groups) / k));
   double t = 0;
   for (const auto& [pod, io] : crossing) {
     const double here = std::min(per_pod, s.nodes - pod * per_pod);
     const double cap = here * (whole_node ? k : 1.0) * nic_bw(s) / std::max(1.0, s.oversubscription);
-    const double load = std::max(io.first, io.second) * bytes * (whole_node ? channels : 1);
+    const double load = std::max(io.first, io.second) * bytes * flows;
     t = std::max(t, load / (cap * 1e9));
   }
   return t;
@@ -310,7 +315,8 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
         for (std::size_t i = 0; i < nodes.size(); ++i) edges.emplace_back(nodes[i], nodes[(i + 1) % nodes.size()]);
         const int ch = std::min(nics(s), sh.local);
         out.bandwidth_s =
-            std::max(out.bandwidth_s, tier_seconds(s, edges, bus_factor(call.op, sh.n) * S / ch, ch) / out.efficiency);
+            std::max(out.bandwidth_s,
+                     tier_seconds(s, edges, bus_factor(call.op, sh.n) * S / ch, ch, call.groups) / out.efficiency);
       }
       return true;
     }
@@ -348,7 +354,7 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
           both.emplace_back(b, a);
         }
         const int ch = std::min(nics(s), sh.local);
-        t = std::max(t, tier_seconds(s, both, S / 2 / ch, ch));
+        t = std::max(t, tier_seconds(s, both, S / 2 / ch, ch, call.groups));
       }
       out.bandwidth_s = t / out.efficiency;
       return true;
