@@ -218,3 +218,40 @@ TEST_CASE("eight data-parallel rings sharing a fat_tree leaf: groups = 8 gives t
   e2.run();
   CHECK(end == rel_approx(p.latency_s + p.bandwidth_s, 1e-9));
 }
+
+TEST_CASE("docs/network.md's fabric table: both fidelities agree on idle 2- and 4-node fabrics at 1:1, 2:1 and 4:1") {
+  for (int nodes : {2, 4}) {
+    for (auto fabric : {InterNodeFabric::single_switch, InterNodeFabric::rail_optimized, InterNodeFabric::fat_tree,
+                        InterNodeFabric::fat_tree3}) {
+      for (double ratio : {1.0, 2.0, 4.0}) {
+        for (auto op : {CollectiveOp::all_reduce, CollectiveOp::all_gather, CollectiveOp::all_to_all}) {
+          ClusterSpec s = h100(nodes);
+          s.fabric = fabric;
+          s.oversubscription = ratio;
+          const auto call = all_gpus(op, nodes, 1 << 30);
+          CAPTURE(nodes);
+          CAPTURE(to_string(fabric));
+          CAPTURE(ratio);
+          CAPTURE(to_string(op));
+          const double a = estimate_collective(build_cluster(s), call).time.seconds();
+          CHECK(flow_time(s, call) == rel_approx(a, 1e-6));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a 32-node fat_tree at 2:1: the flows' ECMP paths collide on spine links, 1.38x the analytical time") {
+  // Leaves of 5 nodes (computed pods at 2:1); the analytical model spreads a leaf's
+  // 8 crossing ring flows evenly over its 4 spine links, each flow pinned to one ECMP path does not.
+  ClusterSpec s = h100(32);
+  s.fabric = InterNodeFabric::fat_tree;
+  s.oversubscription = 2;
+  const auto call = all_gpus(CollectiveOp::all_gather, 32, 1 << 30);
+  const double a = estimate_collective(build_cluster(s), call).time.seconds();
+  const double f = flow_time(s, call);
+  CHECK(f > 1.2 * a);
+  CHECK(f < 1.5 * a);
+  s.spines = 1;  // one uplink per leaf: nothing to collide on, the fidelities agree
+  CHECK(flow_time(s, call) == rel_approx(estimate_collective(build_cluster(s), call).time.seconds(), 1e-6));
+}
