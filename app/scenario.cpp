@@ -122,6 +122,7 @@ Scenario parse_scenario(const std::string& text, const std::string& path, const 
   sc.profile = read_profile(top);
   sc.cluster = read_cluster(top, catalogs.gpus, sc.profile, &sc.warnings);
   for (auto& w : cluster_warnings(sc.cluster)) sc.warnings.push_back(std::move(w));
+  for (auto& w : fabric_warnings(sc.cluster)) sc.warnings.push_back(std::move(w));
   sc.job = read_job(top, root, catalogs, sc);
   read_network(top, sc);
   if (top.has("validation")) {

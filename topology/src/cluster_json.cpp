@@ -79,6 +79,7 @@ ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_js
   c.inter_latency_us = r.number("inter_latency_us", c.inter_latency_us);
   c.net_overhead_us = r.number("net_overhead_us", c.net_overhead_us);
   c.nodes_per_pod = static_cast<int>(r.integer("nodes_per_pod", c.nodes_per_pod));
+  c.leaf_radix = static_cast<int>(r.integer("leaf_radix", c.leaf_radix));
   c.spines = static_cast<int>(r.integer("spines", c.spines));
   c.oversubscription = r.number("oversubscription", c.oversubscription);
   if (o.has("fabric")) c.fabric = r.choice("fabric", inter_fabric_names);
@@ -130,6 +131,7 @@ nlohmann::ordered_json cluster_to_json(const ClusterSpec& c) {
                                 {"inter_latency_us", c.inter_latency_us},
                                 {"net_overhead_us", c.net_overhead_us},
                                 {"nodes_per_pod", c.nodes_per_pod},
+                                {"leaf_radix", c.leaf_radix},
                                 {"spines", c.spines},
                                 {"oversubscription", c.oversubscription},
                                 {"fabric", to_string(c.fabric)},

@@ -190,6 +190,49 @@ double tree_node_egress(int nodes) {
   return *std::max_element(out.begin(), out.end());
 }
 
+// The fabric's top tier (leaf uplinks of a two-tier fabric, a pod's spine-to-core links in
+// fat_tree3) under node-to-node edges of a collective, each carrying `bytes` per channel and
+// direction on `channels` channels, channel c on rail c. An edge between nodes of different pods
+// crosses it; a pod's uplink capacity is its nodes' NIC bandwidth over the oversubscription, spread
+// evenly (as ECMP over many flows does): on a rail leaf one NIC per node and one channel, on a
+// fat_tree leaf or a fat_tree3 pod every NIC and every channel. Seconds for the busiest pod.
+double tier_seconds(const ClusterSpec& s, const std::vector<std::pair<int, int>>& edges, double bytes, int channels,
+                    int groups) {
+  if (s.fabric == InterNodeFabric::single_switch || s.nodes <= 1 || edges.empty()) return 0;
+  const int per_pod = std::max(1, std::min(pod_nodes(s), s.nodes));
+  const int pods = (s.nodes + per_pod - 1) / per_pod;
+  if (pods <= 1) return 0;
+  std::map<int, std::pair<int, int>> crossing;  // pod -> (edges out, edges in)
+  for (const auto& [a, b] : edges) {
+    if (a / per_pod == b / per_pod) continue;
+    ++crossing[a / per_pod].first;
+    ++crossing[b / per_pod].second;
+  }
+  const bool whole_node = s.fabric != InterNodeFabric::rail_optimized;  // fat_tree leaf, fat_tree3 pod
+  const double k = nics(s);
+  // Flows per direction a leaf takes per crossing edge: every channel of every group on a
+  // fat-tree leaf; on a rail leaf the channels of all groups spread over the rails.
+  const double flows = whole_node ? static_cast<double>(channels) * std::max(1, groups)
+                                  : std::max(1.0, std::ceil(channels * std::max(1, groups) / k));
+  double t = 0;
+  for (const auto& [pod, io] : crossing) {
+    const double here = std::min(per_pod, s.nodes - pod * per_pod);
+    const double cap = here * (whole_node ? k : 1.0) * nic_bw(s) / std::max(1.0, s.oversubscription);
+    const double load = std::max(io.first, io.second) * bytes * flows;
+    t = std::max(t, load / (cap * 1e9));
+  }
+  return t;
+}
+
+// The nodes the call spans, in order.
+std::vector<int> nodes_of(const Cluster& c, const std::vector<GpuId>& ranks) {
+  std::map<int, int> per_node;
+  for (GpuId g : ranks) ++per_node[c.node_of(g)];
+  std::vector<int> out;
+  for (const auto& [node, count] : per_node) out.push_back(node);
+  return out;
+}
+
 double a2a_seconds(const ClusterSpec& s, const Shape& sh, double bytes) {
   const double g = sh.local, n = sh.n;
   double t = 0;
@@ -217,7 +260,7 @@ double a2a_seconds(const ClusterSpec& s, const Shape& sh, double bytes) {
   const double nodes = sh.nodes;
   if (g > 1) t = (g - 1) / g * bytes / (intra_ring(s, sh.local) * 1e9);
   t = std::max(t, (nodes - 1) / nodes * g / k * bytes / (nic_bw(s) * 1e9));
-  const double pod = std::min<double>(std::max(1, s.nodes_per_pod), s.nodes);
+  const double pod = std::min<double>(pod_nodes(s), s.nodes);
   if (s.fabric != InterNodeFabric::single_switch && nodes > pod) {
     t = std::max(t, (nodes - pod) / nodes * g / k * std::max(1.0, s.oversubscription) * bytes / (nic_bw(s) * 1e9));
   }
@@ -265,6 +308,16 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
                        : p == Protocol::ll128 ? nm.ring_ll128_efficiency
                                               : 1.0;
       out.bandwidth_s = bus_factor(call.op, sh.n) * S / (ring_bw(s, sh) * out.efficiency * 1e9);
+      if (multi) {
+        // One ring channel per NIC visits the nodes in order: edge i -> i+1, and back to the first.
+        const auto nodes = nodes_of(c, call.ranks);
+        std::vector<std::pair<int, int>> edges;
+        for (std::size_t i = 0; i < nodes.size(); ++i) edges.emplace_back(nodes[i], nodes[(i + 1) % nodes.size()]);
+        const int ch = std::min(nics(s), sh.local);
+        out.bandwidth_s =
+            std::max(out.bandwidth_s,
+                     tier_seconds(s, edges, bus_factor(call.op, sh.n) * S / ch, ch, call.groups) / out.efficiency);
+      }
       return true;
     }
     case CollectiveAlgo::tree: {
@@ -285,6 +338,23 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       if (multi) {
         const double k = std::min(nics(s), sh.local);
         t = std::max(t, tree_node_egress(sh.nodes) * S / (k * nic_bw(s) * 1e9));
+        // Each tree edge carries half the buffer per channel each way; one channel per NIC.
+        const auto nodes = nodes_of(c, call.ranks);
+        std::vector<std::pair<int, int>> edges;
+        for (int tr = 0; tr < 2; ++tr) {
+          for (int j = 0; j < sh.nodes; ++j) {
+            const int up = dtree(sh.nodes, j, tr).up;
+            if (up >= 0) edges.emplace_back(nodes[static_cast<std::size_t>(j)], nodes[static_cast<std::size_t>(up)]);
+          }
+        }
+        // An edge loads both pods' uplinks each way: count it out of and into both.
+        std::vector<std::pair<int, int>> both;
+        for (const auto& [a, b] : edges) {
+          both.emplace_back(a, b);
+          both.emplace_back(b, a);
+        }
+        const int ch = std::min(nics(s), sh.local);
+        t = std::max(t, tier_seconds(s, both, S / 2 / ch, ch, call.groups));
       }
       out.bandwidth_s = t / out.efficiency;
       return true;

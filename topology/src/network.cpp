@@ -160,7 +160,7 @@ ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_
   // Inter-node fabric; fabric links run at the rate NCCL's transport moves.
   const double nic_bw = s.nic_gbps * (s.nic_efficiency > 0 ? s.nic_efficiency : 1.0);
   const double ratio = std::max(1.0, s.oversubscription);
-  const int per_pod = std::max(1, std::min(s.nodes_per_pod, s.nodes));
+  const int per_pod = std::max(1, std::min(pod_nodes(s), s.nodes));
   const int pods = (s.nodes + per_pod - 1) / per_pod;
   const int spines = std::max(1, s.spines);
   m.leaf.resize(m.nic.size());

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -58,7 +59,17 @@ void CollectiveRunner::start(const CollectiveCall& call, InplaceFunction<void()>
   Impl* m = impl_.get();
   const std::uint32_t slot = m->park(std::move(on_done));
   if (m->fidelity == Fidelity::analytical) {
-    const CollectiveEstimate e = estimate_collective(m->cluster, call, m->options);
+    // A training step is SPMD: a collective over some GPUs of its nodes runs beside identical
+    // ones over the other GPUs of the same nodes (the other data-parallel groups), sharing the
+    // fabric's uplinks, as the flow fidelity sees. The shared NICs and NVLink are charged per call.
+    CollectiveCall spmd = call;
+    if (spmd.groups <= 1 && !call.ranks.empty()) {
+      std::vector<int> per_node(static_cast<std::size_t>(m->cluster.spec.nodes), 0);
+      int local = 0;
+      for (GpuId g : call.ranks) local = std::max(local, ++per_node[static_cast<std::size_t>(m->cluster.node_of(g))]);
+      spmd.groups = std::max(1, m->cluster.spec.gpus_per_node / local);
+    }
+    const CollectiveEstimate e = estimate_collective(m->cluster, spmd, m->options);
     m->engine.schedule_in(e.time, [m, slot] { m->fire(slot); });
     return;
   }

@@ -59,7 +59,11 @@ struct ClusterSpec {
   // NVLink SHARP (NVLS, NVSwitch 3 and later): all-reduce algorithm bandwidth as a fraction of
   // the per-GPU line rate (275 of 450 GB/s on a DGX H100, same source); 0 where there is none.
   double nvls_efficiency = 0.0;
-  int nodes_per_pod = 32;
+  // Nodes under one set of leaves (a pod): 0 derives it from the leaf switch's radix, the
+  // oversubscription and the NICs a node plugs into one leaf (pod_nodes below).
+  int nodes_per_pod = 0;
+  // Ports of a leaf switch: 0 takes the switch generation matching the NIC speed (leaf_radix_of).
+  int leaf_radix = 0;
   int spines = 4;                 // spine switches (per pod in a three-tier fat-tree)
   int core_switches = 4;          // core layer of a three-tier fat-tree
   double oversubscription = 1.0;  // leaf downlink over uplink capacity (and spine over core)
@@ -84,6 +88,20 @@ struct ClusterSpec {
 
   int nics() const { return nics_per_node > 0 ? nics_per_node : gpus_per_node; }
 };
+
+// Ports of one leaf switch: leaf_radix, else NVIDIA's InfiniBand switch of the NIC's generation:
+// up to 200 Gb/s (HDR) the Quantum QM8700's 40 ports, up to 400 Gb/s (NDR) the Quantum-2
+// QM9700's 64, faster (XDR, 800 Gb/s) the Quantum-X800 Q3400's 144.
+int leaf_radix_of(const ClusterSpec& s);
+// Nodes per pod: nodes_per_pod, else what one leaf holds. A leaf gives r/(r+1) of its ports to
+// nodes at r:1 oversubscription (the rest are uplinks); a rail leaf (rail_optimized, fat_tree3)
+// takes one NIC of each node, a fat_tree leaf all of a node's NICs. At least 1.
+int pod_nodes(const ClusterSpec& s);
+// Fabric settings that cannot change any result on this cluster, one sentence each saying why
+// (one node; a single switch has no pods, spines or uplinks; every node in one pod, so nothing
+// crosses a spine; core switches outside a multi-pod fat_tree3). Settings are judged against
+// ClusterSpec's defaults.
+std::vector<std::string> fabric_warnings(const ClusterSpec& s);
 
 struct Cluster {
   ClusterSpec spec;

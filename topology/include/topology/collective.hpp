@@ -25,6 +25,10 @@ struct CollectiveCall {
   CollectiveOp op = CollectiveOp::all_reduce;
   std::vector<GpuId> ranks;  // members in rank order
   double bytes = 0;          // nccl-tests "size": the per-rank buffer of the operation's output
+  // Communicators of this shape running at once on the same nodes, each on its own GPUs (the
+  // data-parallel groups of a TP x DP job, one per GPU of a node): they share the nodes' leaf
+  // uplinks, which the analytical model charges for all of them. 1: this call alone.
+  int groups = 1;
 };
 
 struct CollectiveEstimate {
