@@ -48,16 +48,16 @@ std::map<std::string, float> share_heights(const TimelineModel& m, const DrawLis
 
 TEST_CASE("a folded run is drawn as time shares: 9% reduce-scatter stays 9% though it is the longest member") {
   // One lane, back to back from 0: a reduce_scatter of 9 ns (the run's longest op, which the
-  // old "longest of 8 sampled members" rule painted the whole run with), then 91 gemms of
-  // 1 ns. By hand: the run spans 100 ns, reduce_scatter 9 / 100 = 9%, gemm 91 / 100 = 91%.
+  // old "longest of 8 sampled members" rule painted the whole run with), then 13 gemms of
+  // 7 ns. By hand: the run spans 100 ns, reduce_scatter 9 / 100 = 9%, gemm 91 / 100 = 91%.
   Trace t;
   t.add_lane("gpu 0", "compute", "node 0", 0, 0);
   const auto rs = t.intern("reduce_scatter"), gemm = t.intern("gemm"), n = t.intern("op");
   t.events.push_back(ev(0, 0, 9000, n, rs));
-  for (int i = 0; i < 91; ++i) t.events.push_back(ev(0, 9000 + 1000 * i, 1000, n, gemm));
+  for (int i = 0; i < 13; ++i) t.events.push_back(ev(0, 9000 + 7000 * i, 7000, n, gemm));
   TimelineModel m(std::move(t));
   std::vector<KindShare> shares;
-  m.time_shares(0, 92, shares);
+  m.time_shares(0, 14, shares);
   REQUIRE(shares.size() == 2);
   CHECK(m.trace().str(shares[0].kind) == "gemm");
   CHECK(shares[0].ps == rel_approx(91000, 1e-12));
@@ -80,20 +80,21 @@ TEST_CASE("a folded run is drawn as time shares: 9% reduce-scatter stays 9% thou
   CHECK(h.at("reduce_scatter") == abs_approx(0.09 * kLaneHeight, 1e-3));
 }
 
-TEST_CASE("a folded run with idle gaps stacks to its busy fraction; a huge run's shares are sampled evenly") {
+TEST_CASE(
+    "a folded run with idle gaps stacks to its busy fraction; a long run's compute and communication stay exact") {
   // 50 all_reduce of 1 ns every 4 ns (0, 4, 8, ...): 50 ns busy over a span of 197 ns.
   Trace t;
   t.add_lane("gpu 0", "comm", "node 0", 0, 1);
   const auto ar = t.intern("all_reduce"), n = t.intern("op");
   for (int i = 0; i < 50; ++i) t.events.push_back(ev(0, 4000 * i, 1000, n, ar));
-  // A second lane of 10,000 alternating ops of 1 ns (gemm) and 3 ns (attention), back to back:
-  // by hand 1/4 gemm, 3/4 attention, and the sample of kShareSampleMax members keeps that.
+  // A second lane of 10,000 alternating ops of 1 ns (gemm) and 3 ns (reduce_scatter), back
+  // to back: by hand 5 us compute and 15 us communication, exact however long the run.
   t.add_lane("gpu 1", "compute", "node 0", 1, 0);
-  const auto gemm = t.intern("gemm"), attn = t.intern("attention");
+  const auto gemm = t.intern("gemm"), rs = t.intern("reduce_scatter");
   std::int64_t now = 0;
   for (int i = 0; i < 10000; ++i) {
     const bool g = i % 2 == 0;
-    t.events.push_back(ev(1, now, g ? 1000 : 3000, n, g ? gemm : attn));
+    t.events.push_back(ev(1, now, g ? 1000 : 3000, n, g ? gemm : rs));
     now += g ? 1000 : 3000;
   }
   TimelineModel m(std::move(t));
@@ -110,16 +111,18 @@ TEST_CASE("a folded run with idle gaps stacks to its busy fraction; a huge run's
   std::vector<KindShare> shares;
   m.time_shares(50, 10050, shares);
   REQUIRE(shares.size() == 2);
-  CHECK(m.trace().str(shares[0].kind) == "attention");
-  CHECK(shares[0].ps == rel_approx(5000.0 * 3000, 1e-9));  // 5,000 x 3 ns
-  CHECK(shares[1].ps == rel_approx(5000.0 * 1000, 1e-9));  // 5,000 x 1 ns
+  CHECK(m.trace().str(shares[0].kind) == "reduce_scatter");
+  CHECK(shares[0].ps == rel_approx(5000.0 * 3000, 1e-12));  // 5,000 x 3 ns
+  CHECK(m.trace().str(shares[1].kind) == "gemm");
+  CHECK(shares[1].ps == rel_approx(5000.0 * 1000, 1e-12));  // 5,000 x 1 ns
 }
 
 namespace {
 
 // gpu 0: compute gemm [0, 400) and attention [500, 800); comm all_reduce [300, 700).
-// gpu 1: compute gemm [0, 100); comm all_gather [100, 300) while only gpu 0 computes; on its
-// compute stream an all_reduce [400, 450) (TP comm without overlap) and an idle [450, 600).
+// gpu 1: compute gemm [0, 100) and an idle [150, 250) (waiting, not compute); comm all_gather
+// [100, 300) while only gpu 0 computes; on its compute stream an all_reduce [400, 450) (TP
+// comm without overlap).
 // By hand (ns): all_reduce of gpu 0 exposed [400, 500) = 100, overlapped 300; all_gather of
 // gpu 1 exposed 200 (gpu 0's compute does not hide it); gpu 1's all_reduce exposed 50.
 // Exposed 350, overlapped 300.
@@ -137,7 +140,7 @@ Trace overlap_trace() {
   t.events.push_back(ev(1, 300 * ns, 400 * ns, n, ar));
   t.events.push_back(ev(2, 0, 100 * ns, n, gemm));
   t.events.push_back(ev(2, 400 * ns, 50 * ns, n, ar));
-  t.events.push_back(ev(2, 450 * ns, 150 * ns, n, idle));
+  t.events.push_back(ev(2, 150 * ns, 100 * ns, n, idle));
   t.events.push_back(ev(3, 100 * ns, 200 * ns, n, ag));
   return t;
 }
@@ -229,10 +232,11 @@ TEST_CASE("--fold names: tp, pp, dp, cp, ep and none, comma-separated; anything 
   CHECK(parse_fold_dims("tp", dims, bad));
   CHECK(parse_fold_dims("dp,pp", dims, bad));
   CHECK(parse_fold_dims("none", dims, bad));
-  CHECK(dims == std::vector<std::string>{"tp", "dp", "pp"});
+  CHECK(parse_fold_dims("cp,ep", dims, bad));
+  CHECK(dims == std::vector<std::string>{"tp", "dp", "pp", "cp", "ep"});
   CHECK_FALSE(parse_fold_dims("tp,xp", dims, bad));
   CHECK(bad == "xp");
-  CHECK(dims.size() == 3);  // a bad list adds nothing
+  CHECK(dims.size() == 5);  // a bad list adds nothing
   CHECK_FALSE(parse_fold_dims("", dims, bad));
 }
 
@@ -288,6 +292,11 @@ TEST_CASE("--fold tp draws one lane per tp group with its count; dp, pp and ep f
   // ep 2 over dp 2 is the whole dp coordinate here: same classes as dp.
   CHECK(m.set_fold(std::vector<std::string>{"ep"}) == 8);
   CHECK(m.row_of_lane(4) == m.row_of_lane(0));
+  // With EP 1 there is nothing to fold for ep (and dp is not folded with it).
+  Trace t1 = tp_trace();
+  t1.summary.back().second = 1;  // ep_size
+  TimelineModel m1(std::move(t1));
+  CHECK(m1.set_fold(std::vector<std::string>{"ep"}) == 0);
   // tp, dp and pp together: one lane per stream, counting 8.
   CHECK(m.set_fold(std::vector<std::string>{"tp", "dp", "pp"}) == 14);
   CHECK(lane_rows(m) == 2);

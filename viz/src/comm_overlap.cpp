@@ -65,6 +65,9 @@ void TimelineModel::build_comm_overlap() {
     }
     busy.resize(n);
   }
+  comm_prefix_.assign(ev.size() + 1, 0);
+  for (std::size_t i = 0; i < ev.size(); ++i)
+    comm_prefix_[i + 1] = comm_prefix_[i] + (comm_kind_[ev[i].kind] ? ev[i].dur_ps : 0);
   comm_totals_ = {};
   for (std::uint32_t i = 0; i < ev.size(); ++i) {
     if (!comm_kind_[ev[i].kind]) continue;
@@ -117,20 +120,44 @@ void TimelineModel::time_shares(std::size_t first, std::size_t last, std::vector
   out.clear();
   if (last <= first) return;
   const auto& ev = trace_.events;
-  const std::size_t n = last - first;
-  const std::size_t samples = std::min(n, kShareSampleMax);
-  // Each sampled member stands for n / samples members (1 when exact).
-  const double weight = static_cast<double>(n) / static_cast<double>(samples);
-  for (std::size_t s = 0; s < samples; ++s) {
-    const TraceEvent& e = ev[first + n * s / samples];
-    auto it = std::find_if(out.begin(), out.end(), [&](const KindShare& k) { return k.kind == e.kind; });
+  auto add = [&out](std::uint32_t kind, double ps) {
+    auto it = std::find_if(out.begin(), out.end(), [kind](const KindShare& k) { return k.kind == kind; });
     if (it == out.end()) {
-      out.push_back(KindShare{e.kind, 0});
-      it = out.end() - 1;
+      out.push_back(KindShare{kind, ps});
+    } else {
+      it->ps += ps;
     }
-    it->ps += static_cast<double>(e.dur_ps) * weight;
+  };
+  if (last - first <= kShareExactMax) {
+    for (std::size_t i = first; i < last; ++i) add(ev[i].kind, static_cast<double>(ev[i].dur_ps));
+  } else {
+    // Two entries, exact in time from prefix sums: compute and communication, each named by
+    // the kind with the most time among kShareSamples evenly spaced members.
+    const auto comm = static_cast<double>(comm_prefix_[last] - comm_prefix_[first]);
+    const auto all = static_cast<double>(busy_prefix_[last] - busy_prefix_[first]);
+    std::uint32_t kind[2] = {kNoIndex, kNoIndex};  // compute, comm
+    double best[2] = {-1, -1};
+    const std::size_t n = last - first;
+    for (std::size_t s = 0; s < kShareSamples; ++s) {
+      const TraceEvent& e = ev[first + n * s / kShareSamples];
+      const int c = comm_kind_[e.kind];
+      if (static_cast<double>(e.dur_ps) > best[c]) best[c] = static_cast<double>(e.dur_ps), kind[c] = e.kind;
+    }
+    // A category no sample fell in takes the first member of it found by a scan (rare).
+    for (int c = 0; c < 2; ++c) {
+      const double ps = c == 1 ? comm : all - comm;
+      if (ps <= 0) continue;
+      for (std::size_t i = first; kind[c] == kNoIndex && i < last; ++i) {
+        if (comm_kind_[ev[i].kind] == c) kind[c] = ev[i].kind;
+      }
+      add(kind[c], ps);
+    }
   }
-  std::stable_sort(out.begin(), out.end(), [](const KindShare& x, const KindShare& y) { return x.ps > y.ps; });
+  // Largest first, ties in first-seen order; an insertion sort: a handful of kinds, and
+  // std::stable_sort would allocate per call.
+  for (std::size_t a = 1; a < out.size(); ++a) {
+    for (std::size_t z = a; z > 0 && out[z].ps > out[z - 1].ps; --z) std::swap(out[z], out[z - 1]);
+  }
 }
 
 }  // namespace ctwin::viz

@@ -138,9 +138,11 @@ class TimelineModel {
   void exposed_parts(std::uint32_t event, std::vector<std::pair<double, double>>& out) const;
 
   // Time per kind over events [first, last) of Trace::events (one lane's run), largest
-  // first: exact up to kShareSampleMax events, else from that many evenly spaced members,
-  // each standing for its share of the run.
-  static constexpr std::size_t kShareSampleMax = 256;
+  // first: exact per kind up to kShareExactMax events; above, exact per category (compute,
+  // communication) from prefix sums, each category under the kind of its longest member
+  // among kShareSamples evenly spaced ones. O(kShareExactMax) either way.
+  static constexpr std::size_t kShareExactMax = 32;
+  static constexpr std::size_t kShareSamples = 8;
   void time_shares(std::size_t first, std::size_t last, std::vector<KindShare>& out) const;
 
   // Folding identical ranks: lanes of GPUs whose parallel coordinates differ only in the
@@ -204,6 +206,7 @@ class TimelineModel {
   std::vector<std::size_t> lane_begin_;     // lanes + 1 offsets into trace_.events
   std::vector<std::int64_t> lane_max_dur_;  // longest event per lane
   std::vector<std::int64_t> busy_prefix_;   // events + 1: sum of durations before index i
+  std::vector<std::int64_t> comm_prefix_;   // events + 1: same, of communication events
   std::vector<std::uint32_t> kind_colors_;  // per string index
   std::vector<std::uint8_t> comm_kind_;     // per string index: 1 for a communication kind
   std::vector<std::uint32_t> lane_gpu_;     // per lane: index into gpu_busy_
