@@ -14,7 +14,9 @@
 //
 // The model's sources, one concern each (viz/src/): timeline_model.cpp (construction),
 // trace_index.cpp (per-lane index, visible range, busy time), layout.cpp (groups, labels,
-// rows), utilization.cpp (utilization grids, summary rows, minimap), search.cpp,
+// rows, --fold of identical ranks), utilization.cpp (utilization grids, minimap),
+// comm_overlap.cpp (exposed vs overlapped communication, folded runs' time shares, the
+// summary panel's rows), search.cpp,
 // hit_test.cpp, and the frame builder: frame.cpp (backgrounds, labels, axis, overlays),
 // frame_lanes.cpp (events and folding), frame_counters.cpp, frame_arrows.cpp.
 #pragma once
