@@ -41,7 +41,8 @@ double parse_time_ps(const std::string& text, const std::string& flag) {
 
 int cmd_view(const Args& args) {
   const std::string usage =
-      "usage: ctwin view TRACE [--compare TRACE2] [--screenshot OUT.png [--range START:END] [--size WxH]]\n\n"
+      "usage: ctwin view TRACE [--compare TRACE2] [--fold tp|pp|dp|cp|ep|none ...]\n"
+      "                  [--screenshot OUT.png [--range START:END] [--size WxH]]\n\n"
       "Opens the timeline viewer on a trace written by 'ctwin run --trace' (.ctt or Chrome .json).\n"
       "With --screenshot, renders one frame offscreen to a PNG and exits (needs an X display;\n"
       "run under xvfb-run on a headless machine).";
@@ -49,7 +50,11 @@ int cmd_view(const Args& args) {
                       {{"--compare", "TRACE2", "stack a second trace under the first, on the same time axis"},
                        {"--screenshot", "OUT.png", "render offscreen to this PNG and exit"},
                        {"--range", "START:END", "initial time range, e.g. 0:2.5ms (bare numbers are seconds)"},
-                       {"--size", "WxH", "window or picture size in pixels (default 1600x900)"}});
+                       {"--size", "WxH", "window or picture size in pixels (default 1600x900)"},
+                       {"--fold", "DIMS",
+                        "fold identical ranks of these parallel groups into one lane with a count: tp, pp, dp, cp, "
+                        "ep or none; comma-separated (e.g. --fold tp,dp)",
+                        true}});
   if (!p) return kExitOk;
   if (p->positional.size() != 1) throw InputError("", "TRACE", "expected exactly one trace file", "ctwin view TRACE");
   viz::ViewerOptions o;
@@ -59,6 +64,12 @@ int cmd_view(const Args& args) {
   for (const std::string& f : {o.trace, o.compare}) {
     if (!f.empty() && !std::filesystem::is_regular_file(f)) {
       throw InputError(f, "", "no such trace file", "a .ctt or .json trace written by 'ctwin run --trace'");
+    }
+  }
+  for (const std::string& f : p->all("--fold")) {
+    std::string bad;
+    if (!viz::parse_fold_dims(f, o.fold, bad)) {
+      throw InputError("", "--fold", "'" + bad + "' is not a parallel group", std::string(viz::kFoldDimNames));
     }
   }
   if (auto r = p->get("--range")) {

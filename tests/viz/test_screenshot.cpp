@@ -176,7 +176,14 @@ TEST_CASE("screenshot: each op is drawn in its kind's colour at the position its
   // Sample at 3/4 of each op, away from its name at the left.
   CHECK(png.at(x_of(300), lane_y(cy, 0, 1)) == kind_color("gemm"));
   CHECK(png.at(x_of(725), lane_y(cy, 0, 1)) == kind_color("attention"));
-  CHECK(png.at(x_of(600), lane_y(cy, 1, 1)) == kind_color("all_reduce"));
+  // The all_reduce (300-700 us) overlaps gpu 0's gemm (to 400 us) and attention (from 500 us):
+  // overlapped at 600 us, faded 60% towards the lane background (52,152,219)*0.4 +
+  // (33,36,43)*0.6 = (41,82,113); exposed between 400 and 500 us, in its own colour with a
+  // red band along the top of the lane.
+  CHECK(png.at(x_of(600), lane_y(cy, 1, 1)) == rgba(41, 82, 113));
+  CHECK(png.at(x_of(450), lane_y(cy, 1, 1)) == kind_color("all_reduce"));
+  CHECK(png.at(x_of(450), lane_y(cy, 1, 1) - static_cast<int>(kLaneHeight) + 3) == rgba(255, 70, 70));
+  CHECK(png.at(x_of(600), lane_y(cy, 1, 1) - static_cast<int>(kLaneHeight) + 3) == rgba(41, 82, 113));
   CHECK(png.at(x_of(900), lane_y(cy, 2, 1)) == kind_color("optimizer"));
   CHECK(png.at(x_of(175), lane_y(cy, 3, 2)) == kind_color("gemm"));
   // The group header rows sit between.
@@ -217,6 +224,7 @@ TEST_CASE("screenshot: a range zooms in, so an op covers the columns its times m
   const int y = lane_y(kToolbarHeight, 0, 1);
   CHECK(png.at(mid - 20, y) == kind_color("gemm"));
   CHECK(png.at(mid + 20, y) != kind_color("gemm"));
+  // At 425 us the all_reduce is exposed (compute idle from 400 to 500 us): its own colour.
   CHECK(png.at(static_cast<int>(kLabelWidth + area * 0.75), lane_y(kToolbarHeight, 1, 1)) == kind_color("all_reduce"));
 }
 

@@ -21,4 +21,7 @@ inline std::uint32_t blend(std::uint32_t a, std::uint32_t b, float t) {
   return rgba(m(red_of(a), red_of(b)), m(green_of(a), green_of(b)), m(blue_of(a), blue_of(b)));
 }
 
+// Overlapped communication: the kind's colour faded towards the lane background.
+inline std::uint32_t fade(std::uint32_t c) { return blend(c, palette::kLaneBackground, 0.6f); }
+
 }  // namespace ctwin::viz

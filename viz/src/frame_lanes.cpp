@@ -1,5 +1,6 @@
 // Drawing a lane's events: the visible range, and runs of events too narrow to see folded
-// into one item.
+// into one item, drawn as a stacked bar of their kinds' time shares. Communication ops are
+// faded where compute overlaps them and saturated, with a red band on top, where exposed.
 #include <algorithm>
 #include <cstdint>
 
@@ -32,7 +33,25 @@ void TimelineModel::build_lane(std::uint32_t lane, float y, const View& v, const
     if (x1 - x0 >= kMinVisiblePx) {
       const float cx0 = std::max(x0, xl), cx1 = std::min(x1, xr);
       const auto idx = static_cast<std::uint32_t>(i);
-      out.rects.push_back(DrawRect{cx0, y0, cx1, y1, color(e), ItemKind::event, true, idx, 1, lane});
+      if (is_comm(e)) {
+        // Communication: the whole op faded (overlapped), its exposed parts saturated with a
+        // red band along the top.
+        out.rects.push_back(DrawRect{cx0, y0, cx1, y1, fade(color(e)), ItemKind::event, true, idx, 1, lane});
+        parts_.clear();
+        exposed_parts(idx, parts_);
+        for (const auto& [pa, pb] : parts_) {
+          const float px0 = std::max(static_cast<float>(v.x_at(c, pa)), cx0);
+          const float px1 = std::min(static_cast<float>(v.x_at(c, pb)), cx1);
+          if (px1 <= px0) continue;
+          out.rects.push_back(
+              DrawRect{px0, y0, std::max(px1, px0 + 1), y1, color(e), ItemKind::exposed, true, idx, 0, lane});
+          const float band = std::min(y0 + kExposedBandPx, y1);
+          out.rects.push_back(DrawRect{px0, y0, std::max(px1, px0 + 1), band, palette::kExposedBand, ItemKind::exposed,
+                                       true, idx, 0, lane});
+        }
+      } else {
+        out.rects.push_back(DrawRect{cx0, y0, cx1, y1, color(e), ItemKind::event, true, idx, 1, lane});
+      }
       if (searching && name_matches(e.name)) {
         out.rects.push_back(DrawRect{cx0, y0, cx1, y1, palette::kSearchHit, ItemKind::overlay, false, idx, 1, lane});
       }
@@ -68,14 +87,28 @@ void TimelineModel::build_lane(std::uint32_t lane, float y, const View& v, const
       out.rects.push_back(DrawRect{cx0, y0, std::max(cx1, cx0 + 1), y1, color(e), ItemKind::event, true,
                                    static_cast<std::uint32_t>(first), 1, lane});
     } else {
-      // Colour of the longest of up to 8 evenly spaced members: deterministic, O(1).
-      std::size_t pick = first;
-      for (std::uint32_t s = 1; s < 8 && s < count; ++s) {
-        const std::size_t m = first + static_cast<std::size_t>(count) * s / 8;
-        if (ev[m].dur_ps > ev[pick].dur_ps) pick = m;
+      // A stacked bar: each kind's summed time over the run's time span, largest at the
+      // bottom, so the column reads as a stacked bar of time shares (the rest is idle).
+      const auto first_idx = static_cast<std::uint32_t>(first);
+      out.rects.push_back(DrawRect{cx0, y0, std::max(cx1, cx0 + 1), y1, palette::kLaneBackground, ItemKind::merged,
+                                   true, first_idx, count, lane});
+      time_shares(first, j, shares_);
+      const double span_ps =
+          std::max(1.0, static_cast<double>(ev[j - 1].start_ps + ev[j - 1].dur_ps - ev[first].start_ps));
+      const double full = static_cast<double>(kLaneHeight);
+      double acc = 0;
+      for (const KindShare& k : shares_) {
+        const double f = std::min(k.ps / span_ps, 1.0 - acc);
+        if (f <= 0) break;
+        const auto yb = static_cast<float>(y + full * (1 - acc)), yt = static_cast<float>(y + full * (1 - acc - f));
+        acc += f;
+        const float sy0 = std::max(yt, y0), sy1 = std::min(yb, y1);
+        if (sy1 <= sy0) continue;
+        std::uint32_t col = kind_colors_[k.kind];
+        if (searching) col = blend(col, palette::kLaneBackground, 0.7f);
+        out.rects.push_back(
+            DrawRect{cx0, sy0, std::max(cx1, cx0 + 1), sy1, col, ItemKind::share, true, first_idx, 0, k.kind});
       }
-      out.rects.push_back(DrawRect{cx0, y0, std::max(cx1, cx0 + 1), y1, darken(color(ev[pick]), 0.8f), ItemKind::merged,
-                                   true, static_cast<std::uint32_t>(first), count, lane});
     }
     i = j;
   }

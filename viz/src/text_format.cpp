@@ -52,4 +52,48 @@ std::string format_flops(double flops) {
   return buf;
 }
 
+namespace {
+
+// Every key the simulator writes into Trace::summary (workloads/src/training_trace.cpp,
+// app/ for serving) and the viewer's own figures, in words.
+constexpr SummaryLabel kSummaryLabels[] = {
+    {"step_time_s", "step time"},
+    {"mfu", "model FLOPs utilization"},
+    {"compute_s", "compute"},
+    {"optimizer_s", "optimizer step"},
+    {"exposed_comm_s", "exposed communication"},
+    {"exposed_tp_s", "exposed tensor-parallel communication"},
+    {"exposed_cp_s", "exposed context-parallel communication"},
+    {"exposed_ep_s", "exposed expert-parallel communication"},
+    {"exposed_dp_s", "exposed data-parallel communication"},
+    {"exposed_pp_s", "exposed pipeline-parallel communication"},
+    {"trace_exposed_comm_s", "exposed communication per GPU (compute idle)"},
+    {"trace_overlapped_comm_s", "overlapped communication per GPU (under compute)"},
+    {"bubble_s", "pipeline bubble"},
+    {"other_s", "other (waiting on peers)"},
+    {"tp_size", "tensor-parallel size"},
+    {"cp_size", "context-parallel size"},
+    {"ep_size", "expert-parallel size"},
+    {"dp_size", "data-parallel size"},
+    {"pp_size", "pipeline-parallel size"},
+    {"tp_stride", "tensor-parallel rank stride"},
+    {"cp_stride", "context-parallel rank stride"},
+    {"dp_stride", "data-parallel rank stride"},
+    {"pp_stride", "pipeline-parallel rank stride"},
+};
+
+}  // namespace
+
+std::span<const SummaryLabel> summary_labels() { return kSummaryLabels; }
+
+std::string summary_label(std::string_view key) {
+  for (const auto& l : kSummaryLabels) {
+    if (l.key == key) return std::string(l.words);
+  }
+  std::string words(key);
+  if (words.size() > 2 && words.compare(words.size() - 2, 2, "_s") == 0) words.resize(words.size() - 2);
+  std::replace(words.begin(), words.end(), '_', ' ');
+  return words;
+}
+
 }  // namespace ctwin::viz

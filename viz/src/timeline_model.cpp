@@ -10,6 +10,7 @@ TimelineModel::TimelineModel(Trace trace, const ProgressFn& progress) : trace_(s
   index_events(report);
   report(0.7, "grouping lanes");
   group_lanes();  // may intern "counters", so strings are final only after it
+  build_comm_overlap();
   name_match_.assign(trace_.strings.size(), 0);
   report(0.8, "building the overview");
   build_overview();

@@ -15,6 +15,7 @@ void App::frame(int w, int h) {
     if (!pane.get() && pane.loader && pane.loader->done()) {
       try {
         pane.model = pane.loader->take();
+        if (!fold.empty()) pane.model->set_fold(fold);
       } catch (const std::exception& e) {
         error = e.what();
         pane.loader.reset();

@@ -38,6 +38,7 @@ class App {
   View view;
   bool fitted = false;
   std::optional<std::pair<double, double>> initial_range;
+  std::vector<std::string> fold;  // applied to each model as it finishes loading
   bool interactive = true;
   std::string error;  // a load failure, reported after the window closes
 

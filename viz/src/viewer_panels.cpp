@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "color_ops.hpp"
 #include "viewer_app.hpp"
 
 namespace ctwin::viz::gl {
@@ -63,6 +64,11 @@ namespace {
 
 // Step-breakdown entries take the colour of the ops they stand for.
 std::uint32_t breakdown_color(const std::string& key) {
+  if (key == "exposed_tp_s") return kind_color("reduce_scatter");
+  if (key == "exposed_cp_s") return kind_color("all_gather");
+  if (key == "exposed_ep_s") return kind_color("all_to_all");
+  if (key == "exposed_dp_s") return kind_color("all_reduce");
+  if (key == "exposed_pp_s") return kind_color("send_recv");
   if (key.find("compute") != std::string::npos) return kind_color("gemm");
   if (key.find("comm") != std::string::npos) return kind_color("all_reduce");
   if (key.find("optimizer") != std::string::npos) return kind_color("optimizer");
@@ -71,27 +77,43 @@ std::uint32_t breakdown_color(const std::string& key) {
   return kind_color(key);
 }
 
-void summary_table(const Trace& t, const char* id) {
+void summary_table(const TimelineModel& m, const char* id) {
+  const auto rows = m.summary_rows();
   double step = 0;
-  for (const auto& [k, v] : t.summary) {
+  for (const auto& [k, v] : rows) {
     if (k == "step_time_s") step = v;
   }
-  // Step breakdown: the "*_s" figures other than the step time, as a stacked bar.
+  // The step's own breakdown: the "*_s" figures other than the step time and the totals
+  // that the per-group rows break down again, as a stacked bar.
+  auto in_bar = [](const std::string& k) {
+    return k != "step_time_s" && k != "exposed_comm_s" && k.rfind("trace_", 0) != 0 && k.size() >= 2 &&
+           k.compare(k.size() - 2, 2, "_s") == 0;
+  };
+  bool by_group = false;
+  for (const auto& [k, v] : rows) by_group = by_group || (k.rfind("exposed_", 0) == 0 && k != "exposed_comm_s");
   ImDrawList* dl = ImGui::GetWindowDrawList();
   if (step > 0) {
     const ImVec2 p = ImGui::GetCursorScreenPos();
     const float w = ImGui::GetContentRegionAvail().x;
     float x = p.x;
-    for (const auto& [k, v] : t.summary) {
-      if (k == "step_time_s" || k.size() < 2 || k.compare(k.size() - 2, 2, "_s") != 0 || !(v > 0)) continue;
+    for (const auto& [k, v] : rows) {
+      if (!in_bar(k) || !(v > 0)) continue;
+      if (!by_group && k.rfind("exposed_", 0) == 0) continue;
       const float bw = static_cast<float>(std::min(1.0, v / step)) * w;
       dl->AddRectFilled(ImVec2(x, p.y), ImVec2(std::min(x + bw, p.x + w), p.y + 14), breakdown_color(k));
       x += bw;
     }
+    if (!by_group) {
+      for (const auto& [k, v] : rows) {
+        if (k != "exposed_comm_s" || !(v > 0)) continue;
+        const float bw = static_cast<float>(std::min(1.0, v / step)) * w;
+        dl->AddRectFilled(ImVec2(x, p.y), ImVec2(std::min(x + bw, p.x + w), p.y + 14), breakdown_color(k));
+      }
+    }
     ImGui::Dummy(ImVec2(w, 16));
   }
   if (ImGui::BeginTable(id, 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
-    for (const auto& [k, v] : t.summary) {
+    for (const auto& [k, v] : rows) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       const bool secs = k.size() > 2 && k.compare(k.size() - 2, 2, "_s") == 0;
@@ -101,7 +123,7 @@ void summary_table(const Trace& t, const char* id) {
         ImGui::Dummy(ImVec2(10, 12));
         ImGui::SameLine();
       }
-      ImGui::TextUnformatted(k.c_str());
+      ImGui::TextUnformatted(summary_label(k).c_str());
       ImGui::TableNextColumn();
       if (secs)
         ImGui::TextUnformatted(format_time(v * 1e12).c_str());
@@ -165,12 +187,12 @@ void App::side_panel(int w, int h) {
   ImGui::SetNextItemOpen(true, ImGuiCond_Once);
   if (ImGui::CollapsingHeader("Summary")) {
     for (int p = 0; p < n_panes; ++p) {
-      const Trace& t = panes[p].get()->trace();
+      const TimelineModel& m = *panes[p].get();
       if (n_panes == 2) ImGui::TextDisabled("%s: %s", p == 0 ? "A" : "B", panes[p].name.c_str());
-      if (t.summary.empty())
+      if (m.summary_rows().empty())
         ImGui::TextDisabled("no summary in this trace");
       else
-        summary_table(t, p == 0 ? "##summary_a" : "##summary_b");
+        summary_table(m, p == 0 ? "##summary_a" : "##summary_b");
     }
   }
   ImGui::SetNextItemOpen(true, ImGuiCond_Once);
@@ -191,6 +213,21 @@ void App::side_panel(int w, int h) {
         ImGui::TextUnformatted(name.empty() ? "(no kind)" : name.c_str());
       }
     }
+    // How communication is marked, and what a stacked column means.
+    const ImVec2 pos = ImGui::GetCursorScreenPos();
+    const std::uint32_t ar = kind_color("all_reduce");
+    dl->AddRectFilled(ImVec2(pos.x, pos.y + 1), ImVec2(pos.x + 12, pos.y + 13), ar);
+    dl->AddRectFilled(ImVec2(pos.x, pos.y + 1), ImVec2(pos.x + 12, pos.y + 1 + kExposedBandPx), palette::kExposedBand);
+    ImGui::Dummy(ImVec2(14, 13));
+    ImGui::SameLine();
+    ImGui::TextUnformatted("exposed communication (compute idle)");
+    const ImVec2 pos2 = ImGui::GetCursorScreenPos();
+    dl->AddRectFilled(ImVec2(pos2.x, pos2.y + 1), ImVec2(pos2.x + 12, pos2.y + 13),
+                      blend(ar, palette::kLaneBackground, 0.6f));
+    ImGui::Dummy(ImVec2(14, 13));
+    ImGui::SameLine();
+    ImGui::TextUnformatted("overlapped communication (faded)");
+    ImGui::TextDisabled("dense columns: stacked time share per kind");
   }
   if (ImGui::CollapsingHeader("Shortcuts")) {
     ImGui::TextUnformatted(

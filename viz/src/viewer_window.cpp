@@ -15,8 +15,10 @@ bool viewer_available() { return true; }
 
 void run_viewer(const ViewerOptions& o) {
   if (!o.screenshot.empty()) {
-    auto load = [](const std::string& path) {
-      return std::make_unique<TimelineModel>(read_trace_with_progress(path, {}));
+    auto load = [&o](const std::string& path) {
+      auto m = std::make_unique<TimelineModel>(read_trace_with_progress(path, {}));
+      if (!o.fold.empty()) m->set_fold(o.fold);
+      return m;
     };
     auto a = load(o.trace);
     std::unique_ptr<TimelineModel> b;
@@ -39,6 +41,7 @@ void run_viewer(const ViewerOptions& o) {
     app.n_panes = 2;
   }
   app.initial_range = o.range_ps;
+  app.fold = o.fold;
   int settle = 3;  // frames to draw after an event, so ImGui's hover and layout settle
   while (!glfwWindowShouldClose(session.window)) {
     const bool loading = !app.panes[0].get() || (app.n_panes == 2 && !app.panes[1].get());

@@ -4,6 +4,7 @@
 #include <array>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "workloads/memory.hpp"
 
@@ -149,6 +150,34 @@ Trace training_trace(const StepProgram& p, Trace names, const std::vector<std::v
                 {"exposed_comm_s", res.breakdown.exposed_comm_s()},
                 {"bubble_s", res.breakdown.bubble_s},
                 {"other_s", res.breakdown.other_s}};
+  // The exposed communication by group, and the rank layout of the simulated GPUs (the
+  // viewer's --fold): each dimension's size as simulated and its stride in ranks, so a rank's
+  // coordinate is (rank / stride) % size; EP is carved from consecutive DP coordinates.
+  const auto& b = res.breakdown;
+  for (const auto& [k, v] : {std::pair{"exposed_tp_s", b.exposed_tp_s}, std::pair{"exposed_cp_s", b.exposed_cp_s},
+                             std::pair{"exposed_ep_s", b.exposed_ep_s}, std::pair{"exposed_dp_s", b.exposed_dp_s},
+                             std::pair{"exposed_pp_s", b.exposed_pp_s}}) {
+    if (v > 0) tr.summary.emplace_back(k, v);
+  }
+  if (!p.gpus.empty()) {
+    auto coord = [](const StepGpu& g, int d) { return d == 0 ? g.tp : d == 1 ? g.cp : d == 2 ? g.dp : g.pp; };
+    const StepGpu& g0 = p.gpus.front();
+    static const char* kDim[] = {"tp", "cp", "dp", "pp"};
+    int dp_size = 1;
+    for (int d = 0; d < 4; ++d) {
+      int size = 1, stride = 1;
+      for (const StepGpu& g : p.gpus) {
+        size = std::max(size, coord(g, d) + 1);
+        bool unit_step = coord(g, d) == coord(g0, d) + 1;
+        for (int o = 0; o < 4 && unit_step; ++o) unit_step = o == d || coord(g, o) == coord(g0, o);
+        if (unit_step) stride = g.rank - g0.rank;
+      }
+      if (d == 2) dp_size = size;
+      tr.summary.emplace_back(std::string(kDim[d]) + "_size", size);
+      tr.summary.emplace_back(std::string(kDim[d]) + "_stride", stride);
+    }
+    if (par.ep > 1 && dp_size % par.ep == 0) tr.summary.emplace_back("ep_size", par.ep);
+  }
   return tr;
 }
 

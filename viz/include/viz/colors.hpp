@@ -34,6 +34,7 @@ inline constexpr std::uint32_t kArrow = rgba(235, 235, 245, 170);
 inline constexpr std::uint32_t kSelection = rgba(255, 255, 255);
 inline constexpr std::uint32_t kHover = rgba(255, 255, 255, 140);
 inline constexpr std::uint32_t kSearchHit = rgba(255, 230, 0);
+inline constexpr std::uint32_t kExposedBand = rgba(255, 70, 70);  // top band of exposed communication
 inline constexpr std::uint32_t kRangeSelect = rgba(120, 170, 255, 60);
 }  // namespace palette
 

@@ -15,7 +15,9 @@ namespace ctwin::viz {
 enum class ItemKind : std::uint8_t {
   background,    // canvas, lane and label backgrounds
   event,         // one op: `event` is its index in Trace::events
-  merged,        // `count` ops folded together, first is `event`
+  merged,        // `count` ops folded together, first is `event`: the run's extent (background)
+  share,         // one kind's time share of a merged run, stacked bottom up (`index` is the kind)
+  exposed,       // the exposed part of a communication op (drawn over its faded rect)
   group_header,  // `index` is the group
   summary,       // utilization bar of a collapsed group (`index` is the group)
   counter,       // counter bar (`index` is the counter track)

@@ -13,6 +13,7 @@ inline constexpr float kMinimapHeight = 36;      // whole-run overview at the bo
 inline constexpr float kLabelWidth = 168;        // lane names on the left of a canvas
 inline constexpr float kGroupHeaderHeight = 20;  // one per TraceLane::group
 inline constexpr float kLaneHeight = 18;         // an event row
+inline constexpr float kExposedBandPx = 3;       // the red band over exposed communication
 inline constexpr float kLaneGap = 2;             // space under each lane
 inline constexpr float kLanePitch = kLaneHeight + kLaneGap;
 inline constexpr float kCounterHeight = 30;  // a counter track (memory per GPU)

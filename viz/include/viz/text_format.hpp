@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <string>
+#include <string_view>
 
 namespace ctwin::viz {
 
@@ -14,5 +16,13 @@ std::size_t format_time(double ps, char* buf, std::size_t size);
 std::string format_bytes(double bytes);
 // "1.2 GFLOP", "3.4 TFLOP".
 std::string format_flops(double flops);
+
+// Summary keys (Trace::summary, e.g. "exposed_tp_s") in words ("exposed tensor-parallel
+// communication"). One table; an unknown key has its "_s" dropped and '_' turned to ' '.
+struct SummaryLabel {
+  std::string_view key, words;
+};
+std::span<const SummaryLabel> summary_labels();
+std::string summary_label(std::string_view key);
 
 }  // namespace ctwin::viz

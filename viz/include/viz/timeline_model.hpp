@@ -14,7 +14,9 @@
 //
 // The model's sources, one concern each (viz/src/): timeline_model.cpp (construction),
 // trace_index.cpp (per-lane index, visible range, busy time), layout.cpp (groups, labels,
-// rows), utilization.cpp (utilization grids, summary rows, minimap), search.cpp,
+// rows, --fold of identical ranks), utilization.cpp (utilization grids, minimap),
+// comm_overlap.cpp (exposed vs overlapped communication, folded runs' time shares, the
+// summary panel's rows), search.cpp,
 // hit_test.cpp, and the frame builder: frame.cpp (backgrounds, labels, axis, overlays),
 // frame_lanes.cpp (events and folding), frame_counters.cpp, frame_arrows.cpp.
 #pragma once
@@ -48,6 +50,27 @@ struct FrameOptions {
 };
 
 // ---------------------------------------------------------------- model
+// Kinds that are communication (collectives and point-to-point), as TraceEvent::kind strings.
+bool is_comm_kind(std::string_view kind);
+
+// Communication time split by whether the same GPU's compute was busy meanwhile.
+struct CommTotals {
+  double exposed_ps = 0;     // communication while the GPU computes nothing
+  double overlapped_ps = 0;  // communication hidden under compute
+};
+
+// Summed time of one op kind over a run of events.
+struct KindShare {
+  std::uint32_t kind = 0;  // interned string
+  double ps = 0;
+};
+
+// The parallel dimensions `ctwin view --fold` folds, by name: tp, pp, dp, cp, ep.
+// Returns false (and leaves `out` alone) for an unknown name; "none" is valid and folds nothing.
+bool parse_fold_dims(std::string_view list, std::vector<std::string>& out, std::string& bad);
+// The names parse_fold_dims accepts, for error messages.
+inline constexpr std::string_view kFoldDimNames = "tp, pp, dp, cp, ep or none";
+
 enum class RowKind : std::uint8_t { group_header, lane, counter, summary };
 
 struct Row {
@@ -107,6 +130,39 @@ class TimelineModel {
   // Whole-run utilization (mean over lanes), kMinimapBins values in [0, 1].
   const std::vector<float>& overview() const { return overview_; }
 
+  // Communication: an event of a comm kind is exposed where no compute event of the same GPU
+  // (TraceLane::process) runs, overlapped where one does.
+  bool is_comm(const TraceEvent& e) const { return comm_kind_[e.kind] != 0; }
+  const CommTotals& comm_totals() const { return comm_totals_; }
+  // Exposed picoseconds of one event (0 unless it is communication).
+  double exposed_ps(std::uint32_t event) const;
+  // Appends the exposed parts [a, b) of one communication event to `out`.
+  void exposed_parts(std::uint32_t event, std::vector<std::pair<double, double>>& out) const;
+
+  // Time per kind over events [first, last) of Trace::events (one lane's run), largest
+  // first: exact per kind up to kShareExactMax events; above, exact per category (compute,
+  // communication) from prefix sums, each category under the kind of its longest member
+  // among kShareSamples evenly spaced ones. O(kShareExactMax) either way.
+  static constexpr std::size_t kShareExactMax = 32;
+  static constexpr std::size_t kShareSamples = 8;
+  void time_shares(std::size_t first, std::size_t last, std::vector<KindShare>& out) const;
+
+  // Folding identical ranks: lanes of GPUs whose parallel coordinates differ only in the
+  // given dimensions (and with the same stream) are drawn as one lane, the rank with those
+  // coordinates 0, labelled with the count. Needs the layout a training trace records in
+  // Trace::summary ("tp_size", "tp_stride", ... over TraceLane::pid as the rank); returns the
+  // number of lanes hidden (0 when the trace records no layout). Empty `dims` unfolds.
+  std::size_t set_fold(std::span<const std::string> dims);
+  // Lanes a drawn lane stands for (1 unless folded); 0 for a lane hidden by folding.
+  std::uint32_t fold_count(std::uint32_t lane) const { return fold_count_.empty() ? 1 : fold_count_[lane]; }
+  // Lanes drawn as rows (not hidden by folding).
+  std::size_t visible_lanes() const;
+
+  // The summary panel's rows: Trace::summary (less the rank strides, which only --fold
+  // reads) and then this trace's communication per GPU, mean over the GPUs with events:
+  // "trace_exposed_comm_s" and "trace_overlapped_comm_s". Label them with summary_label().
+  std::vector<std::pair<std::string, double>> summary_rows() const;
+
   // Colour of an event (its kind's colour, cached per string).
   std::uint32_t color_of(const TraceEvent& e) const { return kind_colors_[e.kind]; }
   // Kinds present in the trace, in first-appearance order (for the legend).
@@ -137,6 +193,7 @@ class TimelineModel {
   void index_events(const ProgressFn& report);  // trace_index.cpp: checks, sorts, indexes lanes
   void group_lanes();                           // layout.cpp: groups, counter tracks, labels
   void build_overview();                        // utilization.cpp: the minimap's whole-run bins
+  void build_comm_overlap();                    // comm_overlap.cpp: compute-busy intervals per GPU
   void build_utilization_grid();                // utilization.cpp: per-group busy-time grid
   void layout();                                // layout.cpp: rows from groups and collapse state
   void build_lane(std::uint32_t lane, float y, const View& v, const Canvas& c, DrawList& out) const;
@@ -151,7 +208,16 @@ class TimelineModel {
   std::vector<std::size_t> lane_begin_;     // lanes + 1 offsets into trace_.events
   std::vector<std::int64_t> lane_max_dur_;  // longest event per lane
   std::vector<std::int64_t> busy_prefix_;   // events + 1: sum of durations before index i
+  std::vector<std::int64_t> comm_prefix_;   // events + 1: same, of communication events
   std::vector<std::uint32_t> kind_colors_;  // per string index
+  std::vector<std::uint8_t> comm_kind_;     // per string index: 1 for a communication kind
+  std::vector<std::uint32_t> lane_gpu_;     // per lane: index into gpu_busy_
+  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> gpu_busy_;  // merged compute intervals
+  CommTotals comm_totals_;
+  std::vector<std::uint32_t> fold_count_;                 // per lane, empty when nothing is folded
+  std::vector<std::uint32_t> fold_rep_;                   // per lane: the lane drawn for it (itself unless hidden)
+  mutable std::vector<KindShare> shares_;                 // scratch for a merged run's stacked bar
+  mutable std::vector<std::pair<double, double>> parts_;  // scratch for exposed parts
   std::vector<std::uint32_t> kinds_;
   std::vector<Group> groups_;
   std::vector<std::uint32_t> lane_group_;

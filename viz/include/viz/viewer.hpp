@@ -19,6 +19,7 @@ struct ViewerOptions {
   std::string screenshot;  // write this PNG offscreen and exit; "" opens the window
   std::optional<std::pair<double, double>> range_ps;  // initial [start, end); default: whole run
   int width = 1600, height = 900;
+  std::vector<std::string> fold;  // parallel dimensions to fold (parse_fold_dims), e.g. {"tp"}
 };
 
 // Opens the window (or renders the screenshot). Throws InputError for a bad trace or no
