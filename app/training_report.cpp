@@ -206,7 +206,9 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
     part("pipeline bubble", b.bubble_s);
   }
   part("optimizer", b.optimizer_s);
-  part("other", b.other_s);
+  // Collective members that reached a call before their peers (skew from imbalance or congestion
+  // elsewhere), and idle time outside a pipeline: the JSON calls it "other".
+  part("waiting for peer ranks", b.other_s);
   o += "\n  memory per GPU (peak stage)\n";
   const auto& m = r.memory;
   auto mem = [&](const char* k, double v) {

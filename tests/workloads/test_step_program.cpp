@@ -145,3 +145,15 @@ TEST_CASE("step breakdown: with a pipeline the parts, optimizer and bubble inclu
   const double sum = b.compute_s + b.optimizer_s + b.exposed_comm_s() + b.bubble_s + b.other_s;
   CHECK(std::abs(sum - r.step_time_s) <= 1e-9 * r.step_time_s);
 }
+
+TEST_CASE("step breakdown: a balanced ZeRO-3 step has exposed DP time and no peer waiting") {
+  // ZeRO-3 over 8 GPUs of one node, no pipeline, no noise: every rank reaches every collective
+  // at the same instant, so the compute stream's stalls are the parameter all-gathers and
+  // gradient reduce-scatters themselves (exposed DP) and nothing waits for a peer ("other").
+  TrainingConfig cfg = layout(1, 1, 8, 2);
+  cfg.parallel.zero_stage = 3;
+  const auto r = simulate_training(tiny(), cfg, node8());
+  const auto& b = r.breakdown;
+  CHECK(b.exposed_dp_s > 0.05 * r.step_time_s);
+  CHECK(b.other_s <= 1e-9 * r.step_time_s);
+}
