@@ -53,8 +53,9 @@ std::string read_bytes(const fs::path& p) {
 
 void replay(const std::string& kind) {
   std::size_t total = 0;
-  for (const auto& [target, run] : entries()) {
-    for (const auto& file : saved_inputs(kind, target)) {
+  for (const auto& entry : entries()) {
+    const Entry& run = entry.second;  // not a structured binding: clang 14 cannot capture those
+    for (const auto& file : saved_inputs(kind, entry.first)) {
       ++total;
       CAPTURE(file.string());
       const std::string bytes = read_bytes(file);
