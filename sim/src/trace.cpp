@@ -473,7 +473,7 @@ Trace read_chrome_trace(std::istream& in, const std::string& what) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e99999
     throw InputError(what, "", std::string("malformed JSON: ") + e.what());
   }
   if (!j.is_object() || !j.contains("traceEvents") || !j["traceEvents"].is_array()) {

@@ -8,6 +8,8 @@
 #include <unistd.h>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -112,16 +114,36 @@ inline void run_chrome_trace(std::string_view bytes) {
   check_trace(read_chrome_trace(in, "fuzz.json"));
 }
 
-// Runs one entry; true when it ended normally or with an expected error.
+// Open findings (tests/fuzz/regressions/*/*.known) that a fuzz run steps over, so it can look
+// for others; each goes when its fix lands. CTWIN_FUZZ_STRICT=1 turns them back into findings.
+// The replay test never steps over them.
+inline bool known_finding(const std::exception& e) {
+  // sim/src/json_reader.cpp parse_json: a number beyond double's range (1e99999) is
+  // nlohmann's out_of_range.406, not a parse_error, and ends as exit 1.
+  const auto* oor = dynamic_cast<const nlohmann::json::out_of_range*>(&e);
+  return oor && oor->id == 406;
+}
+
+// Runs one entry: returns when it ended normally or with an expected error, else rethrows.
 template <class F>
-bool expected_outcome(F&& f) {
+void expected_outcome(F&& f, bool step_over_known = false) {
   try {
     f();
   } catch (const InputError&) {
   } catch (const TimeOverflow&) {
   } catch (const OutputError&) {
+  } catch (const std::exception& e) {
+    if (!step_over_known || !known_finding(e)) throw;
   }
-  return true;
+}
+
+// The fuzz drivers step over known findings unless CTWIN_FUZZ_STRICT=1.
+inline bool fuzz_steps_over_known() {
+  static const bool strict = [] {
+    const char* v = std::getenv("CTWIN_FUZZ_STRICT");
+    return v && std::string(v) == "1";
+  }();
+  return !strict;
 }
 
 }  // namespace ctwin::fuzz

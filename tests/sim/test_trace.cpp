@@ -152,6 +152,7 @@ TEST_CASE("Chrome trace numbers are range-checked and shapes checked, each error
   CHECK(ev("\"pid\":1,\"tid\":2,\"ts\":1,\"args\":{\"group\":1e20}").find("/traceEvents/0/args/group") !=
         std::string::npos);
   CHECK(ev("\"pid\":1,\"tid\":2,\"ts\":1,\"name\":7").find("/traceEvents/0/name") != std::string::npos);
+  CHECK(input_error("{\"traceEvents\":[{\"ts\":-1e30825}]}", false).find("malformed JSON") != std::string::npos);
   CHECK(input_error("{\"traceEvents\":[3]}", false).find("/traceEvents/0") != std::string::npos);
   CHECK(input_error("{\"traceEvents\":[{\"ph\":\"s\",\"id\":-2,\"pid\":0,\"tid\":0,\"ts\":0}]}", false)
             .find("/traceEvents/0/id") != std::string::npos);
