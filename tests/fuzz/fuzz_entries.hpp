@@ -25,6 +25,7 @@
 #include "topology/catalog_json.hpp"
 #include "topology/cluster.hpp"
 #include "topology/cluster_json.hpp"
+#include "viz/timeline_model.hpp"
 #include "workloads/model_json.hpp"
 #include "workloads/training_sim.hpp"
 
@@ -96,12 +97,18 @@ inline void run_cluster_json(std::string_view bytes) {
   (void)build_cluster(spec);
 }
 
-// A trace round trip: read, write both forms, read the Chrome form back.
+// What a loaded trace goes through: both writers, and the viewer's model (index, busy-time
+// prefix sums, layout, utilization grid: its time arithmetic) with a query over the whole span.
 inline void check_trace(const Trace& t) {
   std::ostringstream bin;
   write_trace_binary(t, bin);
   std::ostringstream chrome;
   write_chrome_trace(t, chrome);
+  const viz::TimelineModel model{Trace(t)};
+  for (std::uint32_t lane = 0; lane < t.lanes.size() && lane < 64; ++lane) {
+    (void)model.visible_range(lane, 0, 9.3e18);
+    (void)model.busy_before(lane, 9.3e18);
+  }
 }
 
 inline void run_trace_binary(std::string_view bytes) {
