@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git clang-format
   ccache
+  clang-14 libfuzzer-14-dev llvm-14  # the sanitizer and fuzz build (scripts/fuzz.sh, docs/reliability.md)
   libboost-graph-dev nlohmann-json3-dev libeigen3-dev doctest-dev  # libopenmpi-dev returns with sweeps/realrun
   libimgui-dev libglfw3-dev libgl-dev libstb-dev
   xvfb xauth libgl1-mesa-dri

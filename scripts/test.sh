@@ -2,10 +2,22 @@
 # The whole test suite: format check, a warnings-as-errors build, every CTest test, the checks
 # on the suite itself (every doctest case runs; no bare Approx), and the mutation score
 # (scripts/mutate.sh: every planted bug of tests/mutations.txt, at least 90% caught, none stale).
+# Between them, the sanitizer stage (docs/reliability.md): clang 14 builds everything in build-fuzz
+# with ASan, UBSan and libFuzzer coverage (-Werror, so the clang build stays green beside GCC's),
+# every fuzz target runs CTWIN_CI_FUZZ_SECONDS (default 20) from its seeds, and the test modules
+# run under the sanitizers. CTWIN_CI_SANITIZE=0 skips the stage (a quick local run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/check-format.sh
 scripts/build.sh -DCTWIN_WERROR=ON
 ctest --test-dir build --output-on-failure --parallel "$(nproc)"
 scripts/check-tests.sh build
+if [ "${CTWIN_CI_SANITIZE:-1}" != 0 ]; then
+  scripts/fuzz.sh --build
+  for target in scenario hf_config cluster_json trace_binary chrome_trace; do
+    scripts/fuzz.sh "$target" "${CTWIN_CI_FUZZ_SECONDS:-20}"
+  done
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-fuzz --output-on-failure --parallel "$(nproc)" ${CTWIN_CI_SANITIZE_TESTS:+-R "$CTWIN_CI_SANITIZE_TESTS"}
+fi
 scripts/mutate.sh --min-score 0.90

@@ -260,6 +260,7 @@ TEST_CASE("the builtin catalogs parse and carry a source for every entry") {
   const auto models = builtin_models();
   CHECK(gpus.gpus.size() == 7);
   CHECK(models.models.size() >= 10);
-  for (const auto& [n, g] : gpus.gpus) CHECK_MESSAGE(!g.source.empty(), n);
-  for (const auto& [n, m] : models.models) CHECK_MESSAGE(!m.source.empty(), n);
+  // Pairs, not structured bindings: clang 14 cannot capture those (CHECK_MESSAGE is a lambda).
+  for (const auto& g : gpus.gpus) CHECK_MESSAGE(!g.second.source.empty(), g.first);
+  for (const auto& m : models.models) CHECK_MESSAGE(!m.second.source.empty(), m.first);
 }

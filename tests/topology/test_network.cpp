@@ -52,8 +52,12 @@ TEST_CASE("shared NICs: two GPUs per NIC, the second reaches it through the PCIe
 }
 
 TEST_CASE("fabrics: one switch is 2 hops NIC to NIC, a fat-tree across pods 4, three tiers across pods 6") {
-  for (auto [f, hops] : {std::pair{InterNodeFabric::single_switch, 2}, std::pair{InterNodeFabric::fat_tree, 4},
-                         std::pair{InterNodeFabric::fat_tree3, 6}}) {
+  for (auto [fabric, fabric_hops] :
+       {std::pair{InterNodeFabric::single_switch, 2}, std::pair{InterNodeFabric::fat_tree, 4},
+        std::pair{InterNodeFabric::fat_tree3, 6}}) {
+    // Copies: clang 14 cannot capture structured bindings (CAPTURE is a lambda).
+    const InterNodeFabric f = fabric;
+    const int hops = fabric_hops;
     CAPTURE(to_string(f));
     Engine e;
     FlowNetwork net(e);

@@ -49,7 +49,10 @@ InputError parse_error(const std::string& text) {
 TEST_CASE("every catalog GPU has a shipped profile agreeing with the catalog and the cluster presets") {
   const auto cat = gpu_catalog();
   int covered = 0;
-  for (const auto& [name, g] : cat.items()) {
+  for (const auto& item : cat.items()) {
+    // Named copies, not structured bindings: clang 14 cannot capture those (CAPTURE is a lambda).
+    const std::string name = item.key();
+    const auto& g = item.value();
     if (name == "_comment") continue;
     CAPTURE(name);
     const Profile p = builtin_profile(name);
@@ -223,7 +226,9 @@ TEST_CASE("a custom cluster takes its generation's link figures from the profile
   // and a 3.0 us network hop today): NCCL's topo.h rates per generation, hwLat's 2.7 us.
   const std::pair<const char*, double> cases[] = {
       {"A100-SXM-80GB", 20.0 / 25}, {"H200", 20.6 / 25}, {"B200", 40.1 / 50}};
-  for (const auto& [gpu, eff] : cases) {
+  for (const auto& c : cases) {
+    const char* gpu = c.first;  // not a structured binding: clang 14 cannot capture those
+    const double eff = c.second;
     CAPTURE(gpu);
     ClusterSpec s;
     s.intra = IntraNodeFabric::nvswitch;

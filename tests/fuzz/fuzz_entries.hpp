@@ -1,0 +1,156 @@
+// The fuzz targets' entry points (docs/reliability.md), shared by the libFuzzer drivers of
+// tests/fuzz/ and by the replay test of the normal suite (tests/app/test_fuzz_replay.cpp), so a
+// saved input runs through exactly the code that found it. Each takes the raw bytes of one
+// input. Bad input must end as InputError (exit 2), or TimeOverflow / OutputError; anything
+// else escaping, a crash, a sanitizer report, a hang or a huge allocation is a finding.
+#pragma once
+
+#include <unistd.h>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include "scenario.hpp"
+#include "sim/error.hpp"
+#include "sim/json_reader.hpp"
+#include "sim/output_file.hpp"
+#include "sim/time.hpp"
+#include "sim/trace.hpp"
+#include "topology/catalog_json.hpp"
+#include "topology/cluster.hpp"
+#include "topology/cluster_json.hpp"
+#include "viz/timeline_model.hpp"
+#include "workloads/model_json.hpp"
+#include "workloads/training_sim.hpp"
+
+namespace ctwin::fuzz {
+
+// Where scenario inputs claim to live: relative hf_config and cluster files resolve beside the
+// test scenarios (tests/app/scenarios), so the fuzzer reaches them.
+inline std::string scenario_path(const std::string& source_dir) {
+  return source_dir + "/tests/app/scenarios/fuzz-input.json";
+}
+
+// A simulation small enough for milliseconds: the simulated GPUs (one data-parallel replica) times
+// layers times micro-batches times steps. Larger inputs stop after validation.
+inline bool tiny_enough(const Scenario& sc) {
+  const auto* job = std::get_if<TrainingJob>(&sc.job);
+  if (!job) return false;
+  const auto& p = job->training.parallel;
+  const double gpus = static_cast<double>(sc.cluster.nodes) * sc.cluster.gpus_per_node;
+  const double replica = static_cast<double>(p.tp) * p.pp * p.cp * std::max(p.ep, 1);
+  const double work = replica * std::max(job->model.layers, 1) * std::max(job->training.grad_accum(), 1) *
+                      std::max(job->training.noise.steps, 1) * std::max(p.virtual_stages, 1);
+  return gpus <= 4096 && replica <= 64 && work <= 20000;
+}
+
+// The library behind `ctwin run`: parse, validate, build the cluster, simulate a tiny step.
+inline void run_scenario(std::string_view bytes, const std::string& path) {
+  const Scenario sc = parse_scenario(std::string(bytes), path);
+  if (!tiny_enough(sc)) return;
+  const Cluster cluster = build_cluster(sc.cluster);
+  TrainingOptions opt = training_options(sc);
+  opt.fold = true;
+  opt.trace = true;
+  const TrainingResult r = simulate_training(training_job(sc).model, training_job(sc).training, cluster, opt);
+  std::ostringstream out;
+  write_trace_binary(r.trace, out);
+}
+
+// A HuggingFace config.json, read as `"model": {"hf_config": PATH}` does (from a file: the
+// importer opens it itself). `dir` is a writable scratch folder.
+inline void run_hf_config(std::string_view bytes, const std::filesystem::path& dir) {
+  const auto file = dir / ("ctwin-fuzz-hf-" + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  struct Remove {
+    std::filesystem::path p;
+    ~Remove() {
+      std::error_code ec;
+      std::filesystem::remove(p, ec);
+    }
+  } remove{file};
+  const std::string scenario = (dir / "fuzz-scenario.json").string();
+  const Json model = {{"hf_config", file.string()}};
+  const CatalogEntries models = merged_catalog(builtin_models_json(), "builtin models", nullptr, scenario, "models");
+  const ModelSpec m = model_from_json(JsonObject(model, "/model", scenario), models);
+  (void)count_parameters(m);
+}
+
+// A cluster description (`ctwin cluster --write`, a scenario's {"cluster": {"file": ...}}).
+inline void run_cluster_json(std::string_view bytes) {
+  const std::string file = "fuzz-cluster.json";
+  const Json j = parse_json(std::string(bytes), file);
+  if (!j.is_object()) throw InputError(file, "", "not an object");
+  const CatalogEntries gpus = merged_catalog(builtin_gpus_json(), "builtin gpus", nullptr, file, "gpus");
+  const ClusterSpec spec = cluster_from_json(JsonObject(j, "", file), gpus);
+  (void)cluster_to_json(spec);
+  if (static_cast<double>(spec.nodes) * spec.gpus_per_node > 4096) return;
+  (void)build_cluster(spec);
+}
+
+// What a loaded trace goes through: both writers, and the viewer's model (index, busy-time
+// prefix sums, layout, utilization grid: its time arithmetic) with a query over the whole span.
+inline void check_trace(const Trace& t) {
+  std::ostringstream bin;
+  write_trace_binary(t, bin);
+  std::ostringstream chrome;
+  write_chrome_trace(t, chrome);
+  const viz::TimelineModel model{Trace(t)};
+  for (std::uint32_t lane = 0; lane < t.lanes.size() && lane < 64; ++lane) {
+    (void)model.visible_range(lane, 0, 9.3e18);
+    (void)model.busy_before(lane, 9.3e18);
+  }
+}
+
+inline void run_trace_binary(std::string_view bytes) {
+  std::istringstream in{std::string(bytes)};
+  check_trace(read_trace_binary(in, "fuzz.ctt"));
+}
+
+inline void run_chrome_trace(std::string_view bytes) {
+  std::istringstream in{std::string(bytes)};
+  check_trace(read_chrome_trace(in, "fuzz.json"));
+}
+
+// Open findings (tests/fuzz/regressions/*/*.known) that a fuzz run steps over, so it can look
+// for others; each goes when its fix lands. CTWIN_FUZZ_STRICT=1 turns them back into findings.
+// The replay test never steps over them.
+inline bool known_finding(const std::exception& e) {
+  // sim/src/json_reader.cpp parse_json: a number beyond double's range (1e99999) is
+  // nlohmann's out_of_range.406, not a parse_error, and ends as exit 1.
+  const auto* oor = dynamic_cast<const nlohmann::json::out_of_range*>(&e);
+  return oor && oor->id == 406;
+}
+
+// Runs one entry: returns when it ended normally or with an expected error, else rethrows.
+template <class F>
+void expected_outcome(F&& f, bool step_over_known = false) {
+  try {
+    f();
+  } catch (const InputError&) {
+  } catch (const TimeOverflow&) {
+  } catch (const OutputError&) {
+  } catch (const std::exception& e) {
+    if (!step_over_known || !known_finding(e)) throw;
+  }
+}
+
+// The fuzz drivers step over known findings unless CTWIN_FUZZ_STRICT=1.
+inline bool fuzz_steps_over_known() {
+  static const bool strict = [] {
+    const char* v = std::getenv("CTWIN_FUZZ_STRICT");
+    return v && std::string(v) == "1";
+  }();
+  return !strict;
+}
+
+}  // namespace ctwin::fuzz
