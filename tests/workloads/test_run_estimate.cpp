@@ -23,6 +23,7 @@
 #include "tolerance.hpp"
 
 using namespace ctwin;
+using ctwin::test::abs_approx;
 using ctwin::test::h100_node8;
 using ctwin::test::rel_approx;
 using ctwin::test::tiny_layout;
@@ -180,6 +181,8 @@ TEST_CASE("the estimate's events and trace file sizes are the run's") {
     MESSAGE(name, ": events ", e.events, " vs ", r.events, "; ctt ", e.trace_bytes_ctt, " vs ",
             static_cast<double>(ctt.tellp()), "; json ", e.trace_bytes_json, " vs ", static_cast<double>(json.tellp()));
     CHECK(e.trace_events == r.trace.events.size());
+    // Arrows: exact below the cap; past it the trace finishes the collective it was drawing.
+    CHECK(static_cast<double>(e.trace_arrows) == abs_approx(static_cast<double>(r.trace.arrows.size()), 16));
     if (c.micro_batches == 400) CHECK(r.trace.arrows.size() >= 200000);
     // Engine events: within 2% (unfolded, a DP collective's shared call dispatches once).
     CHECK(static_cast<double>(e.events) == rel_approx(static_cast<double>(r.events), 0.02));

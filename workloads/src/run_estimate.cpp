@@ -189,6 +189,7 @@ RunEstimate estimate_training_run(const ModelSpec& m, const TrainingConfig& cfg,
   const double pipe = r * at(s1.pipe_arrows, s2.pipe_arrows, k1, k2, mbs);
   const double coll = r * at(shared1.coll_arrows, shared2.coll_arrows, k1, k2, mbs);
   const double arrows = opt.trace ? std::max(pipe, std::min(pipe + coll, kMaxCollectiveArrows)) : 0.0;
+  e.trace_arrows = whole(arrows);
   e.trace_bytes_ctt += whole(arrows * s2.arrow_ctt);
   e.trace_bytes_json += whole(arrows * s2.arrow_json);
   const RunCostModel c = run_cost_model();

@@ -26,6 +26,7 @@ struct RunEstimate {
   std::uint64_t events = 0;             // engine events over every simulated step
   std::uint64_t flows = 0;              // with flow fidelity: collective member ops, a lower bound on flows
   std::uint64_t trace_events = 0;       // op events of the trace (whether or not one is asked for)
+  std::uint64_t trace_arrows = 0;       // its arrows: pipeline transfers, collectives' rings up to a cap
   std::uint64_t trace_bytes_ctt = 0;    // the .ctt file's size
   std::uint64_t trace_bytes_json = 0;   // the .json file's size
   std::uint64_t program_bytes = 0;      // host bytes of the program, task graph and executor
