@@ -1,24 +1,82 @@
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
+#include <string>
 
 #include "cli.hpp"
 #include "commands.hpp"
+#include "host_resources.hpp"
 #include "scenario.hpp"
 #include "sim/error.hpp"
 #include "sim/output_file.hpp"
 #include "sim/trace.hpp"
 #include "training_report.hpp"
+#include "workloads/run_estimate.hpp"
 #include "workloads/training_sim.hpp"
 
 namespace ctwin {
 
+namespace {
+
+// "61,234,567"
+std::string with_commas(std::uint64_t n) {
+  const std::string digits = std::to_string(n);
+  std::string s;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) s += ',';
+    s += digits[i];
+  }
+  return s;
+}
+
+// Why the run will not fit in `limit` bytes, what dominates, and what to do about it.
+std::string memory_refusal(const RunEstimate& e, double limit, const std::string& limit_what, const TrainingConfig& cfg,
+                           const TrainingOptions& opt) {
+  std::string s = "the run needs an estimated " + human_bytes(static_cast<double>(e.host_bytes)) +
+                  " of host memory, over the limit of " + human_bytes(limit) + " (" + limit_what +
+                  "); refused before simulating\n";
+  s += "  " + with_commas(e.ops) + " ops and " + with_commas(e.deps) + " dependencies of " +
+       std::to_string(e.simulated_gpus) + " simulated GPUs" + (e.folded ? "" : " (every data-parallel replica)") +
+       ": " + human_bytes(static_cast<double>(e.program_bytes)) + "\n";
+  if (e.trace_host_bytes > 0) {
+    s += "  " + with_commas(e.trace_events) + " trace events: " + human_bytes(static_cast<double>(e.trace_host_bytes)) +
+         "\n";
+  }
+  s += "to fit:\n";
+  const int dp = cfg.parallel.dp;
+  if (!e.folded && dp > 1) {
+    if (cfg.noise.active() || opt.flow_network) {
+      s += std::string("  every replica is simulated because ") +
+           (opt.flow_network ? "the network fidelity is flow" : "noise is on") +
+           ": the analytical fidelity without noise folds them into one\n";
+    } else {
+      s += "  drop --no-fold: folded (one data-parallel replica of " + std::to_string(e.simulated_gpus / dp) +
+           " GPUs stands for all " + std::to_string(dp) + ") it would need an estimated " +
+           human_bytes(static_cast<double>(e.folded_host_bytes)) + "\n";
+    }
+  }
+  if (e.trace_host_bytes > 0) {
+    s += "  drop --trace: it would need " + human_bytes(static_cast<double>(e.program_bytes)) + "\n";
+  }
+  s += "  fewer micro-batches per replica (" + std::to_string(e.micro_batches) +
+       " now): a smaller /training/global_batch or a larger /training/micro_batch; memory grows with them";
+  return s;
+}
+
+}  // namespace
+
 int cmd_run(const Args& args) {
   const std::string usage =
-      "usage: ctwin run SCENARIO.json [--json] [--trace OUT.json|OUT.ctt] [--set /pointer=value]... [--fail-on-oom]\n\n"
+      "usage: ctwin run SCENARIO.json [--json] [--trace OUT.json|OUT.ctt] [--set /pointer=value]... [--fail-on-oom]\n"
+      "                 [--max-memory BYTES]\n\n"
       "Simulates the scenario and prints a report: step time, tokens/s, TFLOP/s per GPU, MFU,\n"
       "where the time goes and memory per GPU. Keys are documented in docs/scenarios.md.\n"
       "Warnings (memory within /training/memory_margin of capacity, out of memory) go to stderr.\n"
-      "Exit status: 0 done, 2 bad input, 3 with --fail-on-oom when the layout does not fit in memory.";
+      "Before simulating, the run's host memory and trace size are estimated (docs/resource-limits.md):\n"
+      "a run that would not fit in memory, or a trace that would not fit on its file system, is refused.\n"
+      "Exit status: 0 done, 2 bad input or a run refused for its size, 3 with --fail-on-oom when the layout does not "
+      "fit in memory.";
   auto p =
       parse_args(args, usage,
                  {{"--json", "", "print the machine-readable report on stdout"},
@@ -26,10 +84,25 @@ int cmd_run(const Args& args) {
                   {"--set", "/POINTER=VALUE", "override a scenario key, e.g. --set /training/parallelism/tp=2", true},
                   {"--no-fold", "", "simulate every data-parallel replica instead of one representative"},
                   {"--force", "", "overwrite an existing trace file"},
+                  {"--max-memory", "BYTES",
+                   "refuse a run whose estimated host memory exceeds this (8G, 512M; default 90% of MemAvailable)"},
                   {"--fail-on-oom", "", "exit with status 3 (after the report) when the peak stage does not fit"}});
   if (!p) return kExitOk;
   if (p->positional.size() != 1) {
     throw InputError("", "SCENARIO", "expected exactly one scenario file", "ctwin run SCENARIO.json");
+  }
+  // The host memory a run may take: --max-memory, or 90% of what the kernel says is available.
+  double memory_limit = std::numeric_limits<double>::infinity();
+  std::string limit_what = "--max-memory";
+  if (p->has("--max-memory")) {
+    memory_limit = p->bytes("--max-memory", 0);
+    if (memory_limit < 1) {
+      throw InputError("", "--max-memory", "'" + *p->get("--max-memory") + "' is no memory at all",
+                       "a byte count such as 512M or 8G");
+    }
+  } else if (const auto avail = host_available_memory()) {
+    memory_limit = 0.9 * static_cast<double>(*avail);
+    limit_what = "90% of MemAvailable; --max-memory to change";
   }
   std::vector<Override> overrides;
   for (const auto& s : p->all("--set")) overrides.push_back(parse_override(s));
@@ -50,13 +123,51 @@ int cmd_run(const Args& args) {
   ProgressLine progress("simulating");
   opt.progress = [&progress](double f) { progress.update(f); };
   const Cluster cluster = build_cluster(sc.cluster);
-  TrainingResult r = simulate_training(training_job(sc).model, training_job(sc).training, cluster, opt);
+  const TrainingJob& job = training_job(sc);
+  // What the run will take, known before it runs: refuse what cannot fit rather than die in it.
+  const RunEstimate est = estimate_training_run(job.model, job.training, cluster, opt);
+  if (static_cast<double>(est.host_bytes) > memory_limit) {
+    progress.clear();
+    std::fprintf(stderr, "error: %s\n", memory_refusal(est, memory_limit, limit_what, job.training, opt).c_str());
+    return kExitBadInput;
+  }
+  std::uint64_t trace_bytes = 0;
+  if (trace_path) {
+    trace_bytes =
+        std::filesystem::path(*trace_path).extension() == ".json" ? est.trace_bytes_json : est.trace_bytes_ctt;
+    const auto free = free_space_for(*trace_path);
+    if (free && trace_bytes > *free) {
+      progress.clear();
+      std::string fix = "write it where there is room";
+      if (std::filesystem::path(*trace_path).extension() == ".json") {
+        fix += ", as .ctt (an estimated " + human_bytes(static_cast<double>(est.trace_bytes_ctt)) + ")";
+      }
+      if (!est.folded && job.training.parallel.dp > 1) fix += ", drop --no-fold";
+      fix += ", or fewer micro-batches (" + with_commas(est.trace_events) + " trace events now)";
+      std::fprintf(stderr,
+                   "error: --trace: the trace needs an estimated %s but the file system of '%s' has %s free; "
+                   "refused before simulating\nto fit: %s\n",
+                   human_bytes(static_cast<double>(trace_bytes)).c_str(), trace_path->c_str(),
+                   human_bytes(static_cast<double>(*free)).c_str(), fix.c_str());
+      return kExitBadInput;
+    }
+  }
+  TrainingResult r = simulate_training(job.model, job.training, cluster, opt);
   progress.clear();
   if (trace_path) write_trace_file(r.trace, *trace_path, p->has("--force"));
   if (p->has("--json")) {
-    std::printf("%s\n", training_report_json(sc, r).dump(2).c_str());
+    auto j = training_report_json(sc, r);
+    j["resources"] = {{"host_bytes_estimate", est.host_bytes},
+                      {"simulated_gpus", est.simulated_gpus},
+                      {"ops", est.ops},
+                      {"trace_bytes_estimate", trace_bytes}};
+    std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::fputs(training_report_text(sc, r).c_str(), stdout);
+    std::printf("  host memory: an estimated %s of the %s allowed%s\n",
+                human_bytes(static_cast<double>(est.host_bytes)).c_str(),
+                std::isfinite(memory_limit) ? human_bytes(memory_limit).c_str() : "unlimited",
+                trace_path ? (", trace an estimated " + human_bytes(static_cast<double>(trace_bytes))).c_str() : "");
     if (trace_path) std::printf("\n  trace written to %s\n", trace_path->c_str());
   }
   for (const auto& w : training_warnings(sc, r)) std::fprintf(stderr, "ctwin: warning: %s\n", w.c_str());
