@@ -125,7 +125,7 @@ int cmd_run(const Args& args) {
   const Cluster cluster = build_cluster(sc.cluster);
   const TrainingJob& job = training_job(sc);
   // What the run will take, known before it runs: refuse what cannot fit rather than die in it.
-  const RunEstimate est = estimate_training_run(job.model, job.training, cluster, opt);
+  const RunEstimate est = estimate_training_run(job.model, job.training, cluster, opt, /*count_events=*/false);
   if (static_cast<double>(est.host_bytes) > memory_limit) {
     progress.clear();
     std::fprintf(stderr, "error: %s\n", memory_refusal(est, memory_limit, limit_what, job.training, opt).c_str());

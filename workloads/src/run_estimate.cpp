@@ -36,7 +36,7 @@ std::pair<double, double> trace_sizes(const Trace& t) {
 }
 
 Sample measure(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cluster, const TrainingOptions& opt, int k,
-               int replicas = 1) {
+               int replicas, bool count_events) {
   TrainingConfig c = cfg;
   if (replicas > 1) c.parallel.dp = replicas;
   c.global_batch = c.micro_batch * c.parallel.dp * k;
@@ -70,8 +70,10 @@ Sample measure(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& clu
     }
     if (!o.trace) {
       // The engine's events from the program as built; simulate_training would build it again.
-      const LoweredStep lowered = lower_step(p);
-      s.events = static_cast<double>(run_step(p, lowered, c, cluster, o, 0, 1).events);
+      if (count_events) {
+        const LoweredStep lowered = lower_step(p);
+        s.events = static_cast<double>(run_step(p, lowered, c, cluster, o, 0, 1).events);
+      }
       return s;
     }
   }
@@ -127,7 +129,7 @@ RunCostModel run_cost_model() {
 }
 
 RunEstimate estimate_training_run(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cluster,
-                                  const TrainingOptions& opt) {
+                                  const TrainingOptions& opt, bool count_events) {
   // What the run would refuse, refused first (not from a sample of other micro-batch counts).
   require_simulable_layout(m, cfg, cluster);
   const auto& par = cfg.parallel;
@@ -144,8 +146,8 @@ RunEstimate estimate_training_run(const ModelSpec& m, const TrainingConfig& cfg,
   const int unit = std::max(1, par.pp);
   int k1 = unit, k2 = 2 * unit;
   if (mbs <= k2) k1 = k2 = mbs;
-  const Sample s1 = measure(m, cfg, cluster, opt, k1);
-  const Sample s2 = k2 == k1 ? s1 : measure(m, cfg, cluster, opt, k2);
+  const Sample s1 = measure(m, cfg, cluster, opt, k1, 1, count_events);
+  const Sample s2 = k2 == k1 ? s1 : measure(m, cfg, cluster, opt, k2, 1, count_events);
   e.exact = k1 == mbs && replicas == 1 && !cfg.noise.active() && !opt.flow_network;
   const double r = replicas;
   // What replicas share in the trace (its string table, lanes' names) and the engine (a DP
@@ -160,7 +162,7 @@ RunEstimate estimate_training_run(const ModelSpec& m, const TrainingConfig& cfg,
     if (r2 <= replicas) {
       auto part = [&](double one, double two) { return (r2 * one - two) / (r2 - 1); };
       auto shared_of = [&](const Sample& folded, int k) {
-        const Sample u = measure(m, cfg, cluster, opt, k, r2);
+        const Sample u = measure(m, cfg, cluster, opt, k, r2, count_events);
         Sample sh;
         sh.events = part(folded.events, u.events);
         sh.trace_ctt = part(folded.trace_ctt, u.trace_ctt);

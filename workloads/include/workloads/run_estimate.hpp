@@ -52,7 +52,9 @@ RunCostModel run_cost_model();
 // opt.trace its trace written to memory to measure it) once or twice and scaled to the run's micro-batches and
 // replicas. Counts are exact when the run itself is small enough to be the sample; ops and dependencies are linear in
 // micro-batches (from pp on) and in replicas, so they are exact too.
+// `count_events` false skips simulating the samples when no trace is asked for (events then
+// stay 0): the memory decision needs only the program's size, and `ctwin run` saves the time.
 RunEstimate estimate_training_run(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cluster,
-                                  const TrainingOptions& opt);
+                                  const TrainingOptions& opt, bool count_events = true);
 
 }  // namespace ctwin
