@@ -1,5 +1,6 @@
 #include "workloads/layout_check.hpp"
 
+#include <limits>
 #include <utility>
 
 #include "workloads/step_program.hpp"
@@ -7,6 +8,12 @@
 namespace ctwin {
 
 namespace {
+
+// a*b for counts >= 0, saturating at LLONG_MAX instead of overflowing.
+long long saturating_mul(long long a, long long b) {
+  long long r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<long long>::max() : r;
+}
 
 // The layer split over pipeline stages (workloads/pipeline_split.hpp): pipeline_layers, Megatron's
 // first / last stage counts, the embedding / loss counted as layers, or else an even split.
@@ -98,12 +105,14 @@ std::vector<LayoutProblem> layout_problems(const ModelSpec& m, const TrainingCon
   auto bad = [&](const std::string& key, const std::string& problem, const std::string& expected) {
     out.push_back(LayoutProblem{"parallelism/" + key, problem, expected});
   };
-  const long long product = 1ll * par.tp * par.pp * par.dp * par.cp;
+  // Each factor may be 2^20 or more: the product of four overflows even 64 bits (saturates).
+  const long long product = saturating_mul(saturating_mul(saturating_mul(par.tp, par.pp), par.dp), par.cp);
   if (exact ? product != gpus : product > gpus) {
     bad("dp",
         "tp*pp*dp*cp = " + std::to_string(par.tp) + "*" + std::to_string(par.pp) + "*" + std::to_string(par.dp) + "*" +
-            std::to_string(par.cp) + " = " + std::to_string(product) + ", but the cluster has " + std::to_string(gpus) +
-            " GPUs",
+            std::to_string(par.cp) + " = " +
+            (product == std::numeric_limits<long long>::max() ? std::string("over 2^63") : std::to_string(product)) +
+            ", but the cluster has " + std::to_string(gpus) + " GPUs",
         "tp*pp*dp*cp equal to nodes*gpus_per_node = " + std::to_string(gpus));
   }
   if (m.is_generic() && (par.tp > 1 || par.cp > 1 || par.ep > 1)) {
@@ -166,27 +175,32 @@ std::vector<LayoutProblem> layout_problems(const ModelSpec& m, const TrainingCon
   if (par.sequence_parallel && par.tp == 1) {
     bad("sequence_parallel", "true with tp 1", "false, or tp > 1 (sequence parallelism splits along the TP group)");
   }
-  if (t.global_batch % (t.micro_batch * par.dp) != 0) {
+  // 64-bit: micro_batch (2^20) x dp (2^24) overflows an int.
+  const long long per_step = 1ll * t.micro_batch * par.dp;
+  if (t.global_batch % per_step != 0) {
     out.push_back(LayoutProblem{"global_batch",
                                 "found " + std::to_string(t.global_batch) +
                                     ", not a multiple of micro_batch*dp = " + std::to_string(t.micro_batch) + "*" +
-                                    std::to_string(par.dp) + " = " + std::to_string(t.micro_batch * par.dp),
-                                "a multiple of " + std::to_string(t.micro_batch * par.dp)});
+                                    std::to_string(par.dp) + " = " + std::to_string(per_step),
+                                "a multiple of " + std::to_string(per_step)});
   }
+  // grad_accum() (an int quotient) is only meaningful for a whole number of micro-batches.
+  const bool whole = t.global_batch % per_step == 0;
   if (!m.is_generic() && t.seq_len > m.max_seq) {
     out.push_back(LayoutProblem{
         "seq_len",
         "found " + std::to_string(t.seq_len) + ", longer than the model's max_seq " + std::to_string(m.max_seq),
         "at most " + std::to_string(m.max_seq) + " (or raise /model/max_seq)"});
   }
-  if (par.schedule == PipelineSchedule::interleaved && par.virtual_stages > 1 && (t.grad_accum() % par.pp) != 0) {
+  if (whole && par.schedule == PipelineSchedule::interleaved && par.virtual_stages > 1 &&
+      (t.grad_accum() % par.pp) != 0) {
     out.push_back(LayoutProblem{"global_batch",
                                 "gives " + std::to_string(t.grad_accum()) +
                                     " micro-batches per replica, not a multiple of pp " + std::to_string(par.pp) +
                                     " as the interleaved schedule needs",
                                 "global_batch / (micro_batch*dp) divisible by pp"});
   }
-  if (t.grad_accum() > kMaxMicroBatches) {
+  if (whole && t.grad_accum() > kMaxMicroBatches) {
     out.push_back(LayoutProblem{"global_batch",
                                 "gives " + std::to_string(t.grad_accum()) +
                                     " micro-batches per data-parallel replica; at most " +
