@@ -1,5 +1,7 @@
 #include "workloads/layout_check.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <utility>
 
@@ -97,10 +99,55 @@ void split_problems(int layers, const Parallelism& par, int vs, Bad&& bad) {
   }
 }
 
+// A step whose work alone, at the cluster's peak rate, takes longer than this is refused: each
+// key may be in range while together they are out of proportion (a model at every maximum), and
+// the simulated clock holds 2^63 ps (about 106 days).
+constexpr double kMaxStepSeconds = 1e6;
+
+// The step's FLOPs (a lower bound: the matmuls only) against the GPUs' fastest peak: one check,
+// in doubles, of the magnitudes the simulation derives from the inputs together.
+void magnitude_problems(const ModelSpec& m, const TrainingConfig& t, const Cluster& cluster,
+                        std::vector<LayoutProblem>& out) {
+  double flops = 0;
+  std::string work;
+  char buf[512];
+  if (m.is_generic()) {
+    double fwd = 0;
+    for (const auto& l : m.generic_layers) fwd += l.fwd_flops;
+    flops = 3 * fwd * t.global_batch;
+    std::snprintf(buf, sizeof buf, "3 x %.3g forward FLOPs per sample x global_batch %d", fwd, t.global_batch);
+    work = buf;
+  } else {
+    const double per_token = count_parameters(m).matmul_per_token;
+    const double tokens = static_cast<double>(t.global_batch) * t.seq_len;
+    flops = 6 * per_token * tokens;
+    std::snprintf(buf, sizeof buf,
+                  "6 x %.3g matmul parameters per token (layers, hidden, ffn_hidden, vocab, experts) x "
+                  "global_batch*seq_len = %.3g tokens",
+                  per_token, tokens);
+    work = buf;
+  }
+  const GpuSpec& g = cluster.spec.gpu;
+  const double peak = std::max({g.bf16_tflops, g.fp16_tflops, g.fp8_tflops, g.tf32_tflops}) * 1e12;
+  const double gpus = cluster.gpu_count();
+  const double seconds = flops / (peak * gpus);
+  // A GPU without a rate (a hand-built spec in a unit test) is not checked: inputs have one.
+  if (peak > 0 && !(seconds >= 0 && seconds <= kMaxStepSeconds)) {  // also NaN and infinity
+    std::snprintf(
+        buf, sizeof buf,
+        "the step's work, at least %.3g FLOPs (%s), takes at least %.3g s at the peak of %g GPUs x %g TFLOP/s", flops,
+        work.c_str(), seconds, gpus, peak / 1e12);
+    out.push_back(LayoutProblem{
+        "global_batch", buf, "a step under 1e6 s: a smaller model, global_batch or seq_len, or more or faster GPUs"});
+  }
+}
+
 // Every problem, the cluster's GPU count checked exactly (a scenario) or as an upper bound (the
 // simulator may run a layout on the first GPUs of a larger cluster).
-std::vector<LayoutProblem> layout_problems(const ModelSpec& m, const TrainingConfig& t, int gpus, bool exact) {
+std::vector<LayoutProblem> layout_problems(const ModelSpec& m, const TrainingConfig& t, const Cluster& cluster,
+                                           bool exact) {
   std::vector<LayoutProblem> out;
+  const int gpus = cluster.gpu_count();
   const auto& par = t.parallel;
   auto bad = [&](const std::string& key, const std::string& problem, const std::string& expected) {
     out.push_back(LayoutProblem{"parallelism/" + key, problem, expected});
@@ -207,17 +254,18 @@ std::vector<LayoutProblem> layout_problems(const ModelSpec& m, const TrainingCon
                                     std::to_string(kMaxMicroBatches) + " are simulated",
                                 "a larger micro_batch or dp, or a smaller global_batch"});
   }
+  magnitude_problems(m, t, cluster, out);
   return out;
 }
 
 }  // namespace
 
 std::vector<LayoutProblem> check_training_layout(const ModelSpec& m, const TrainingConfig& t, const Cluster& cluster) {
-  return layout_problems(m, t, cluster.gpu_count(), true);
+  return layout_problems(m, t, cluster, true);
 }
 
 void require_simulable_layout(const ModelSpec& m, const TrainingConfig& t, const Cluster& cluster) {
-  const auto problems = layout_problems(m, t, cluster.gpu_count(), false);
+  const auto problems = layout_problems(m, t, cluster, false);
   if (!problems.empty()) throw LayoutError(problems);
 }
 
