@@ -105,7 +105,9 @@ JsonObject::JsonObject(const Json& j, std::string path, const std::string& file)
 }
 
 void JsonObject::fail(const std::string& key, const std::string& problem, const std::string& expected) const {
-  throw InputError(file_, key.empty() ? path_ : child(key), problem, expected);
+  // A key may be megabytes long (an unknown key in a hostile file): the pointer quotes its start.
+  const std::string k = key.size() > kShownChars ? key.substr(0, kShownChars - 3) + "..." : key;
+  throw InputError(file_, key.empty() ? path_ : child(k), problem, expected);
 }
 
 void JsonObject::only(std::initializer_list<const char*> allowed) const {
@@ -116,7 +118,7 @@ void JsonObject::only(const std::vector<std::string>& names) const {
   for (const auto& [k, v] : j_.items()) {
     if (!k.empty() && k[0] == '_') continue;
     if (std::find(names.begin(), names.end(), k) != names.end()) continue;
-    const std::string guess = closest(k, names);
+    const std::string guess = k.size() <= kShownChars ? closest(k, names) : std::string();
     std::string known;
     for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
     if (!guess.empty()) {

@@ -82,6 +82,17 @@ TEST_CASE("shown() quotes at most 60 characters of a value, however large or dee
   CHECK(shown(Json(3)) == "3");
 }
 
+TEST_CASE("an unknown key a megabyte long is named by its first characters, without a suggestion") {
+  const Json j{{std::string(1 << 20, 'k'), 1}};
+  try {
+    JsonObject(j, "/top", "f.json").only({"name"});
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(e.path == "/top/" + std::string(57, 'k') + "...");
+    CHECK(e.problem == "unknown key");
+  }
+}
+
 TEST_CASE("read_input_file refuses a directory, a device, a missing file and one over 64 MiB, naming the file") {
   auto problem = [](const std::string& path) {
     try {

@@ -182,6 +182,18 @@ ModelSpec model_from_json(const JsonObject& o, const CatalogEntries& catalog) {
       o.fail("heads", "hidden " + std::to_string(m.hidden) + " is not divisible by heads " + std::to_string(m.heads),
              "heads dividing hidden, or an explicit head_dim");
     }
+    // A preset's MoE fields checked against the scenario's own layers (an override may shrink them).
+    if (m.moe.enabled() && m.moe.first_dense_layers > m.layers) {
+      o.fail(o.has("moe") ? "moe" : "layers",
+             "first_dense_layers " + std::to_string(m.moe.first_dense_layers) + " is more than the model's " +
+                 std::to_string(m.layers) + " layers",
+             "first_dense_layers at most layers");
+    }
+    if (m.moe.enabled() && m.moe.top_k > m.moe.experts) {
+      o.fail("moe",
+             "top_k " + std::to_string(m.moe.top_k) + " is more than the " + std::to_string(m.moe.experts) + " experts",
+             "top_k at most experts");
+    }
     if (m.heads % m.kv_heads != 0) {
       o.fail("kv_heads",
              "found " + std::to_string(m.kv_heads) + ", which does not divide heads " + std::to_string(m.heads),
