@@ -15,11 +15,7 @@ namespace ctwin {
 namespace {
 
 std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", "cannot open the file", "a readable scenario JSON file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_input_file(path, path, "", "a readable scenario JSON file");
 }
 
 }  // namespace
@@ -69,10 +65,14 @@ std::vector<std::string> cluster_warnings(const ClusterSpec& c) {
 
 void apply_override(Json& root, const Override& ov, const std::string& path) {
   Json value;
+  // 1e400 or a value nested too deep: exit 2 naming the flag and the pointer.
+  check_json_text(ov.value, path + " (--set)", ov.pointer);
   try {
     value = Json::parse(ov.value);
   } catch (const Json::parse_error&) {
     value = ov.value;  // not JSON: a string
+  } catch (const Json::exception& e) {
+    throw InputError(path + " (--set)", ov.pointer, std::string("unreadable value: ") + e.what(), "a JSON value");
   }
   Json::json_pointer ptr;
   try {

@@ -24,11 +24,9 @@ ClusterSpec read_cluster(const JsonObject& top, const CatalogEntries& gpus, cons
     namespace fs = std::filesystem;
     fs::path f(co.string("file"));
     if (f.is_relative()) f = fs::path(path).parent_path() / f;
-    std::ifstream in(f);
-    if (!in) co.fail("file", "cannot open \"" + f.string() + "\"", "a cluster description from ctwin cluster --write");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    Json described = parse_json(ss.str(), f.string());
+    Json described = parse_json(
+        read_input_file(f.string(), co.file(), co.child("file"), "a cluster description from ctwin cluster --write"),
+        f.string());
     if (!described.is_object()) throw InputError(f.string(), "", "found " + shown(described), "a JSON object");
     Json overrides = cluster_json;
     overrides.erase("file");
@@ -83,11 +81,8 @@ std::optional<Profile> read_profile(const JsonObject& top) {
   namespace fs = std::filesystem;
   fs::path f(po.string("file"));
   if (f.is_relative()) f = fs::path(top.file()).parent_path() / f;
-  std::ifstream in(f);
-  if (!in) po.fail("file", "cannot open \"" + f.string() + "\"", "a profile JSON file (docs/profiles.md)");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_profile(ss.str(), f.string());
+  return parse_profile(
+      read_input_file(f.string(), po.file(), po.child("file"), "a profile JSON file (docs/profiles.md)"), f.string());
 }
 
 }  // namespace ctwin

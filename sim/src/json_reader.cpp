@@ -1,7 +1,11 @@
 #include "sim/json_reader.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "sim/error.hpp"
 
@@ -35,9 +39,48 @@ std::string closest(const std::string& word, const std::vector<std::string>& can
   return best;
 }
 
+namespace {
+
+constexpr std::size_t kShownChars = 60;
+
+// Appends v as JSON to out, stopping once out is longer than `limit`. Each level of nesting
+// appends a bracket before recursing, so the recursion is at most `limit` deep.
+void excerpt(const Json& v, std::string& out, std::size_t limit) {
+  if (out.size() > limit) return;
+  if (v.is_array()) {
+    out += '[';
+    bool first = true;
+    for (const Json& e : v) {
+      if (out.size() > limit) return;
+      if (!first) out += ',';
+      first = false;
+      excerpt(e, out, limit);
+    }
+    out += ']';
+  } else if (v.is_object()) {
+    out += '{';
+    bool first = true;
+    for (const auto& [k, e] : v.items()) {
+      if (out.size() > limit) return;
+      if (!first) out += ',';
+      first = false;
+      out += Json(k.substr(0, limit)).dump() + ':';
+      excerpt(e, out, limit);
+    }
+    out += '}';
+  } else if (v.is_string()) {
+    out += Json(v.get_ref<const std::string&>().substr(0, limit + 1)).dump();
+  } else {
+    out += v.dump();
+  }
+}
+
+}  // namespace
+
 std::string shown(const Json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  std::string s;
+  excerpt(v, s, kShownChars);
+  if (s.size() > kShownChars) s = s.substr(0, kShownChars - 3) + "...";
   return s;
 }
 
@@ -62,7 +105,9 @@ JsonObject::JsonObject(const Json& j, std::string path, const std::string& file)
 }
 
 void JsonObject::fail(const std::string& key, const std::string& problem, const std::string& expected) const {
-  throw InputError(file_, key.empty() ? path_ : child(key), problem, expected);
+  // A key may be megabytes long (an unknown key in a hostile file): the pointer quotes its start.
+  const std::string k = key.size() > kShownChars ? key.substr(0, kShownChars - 3) + "..." : key;
+  throw InputError(file_, key.empty() ? path_ : child(k), problem, expected);
 }
 
 void JsonObject::only(std::initializer_list<const char*> allowed) const {
@@ -73,7 +118,7 @@ void JsonObject::only(const std::vector<std::string>& names) const {
   for (const auto& [k, v] : j_.items()) {
     if (!k.empty() && k[0] == '_') continue;
     if (std::find(names.begin(), names.end(), k) != names.end()) continue;
-    const std::string guess = closest(k, names);
+    const std::string guess = k.size() <= kShownChars ? closest(k, names) : std::string();
     std::string known;
     for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
     if (!guess.empty()) {
@@ -159,7 +204,130 @@ JsonObject JsonObject::object(const std::string& key) const {
   return JsonObject(v, child(key), file_);
 }
 
+namespace {
+
+std::string file_kind(const std::filesystem::file_status& st) {
+  namespace fs = std::filesystem;
+  switch (st.type()) {
+    case fs::file_type::directory:
+      return "a directory";
+    case fs::file_type::character:
+      return "a character device";
+    case fs::file_type::block:
+      return "a block device";
+    case fs::file_type::fifo:
+      return "a FIFO (named pipe)";
+    case fs::file_type::socket:
+      return "a socket";
+    default:
+      return "not a regular file";
+  }
+}
+
+}  // namespace
+
+std::string read_input_file(const std::string& path, const std::string& err_file, const std::string& err_pointer,
+                            const std::string& expected) {
+  namespace fs = std::filesystem;
+  const std::string quoted = "\"" + path + "\"";
+  auto fail = [&](const std::string& problem) { throw InputError(err_file, err_pointer, problem, expected); };
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) fail("cannot open " + quoted + (ec ? ": " + ec.message() : ": no such file"));
+  // Checked before opening: reading /dev/zero never ends, and opening a FIFO blocks.
+  if (!fs::is_regular_file(st)) fail(quoted + " is " + file_kind(st) + ", not a regular file");
+  const std::uintmax_t size = fs::file_size(path, ec);
+  const std::string too_big = " bytes, over the limit of 64 MiB on an input file";
+  if (!ec && size > kMaxInputBytes) fail(quoted + " is " + std::to_string(size) + too_big);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open " + quoted);
+  std::string text;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, static_cast<std::size_t>(in.gcount()));
+    // The file may have grown since it was measured.
+    if (text.size() > kMaxInputBytes) fail(quoted + " is over " + std::to_string(kMaxInputBytes) + too_big);
+  }
+  if (in.bad()) fail("cannot read " + quoted);
+  return text;
+}
+
+void check_json_text(const std::string& text, const std::string& file, const std::string& pointer_prefix) {
+  struct Frame {
+    bool object;
+    bool expect_key;
+    std::size_t index;
+    std::string key;
+  };
+  std::vector<Frame> stack;
+  // The pointer of the value being read; a deep one is cut short (the message stays one line).
+  auto pointer = [&] {
+    std::string p = pointer_prefix;
+    std::size_t n = 0;
+    for (const Frame& f : stack) {
+      if (++n > 12) {
+        p += "/...";
+        break;
+      }
+      p += "/";
+      p += f.object ? f.key : std::to_string(f.index);
+    }
+    return p.empty() ? std::string("/") : p;
+  };
+  const std::size_t n = text.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const char c = text[i];
+    if (c == '"') {
+      std::size_t end = i + 1;
+      while (end < n && text[end] != '"') end += text[end] == '\\' ? 2 : 1;
+      if (!stack.empty() && stack.back().object && stack.back().expect_key) {
+        std::string key = text.substr(i + 1, std::min<std::size_t>(std::min(end, n) - i - 1, 40));
+        // A JSON pointer's escapes.
+        std::string escaped;
+        for (char k : key) escaped += k == '~' ? std::string("~0") : k == '/' ? std::string("~1") : std::string(1, k);
+        stack.back().key = std::move(escaped);
+      }
+      i = end;
+    } else if (c == '{' || c == '[') {
+      if (stack.size() >= kMaxJsonDepth) {
+        throw InputError(
+            file, pointer(),
+            "JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep (at " + line_column(text, i) + ")",
+            "at most " + std::to_string(kMaxJsonDepth) + " levels of nested arrays and objects");
+      }
+      stack.push_back(Frame{c == '{', c == '{', 0, {}});
+    } else if (c == '}' || c == ']') {
+      if (!stack.empty()) stack.pop_back();
+    } else if (c == ',') {
+      if (!stack.empty()) {
+        if (stack.back().object) {
+          stack.back().expect_key = true;
+        } else {
+          ++stack.back().index;
+        }
+      }
+    } else if (c == ':') {
+      if (!stack.empty()) stack.back().expect_key = false;
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      std::size_t end = i + 1;
+      while (end < n && (std::isdigit(static_cast<unsigned char>(text[end])) != 0 || text[end] == '.' ||
+                         text[end] == 'e' || text[end] == 'E' || text[end] == '+' || text[end] == '-')) {
+        ++end;
+      }
+      const std::string token = text.substr(i, end - i);
+      const double v = std::strtod(token.c_str(), nullptr);
+      if (std::isinf(v)) {
+        const std::string written = token.size() > 40 ? token.substr(0, 37) + "..." : token;
+        throw InputError(file, pointer(), "found " + written + ", beyond the range of a double",
+                         "a finite number of magnitude below 1.8e308 (and within the key's bounds)");
+      }
+      i = end - 1;
+    }
+  }
+}
+
 Json parse_json(const std::string& text, const std::string& file) {
+  check_json_text(text, file);
   try {
     return Json::parse(text);
   } catch (const Json::parse_error& e) {
@@ -170,6 +338,9 @@ Json parse_json(const std::string& text, const std::string& file) {
     std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
     const std::size_t byte = e.byte > 0 ? e.byte - 1 : 0;
     throw InputError(file, "", "malformed JSON at " + line_column(text, byte) + ": " + detail, "valid JSON");
+  } catch (const Json::exception& e) {
+    // out_of_range and the like: check_json_text catches the known ones first.
+    throw InputError(file, "", std::string("unreadable JSON: ") + e.what(), "valid JSON");
   }
 }
 

@@ -9,8 +9,8 @@
 namespace ctwin {
 namespace {
 
-long long int_min(const ParamDecl& d) { return d.min <= -1e300 ? 0 : static_cast<long long>(d.min); }
-long long int_max(const ParamDecl& d) { return d.max >= 1e300 ? (1ll << 53) : static_cast<long long>(d.max); }
+long long int_min(const ParamDecl& d) { return param_int_min(d); }
+long long int_max(const ParamDecl& d) { return param_int_max(d); }
 
 std::string number_text(double v) {
   std::ostringstream s;
@@ -19,6 +19,16 @@ std::string number_text(double v) {
 }
 
 }  // namespace
+
+long long param_int_min(const ParamDecl& d) { return d.min <= -1e300 ? 0 : static_cast<long long>(d.min); }
+long long param_int_max(const ParamDecl& d) { return d.max >= 1e300 ? (1ll << 53) : static_cast<long long>(d.max); }
+
+const ParamDecl& param_decl(std::span<const ParamDecl> table, std::string_view key) {
+  for (const auto& d : table) {
+    if (d.key == key) return d;
+  }
+  throw std::logic_error("no parameter " + std::string(key));
+}
 
 ParamReader::ParamReader(const JsonObject& o, std::span<const ParamDecl> table, bool check_keys)
     : o_(o), table_(table) {
@@ -89,14 +99,20 @@ double ParamReader::number(std::string_view key, std::optional<double> def) cons
         std::string(d.unit) + " as a number, or a bandwidth with its unit such as \"400 Gb/s\" or \"50 GB/s\"";
     if (!bytes_per_s) o_.fail(std::string(key), "found \"" + text + "\"", expected);
     const double v = *bytes_per_s / scale;
-    if (v < d.min || v > d.max || (d.min_exclusive && v == d.min)) {
+    if (v < d.min || v > d.max || (d.min_exclusive && v == d.min) ||
+        (d.min_nonzero > 0 && v != 0 && v < d.min_nonzero)) {
       o_.fail(std::string(key), "\"" + text + "\" is " + number_text(v) + " " + std::string(d.unit) + ", out of range",
               std::string(d.min_exclusive ? "above " : "at least ") + number_text(d.min) + " and at most " +
                   number_text(d.max) + " " + std::string(d.unit));
     }
     return v;
   }
-  return o_.number(std::string(key), def, d.min, d.max, d.min_exclusive);
+  const double v = o_.number(std::string(key), def, d.min, d.max, d.min_exclusive);
+  if (d.min_nonzero > 0 && v != 0 && std::fabs(v) < d.min_nonzero) {
+    o_.fail(std::string(key), "found " + number_text(v) + ", out of range",
+            "0 (none) or at least " + number_text(d.min_nonzero) + (d.unit.empty() ? "" : " " + std::string(d.unit)));
+  }
+  return v;
 }
 
 double ParamReader::bandwidth(std::string_view key, std::optional<double> def_gbyte_per_s,
@@ -172,6 +188,7 @@ std::string param_type_text(const ParamDecl& d) {
       std::string s = std::string("number ") + (d.min_exclusive ? "> " : ">= ") + number_text(d.min);
       if (d.min <= -1e300) s = "number";
       if (d.max < 1e300) s += (d.min <= -1e300 ? " <= " : " and <= ") + number_text(d.max);
+      if (d.min_nonzero > 0) s += ", 0 or >= " + number_text(d.min_nonzero);
       if (bandwidth_scale(d.unit) > 0) s += ", or a string with its unit";
       return s;
     }

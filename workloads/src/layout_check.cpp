@@ -1,5 +1,8 @@
 #include "workloads/layout_check.hpp"
 
+#include <algorithm>
+#include <cstdio>
+#include <limits>
 #include <utility>
 
 #include "workloads/step_program.hpp"
@@ -7,6 +10,12 @@
 namespace ctwin {
 
 namespace {
+
+// a*b for counts >= 0, saturating at LLONG_MAX instead of overflowing.
+long long saturating_mul(long long a, long long b) {
+  long long r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<long long>::max() : r;
+}
 
 // The layer split over pipeline stages (workloads/pipeline_split.hpp): pipeline_layers, Megatron's
 // first / last stage counts, the embedding / loss counted as layers, or else an even split.
@@ -90,20 +99,67 @@ void split_problems(int layers, const Parallelism& par, int vs, Bad&& bad) {
   }
 }
 
+// A step whose work alone, at the cluster's peak rate, takes longer than this is refused: each
+// key may be in range while together they are out of proportion (a model at every maximum), and
+// the simulated clock holds 2^63 ps (about 106 days).
+constexpr double kMaxStepSeconds = 1e6;
+
+// The step's FLOPs (a lower bound: the matmuls only) against the GPUs' fastest peak: one check,
+// in doubles, of the magnitudes the simulation derives from the inputs together.
+void magnitude_problems(const ModelSpec& m, const TrainingConfig& t, const Cluster& cluster,
+                        std::vector<LayoutProblem>& out) {
+  double flops = 0;
+  std::string work;
+  char buf[512];
+  if (m.is_generic()) {
+    double fwd = 0;
+    for (const auto& l : m.generic_layers) fwd += l.fwd_flops;
+    flops = 3 * fwd * t.global_batch;
+    std::snprintf(buf, sizeof buf, "3 x %.3g forward FLOPs per sample x global_batch %d", fwd, t.global_batch);
+    work = buf;
+  } else {
+    const double per_token = count_parameters(m).matmul_per_token;
+    const double tokens = static_cast<double>(t.global_batch) * t.seq_len;
+    flops = 6 * per_token * tokens;
+    std::snprintf(buf, sizeof buf,
+                  "6 x %.3g matmul parameters per token (layers, hidden, ffn_hidden, vocab, experts) x "
+                  "global_batch*seq_len = %.3g tokens",
+                  per_token, tokens);
+    work = buf;
+  }
+  const GpuSpec& g = cluster.spec.gpu;
+  const double peak = std::max({g.bf16_tflops, g.fp16_tflops, g.fp8_tflops, g.tf32_tflops}) * 1e12;
+  const double gpus = cluster.gpu_count();
+  const double seconds = flops / (peak * gpus);
+  // A GPU without a rate (a hand-built spec in a unit test) is not checked: inputs have one.
+  if (peak > 0 && !(seconds >= 0 && seconds <= kMaxStepSeconds)) {  // also NaN and infinity
+    std::snprintf(
+        buf, sizeof buf,
+        "the step's work, at least %.3g FLOPs (%s), takes at least %.3g s at the peak of %g GPUs x %g TFLOP/s", flops,
+        work.c_str(), seconds, gpus, peak / 1e12);
+    out.push_back(LayoutProblem{
+        "global_batch", buf, "a step under 1e6 s: a smaller model, global_batch or seq_len, or more or faster GPUs"});
+  }
+}
+
 // Every problem, the cluster's GPU count checked exactly (a scenario) or as an upper bound (the
 // simulator may run a layout on the first GPUs of a larger cluster).
-std::vector<LayoutProblem> layout_problems(const ModelSpec& m, const TrainingConfig& t, int gpus, bool exact) {
+std::vector<LayoutProblem> layout_problems(const ModelSpec& m, const TrainingConfig& t, const Cluster& cluster,
+                                           bool exact) {
   std::vector<LayoutProblem> out;
+  const int gpus = cluster.gpu_count();
   const auto& par = t.parallel;
   auto bad = [&](const std::string& key, const std::string& problem, const std::string& expected) {
     out.push_back(LayoutProblem{"parallelism/" + key, problem, expected});
   };
-  const long long product = 1ll * par.tp * par.pp * par.dp * par.cp;
+  // Each factor may be 2^20 or more: the product of four overflows even 64 bits (saturates).
+  const long long product = saturating_mul(saturating_mul(saturating_mul(par.tp, par.pp), par.dp), par.cp);
   if (exact ? product != gpus : product > gpus) {
     bad("dp",
         "tp*pp*dp*cp = " + std::to_string(par.tp) + "*" + std::to_string(par.pp) + "*" + std::to_string(par.dp) + "*" +
-            std::to_string(par.cp) + " = " + std::to_string(product) + ", but the cluster has " + std::to_string(gpus) +
-            " GPUs",
+            std::to_string(par.cp) + " = " +
+            (product == std::numeric_limits<long long>::max() ? std::string("over 2^63") : std::to_string(product)) +
+            ", but the cluster has " + std::to_string(gpus) + " GPUs",
         "tp*pp*dp*cp equal to nodes*gpus_per_node = " + std::to_string(gpus));
   }
   if (m.is_generic() && (par.tp > 1 || par.cp > 1 || par.ep > 1)) {
@@ -166,44 +222,50 @@ std::vector<LayoutProblem> layout_problems(const ModelSpec& m, const TrainingCon
   if (par.sequence_parallel && par.tp == 1) {
     bad("sequence_parallel", "true with tp 1", "false, or tp > 1 (sequence parallelism splits along the TP group)");
   }
-  if (t.global_batch % (t.micro_batch * par.dp) != 0) {
+  // 64-bit: micro_batch (2^20) x dp (2^24) overflows an int.
+  const long long per_step = 1ll * t.micro_batch * par.dp;
+  if (t.global_batch % per_step != 0) {
     out.push_back(LayoutProblem{"global_batch",
                                 "found " + std::to_string(t.global_batch) +
                                     ", not a multiple of micro_batch*dp = " + std::to_string(t.micro_batch) + "*" +
-                                    std::to_string(par.dp) + " = " + std::to_string(t.micro_batch * par.dp),
-                                "a multiple of " + std::to_string(t.micro_batch * par.dp)});
+                                    std::to_string(par.dp) + " = " + std::to_string(per_step),
+                                "a multiple of " + std::to_string(per_step)});
   }
+  // grad_accum() (an int quotient) is only meaningful for a whole number of micro-batches.
+  const bool whole = t.global_batch % per_step == 0;
   if (!m.is_generic() && t.seq_len > m.max_seq) {
     out.push_back(LayoutProblem{
         "seq_len",
         "found " + std::to_string(t.seq_len) + ", longer than the model's max_seq " + std::to_string(m.max_seq),
         "at most " + std::to_string(m.max_seq) + " (or raise /model/max_seq)"});
   }
-  if (par.schedule == PipelineSchedule::interleaved && par.virtual_stages > 1 && (t.grad_accum() % par.pp) != 0) {
+  if (whole && par.schedule == PipelineSchedule::interleaved && par.virtual_stages > 1 &&
+      (t.grad_accum() % par.pp) != 0) {
     out.push_back(LayoutProblem{"global_batch",
                                 "gives " + std::to_string(t.grad_accum()) +
                                     " micro-batches per replica, not a multiple of pp " + std::to_string(par.pp) +
                                     " as the interleaved schedule needs",
                                 "global_batch / (micro_batch*dp) divisible by pp"});
   }
-  if (t.grad_accum() > kMaxMicroBatches) {
+  if (whole && t.grad_accum() > kMaxMicroBatches) {
     out.push_back(LayoutProblem{"global_batch",
                                 "gives " + std::to_string(t.grad_accum()) +
                                     " micro-batches per data-parallel replica; at most " +
                                     std::to_string(kMaxMicroBatches) + " are simulated",
                                 "a larger micro_batch or dp, or a smaller global_batch"});
   }
+  magnitude_problems(m, t, cluster, out);
   return out;
 }
 
 }  // namespace
 
 std::vector<LayoutProblem> check_training_layout(const ModelSpec& m, const TrainingConfig& t, const Cluster& cluster) {
-  return layout_problems(m, t, cluster.gpu_count(), true);
+  return layout_problems(m, t, cluster, true);
 }
 
 void require_simulable_layout(const ModelSpec& m, const TrainingConfig& t, const Cluster& cluster) {
-  const auto problems = layout_problems(m, t, cluster.gpu_count(), false);
+  const auto problems = layout_problems(m, t, cluster, false);
   if (!problems.empty()) throw LayoutError(problems);
 }
 

@@ -53,7 +53,7 @@ ParamCounts count_parameters(const ModelSpec& m) {
   double mlp_active = 0;
   if (m.moe.enabled()) {
     const int dense_layers = m.moe.first_dense_layers;
-    const int moe_layers = m.layers - dense_layers;
+    const double moe_layers = m.layers - dense_layers;  // a double: layers x experts overflows an int
     const double expert = dense_mlp_params(m, m.moe.expert_ffn_hidden);
     const double dense = dense_mlp_params(m, m.ffn_hidden);
     p.mlp = dense_layers * dense + moe_layers * (m.moe.experts + m.moe.shared_experts) * expert;

@@ -61,59 +61,75 @@ ModelSpec model_from_hf_config(const std::string& path, const std::string& scena
   namespace fs = std::filesystem;
   fs::path p(path);
   if (p.is_relative()) p = fs::path(scenario_file).parent_path() / p;
-  std::ifstream in(p);
-  if (!in) throw InputError(scenario_file, pointer, "cannot open \"" + p.string() + "\"", "a HuggingFace config.json");
-  std::ostringstream ss;
-  ss << in.rdbuf();
   const std::string file = p.string();
-  const Json j = parse_json(ss.str(), file);
+  const Json j = parse_json(read_input_file(file, scenario_file, pointer, "a HuggingFace config.json"), file);
   if (!j.is_object()) throw InputError(file, "", "found " + shown(j), "a JSON object");
-  auto need = [&](const char* key) -> const Json& {
-    if (!j.contains(key) || !j[key].is_number_integer()) {
-      throw InputError(file, std::string("/") + key, j.contains(key) ? "found " + shown(j[key]) : "missing",
-                       "an integer (a HuggingFace config field ClusterTwin needs)");
+  const JsonObject o(j, "", file);
+  // Each HF field is checked against the bounds of the ModelSpec field it fills, declared once in
+  // model_params / moe_params / mla_params; a null field counts as absent (HF writes them).
+  auto given = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+  auto field = [&](const char* key, std::span<const ParamDecl> table, std::string_view ours,
+                   std::optional<long long> def, std::optional<long long> max = std::nullopt) -> long long {
+    const ParamDecl& d = param_decl(table, ours);
+    if (!given(key) && !def) {
+      o.fail(key, "missing",
+             "an integer (a HuggingFace config field ClusterTwin needs, its " + std::string(ours) + ")");
     }
-    return j[key];
-  };
-  auto opt_int = [&](const char* key, long long def) -> long long {
-    return j.contains(key) && j[key].is_number_integer() ? j[key].get<long long>() : def;
+    if (!given(key)) return *def;
+    return o.integer(key, def, param_int_min(d), max ? *max : param_int_max(d));
   };
   ModelSpec m;
-  m.name = j.value("_name_or_path", p.parent_path().filename().string());
-  m.layers = need("num_hidden_layers").get<int>();
-  m.hidden = need("hidden_size").get<long long>();
-  m.heads = need("num_attention_heads").get<int>();
-  m.kv_heads = static_cast<int>(opt_int("num_key_value_heads", m.heads));
-  m.head_dim = static_cast<int>(opt_int("head_dim", 0));
-  if (m.head_dim * m.heads == m.hidden) m.head_dim = 0;
-  m.ffn_hidden = need("intermediate_size").get<long long>();
-  m.vocab = need("vocab_size").get<long long>();
-  m.max_seq = static_cast<int>(opt_int("max_position_embeddings", 4096));
-  m.tied_embeddings = j.value("tie_word_embeddings", false);
+  m.name = j.contains("_name_or_path") && j["_name_or_path"].is_string() ? j["_name_or_path"].get<std::string>()
+                                                                         : p.parent_path().filename().string();
+  m.layers = static_cast<int>(field("num_hidden_layers", model_params, "layers", std::nullopt));
+  m.hidden = field("hidden_size", model_params, "hidden", std::nullopt);
+  m.heads = static_cast<int>(field("num_attention_heads", model_params, "heads", std::nullopt));
+  m.kv_heads = static_cast<int>(field("num_key_value_heads", model_params, "kv_heads", m.heads));
+  m.head_dim = static_cast<int>(field("head_dim", model_params, "head_dim", 0));
+  if (1ll * m.head_dim * m.heads == m.hidden) m.head_dim = 0;
+  m.ffn_hidden = field("intermediate_size", model_params, "ffn_hidden", std::nullopt);
+  m.vocab = field("vocab_size", model_params, "vocab", std::nullopt);
+  m.max_seq = static_cast<int>(field("max_position_embeddings", model_params, "max_seq", 4096));
+  m.tied_embeddings = j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean() &&
+                      j["tie_word_embeddings"].get<bool>();
   const std::string act =
       j.contains("hidden_act") && j["hidden_act"].is_string() ? j["hidden_act"].get<std::string>() : "silu";
   m.activation = act.rfind("gelu", 0) == 0 ? Activation::gelu : Activation::swiglu;
-  const std::string type = j.value("model_type", "");
+  const std::string type =
+      j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : std::string();
   m.norm = type == "gpt2" || type == "gpt_neox" ? Norm::layernorm : Norm::rmsnorm;
-  // Mixtral: num_local_experts; DeepSeek: n_routed_experts; Qwen2-MoE: num_experts.
-  const long long experts = opt_int("num_local_experts", opt_int("n_routed_experts", opt_int("num_experts", 0)));
+  // Mixtral: num_local_experts; DeepSeek: n_routed_experts; Qwen2-MoE: num_experts. 0: dense.
+  const char* experts_key = given("num_local_experts")  ? "num_local_experts"
+                            : given("n_routed_experts") ? "n_routed_experts"
+                                                        : "num_experts";
+  const long long experts =
+      given(experts_key) ? o.integer(experts_key, std::nullopt, 0, param_int_max(param_decl(moe_params, "experts")))
+                         : 0;
   if (experts > 0) {
     m.moe.experts = static_cast<int>(experts);
-    m.moe.top_k = static_cast<int>(opt_int("num_experts_per_tok", 2));
-    m.moe.shared_experts = static_cast<int>(opt_int("n_shared_experts", 0));
-    m.moe.expert_ffn_hidden = opt_int("moe_intermediate_size", m.ffn_hidden);
-    m.moe.first_dense_layers = static_cast<int>(opt_int("first_k_dense_replace", 0));
-    if (type == "qwen2_moe" && j.contains("shared_expert_intermediate_size")) {
-      const long long shared = opt_int("shared_expert_intermediate_size", 0);
-      m.moe.shared_experts = m.moe.expert_ffn_hidden > 0 ? static_cast<int>(shared / m.moe.expert_ffn_hidden) : 0;
+    m.moe.top_k = static_cast<int>(field("num_experts_per_tok", moe_params, "top_k", 2, experts));
+    m.moe.shared_experts = static_cast<int>(field("n_shared_experts", moe_params, "shared_experts", 0));
+    m.moe.expert_ffn_hidden = field("moe_intermediate_size", moe_params, "expert_ffn_hidden", m.ffn_hidden);
+    m.moe.first_dense_layers =
+        static_cast<int>(field("first_k_dense_replace", moe_params, "first_dense_layers", 0, m.layers));
+    if (type == "qwen2_moe" && given("shared_expert_intermediate_size")) {
+      const long long shared = field("shared_expert_intermediate_size", moe_params, "expert_ffn_hidden", 0);
+      const long long count = shared / m.moe.expert_ffn_hidden;
+      const long long most = param_int_max(param_decl(moe_params, "shared_experts"));
+      if (count > most) {
+        o.fail("shared_expert_intermediate_size",
+               "found " + std::to_string(shared) + ", " + std::to_string(count) + " experts of moe_intermediate_size",
+               "at most " + std::to_string(most) + " shared experts' width");
+      }
+      m.moe.shared_experts = static_cast<int>(count);
     }
   }
-  if (j.contains("kv_lora_rank") && j["kv_lora_rank"].is_number_integer()) {
-    m.mla.q_lora_rank = static_cast<int>(opt_int("q_lora_rank", 0));
-    m.mla.kv_lora_rank = static_cast<int>(opt_int("kv_lora_rank", 0));
-    m.mla.qk_nope_head_dim = static_cast<int>(opt_int("qk_nope_head_dim", 0));
-    m.mla.qk_rope_head_dim = static_cast<int>(opt_int("qk_rope_head_dim", 0));
-    m.mla.v_head_dim = static_cast<int>(opt_int("v_head_dim", 0));
+  if (given("kv_lora_rank")) {
+    m.mla.q_lora_rank = static_cast<int>(field("q_lora_rank", mla_params, "q_lora_rank", 0));
+    m.mla.kv_lora_rank = static_cast<int>(field("kv_lora_rank", mla_params, "kv_lora_rank", std::nullopt));
+    m.mla.qk_nope_head_dim = static_cast<int>(field("qk_nope_head_dim", mla_params, "qk_nope_head_dim", std::nullopt));
+    m.mla.qk_rope_head_dim = static_cast<int>(field("qk_rope_head_dim", mla_params, "qk_rope_head_dim", std::nullopt));
+    m.mla.v_head_dim = static_cast<int>(field("v_head_dim", mla_params, "v_head_dim", std::nullopt));
   }
   m.source = "HuggingFace config " + file;
   return m;
@@ -165,6 +181,18 @@ ModelSpec model_from_json(const JsonObject& o, const CatalogEntries& catalog) {
     if (m.hidden % m.heads != 0 && m.head_dim == 0) {
       o.fail("heads", "hidden " + std::to_string(m.hidden) + " is not divisible by heads " + std::to_string(m.heads),
              "heads dividing hidden, or an explicit head_dim");
+    }
+    // A preset's MoE fields checked against the scenario's own layers (an override may shrink them).
+    if (m.moe.enabled() && m.moe.first_dense_layers > m.layers) {
+      o.fail(o.has("moe") ? "moe" : "layers",
+             "first_dense_layers " + std::to_string(m.moe.first_dense_layers) + " is more than the model's " +
+                 std::to_string(m.layers) + " layers",
+             "first_dense_layers at most layers");
+    }
+    if (m.moe.enabled() && m.moe.top_k > m.moe.experts) {
+      o.fail("moe",
+             "top_k " + std::to_string(m.moe.top_k) + " is more than the " + std::to_string(m.moe.experts) + " experts",
+             "top_k at most experts");
     }
     if (m.heads % m.kv_heads != 0) {
       o.fail("kv_heads",

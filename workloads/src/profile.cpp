@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "sim/error.hpp"
+#include "sim/json_reader.hpp"
 
 namespace ctwin {
 
@@ -101,11 +102,7 @@ const std::vector<ProfileKey>& profile_keys() {
 
 namespace {
 
-std::string found(const Json& j) {
-  std::string d = j.dump();
-  if (d.size() > 60) d = d.substr(0, 57) + "...";
-  return std::string(j.type_name()) + " " + d;
-}
+std::string found(const Json& j) { return std::string(j.type_name()) + " " + shown(j); }
 
 double number_at(const Json& j, const std::string& file, const std::string& path, const ProfileKey& k) {
   if (!j.is_number()) throw InputError(file, path, "found " + found(j), "a number");
@@ -122,9 +119,10 @@ double number_at(const Json& j, const std::string& file, const std::string& path
 
 Profile parse_profile(const std::string& text, const std::string& file) {
   Json root;
+  check_json_text(text, file);
   try {
     root = Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
     throw InputError(file, "", std::string("not valid JSON: ") + e.what(), "a JSON object");
   }
   if (!root.is_object()) throw InputError(file, "", "found " + found(root), "a JSON object");
@@ -192,11 +190,7 @@ Profile parse_profile(const std::string& text, const std::string& file) {
 }
 
 Profile load_profile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path, "", "cannot open the profile", "a readable JSON file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_profile(ss.str(), path);
+  return parse_profile(read_input_file(path, path, "", "a readable profile JSON file"), path);
 }
 
 std::string profile_to_json(const Profile& profile) {

@@ -4,6 +4,7 @@
 // documented in docs/scenarios.md).
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <map>
 #include <optional>
@@ -20,7 +21,8 @@ using Json = nlohmann::json;
 std::size_t edit_distance(const std::string& a, const std::string& b);
 // The closest candidate within a small distance, or empty.
 std::string closest(const std::string& word, const std::vector<std::string>& candidates);
-// A value as the user wrote it, for messages: 3, "abc", true, an object, ...
+// A value as the user wrote it, for messages: 3, "abc", true, an object, ... At most 60
+// characters, computed without dumping the whole value (a huge or deep one costs no more).
 std::string shown(const Json& v);
 // Byte offset -> "line L, column C".
 std::string line_column(const std::string& text, std::size_t byte);
@@ -71,7 +73,22 @@ struct CatalogEntry {
 using CatalogEntries = std::map<std::string, CatalogEntry>;
 CatalogEntries merged_catalog(const Json& builtin, const std::string& builtin_file, const Json* scenario_part,
                               const std::string& scenario_file, const std::string& kind);
-// Parses text as JSON; a syntax error is an InputError naming the file, line and column.
+// Limits on JSON inputs (scenarios, cluster files, HF configs, profiles, --set values).
+inline constexpr std::size_t kMaxJsonDepth = 256;              // nested arrays/objects
+inline constexpr std::uintmax_t kMaxInputBytes = 64ull << 20;  // 64 MiB a file
+// The text of an input file: a regular file of at most kMaxInputBytes. A missing or unreadable
+// file, a directory, a device (/dev/zero), a FIFO or an oversized file is an InputError at
+// err_file / err_pointer (the scenario key that names the file, or "" for the scenario itself)
+// naming `path`, with `expected` as what would be accepted.
+std::string read_input_file(const std::string& path, const std::string& err_file, const std::string& err_pointer,
+                            const std::string& expected);
+// Checks JSON text, before parsing, for what the parser would crash on or report without a
+// place: nesting deeper than kMaxJsonDepth, and numbers beyond the range of a double (1e400).
+// Either is an InputError at file / pointer_prefix + the JSON pointer of the value. Linear,
+// without recursion; malformed text is left to the parser.
+void check_json_text(const std::string& text, const std::string& file, const std::string& pointer_prefix = "");
+// Parses text as JSON (after check_json_text); a syntax error is an InputError naming the file,
+// line and column.
 Json parse_json(const std::string& text, const std::string& file);
 // "\"a\", \"b\"" for messages.
 std::string list_of(const std::vector<std::string>& names);

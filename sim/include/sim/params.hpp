@@ -44,6 +44,9 @@ struct ParamDecl {
   // ParamReader::bandwidth reads whichever of them is given, and two at once is an error.
   std::string_view same_as = {};
   bool deprecated = false;  // still read, with a warning naming `same_as`
+  // number keys where 0 means "none" (no FP8, no NVLink): a nonzero value must be at least this
+  // (a bandwidth or rate of 1e-300 would overflow the simulated clock).
+  double min_nonzero = 0;
 };
 
 // One JSON object's keys: /training/parallelism, /cluster, ...
@@ -99,6 +102,12 @@ class ParamReader {
 // catalog's): removes from base the other spellings (same_as) of each key patch sets, so that
 // "nic_gbps" given over a file's "nic_gbit_per_s" replaces it rather than conflicting.
 void drop_other_spellings(Json& base, const Json& patch, std::span<const ParamDecl> table);
+
+// The declaration of `key` in `table` (std::logic_error when there is none: a programming error).
+const ParamDecl& param_decl(std::span<const ParamDecl> table, std::string_view key);
+// An integer key's bounds as integers (the JsonObject defaults where the table gives none).
+long long param_int_min(const ParamDecl& d);
+long long param_int_max(const ParamDecl& d);
 
 // The keys of a table, in order (for JsonObject::only-style messages).
 std::vector<std::string> param_keys(std::span<const ParamDecl> table);
