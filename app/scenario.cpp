@@ -93,10 +93,17 @@ void apply_override(Json& root, const Override& ov, const std::string& path) {
                        (walked.empty() ? std::string("/") : walked) + " is " + shown(*node) + ", not an object",
                        "a pointer whose parents are objects (or missing, then created)");
     }
-    walked += "/" + *it;
     if (std::next(it) == tokens.rend()) {
+      // A bandwidth set in one spelling replaces the file's other spellings of it
+      // (--set /cluster/nic_gbyte_per_s=25 over "nic_gbit_per_s": 400), as a cluster file's do.
+      Json patch = Json::object();
+      patch[*it] = value;
+      if (walked == "/cluster") drop_other_spellings(*node, patch, cluster_params);
+      if (walked.rfind("/catalog/gpus/", 0) == 0 && tokens.size() == 4) drop_other_spellings(*node, patch, gpu_params);
+      walked += "/" + *it;
       (*node)[*it] = value;
     } else {
+      walked += "/" + *it;
       if (!node->contains(*it)) (*node)[*it] = Json::object();
       node = &(*node)[*it];
     }

@@ -233,3 +233,19 @@ TEST_CASE("ctwin params shows each bandwidth key with its unit") {
   CHECK(mentions(r.out, "default nic_gbit_per_s / 8; GB/s"));
   CHECK(mentions(r.out, "deprecated: write nic_gbit_per_s"));
 }
+
+TEST_CASE("--set in one spelling replaces the file's other spelling of the same bandwidth") {
+  // The file says 400 Gb/s; a what-if in GB/s (or the old key) replaces it, not a conflict.
+  const std::string text = scenario_with({{"nic_gbit_per_s", 400}}).dump();
+  const Scenario in_bytes = parse_scenario(text, "units.json", {Override{"/cluster/nic_gbyte_per_s", "25"}});
+  const Scenario in_bits = parse_scenario(text, "units.json", {Override{"/cluster/nic_gbit_per_s", "200"}});
+  const Scenario old_key = parse_scenario(text, "units.json", {Override{"/cluster/nic_gbps", "25"}});
+  CHECK(in_bytes.cluster.nic_gbps == rel_approx(25, 1e-12));
+  CHECK(as_json(in_bits.cluster) == as_json(in_bytes.cluster));
+  CHECK(as_json(old_key.cluster) == as_json(in_bytes.cluster));
+  // The same for a GPU's bandwidth under /catalog/gpus.
+  json j = scenario_with(json::object());
+  j["catalog"]["gpus"]["H100-SXM"] = {{"hbm_gbyte_per_s", 3000}};
+  const Scenario gpu = parse_scenario(j.dump(), "units.json", {Override{"/catalog/gpus/H100-SXM/hbm_gbps", "2000"}});
+  CHECK(gpu.cluster.gpu.hbm_gbps == rel_approx(2000, 1e-12));
+}
