@@ -52,12 +52,12 @@ Override parse_override(const std::string& text) {
 
 std::vector<std::string> cluster_warnings(const ClusterSpec& c) {
   std::vector<std::string> w;
-  if (c.nic_gbps > 1000) {
+  if (c.nic_gbyte_per_s > 1000) {
     char buf[256];
     std::snprintf(buf, sizeof buf,
                   "/cluster/nic_gbps is %g GB/s (%g Gb/s), above any NIC's 1,000 GB/s: if the datasheet says "
                   "%g Gb/s, write \"%g Gb/s\"",
-                  c.nic_gbps, 8 * c.nic_gbps, c.nic_gbps, c.nic_gbps);
+                  c.nic_gbyte_per_s, 8 * c.nic_gbyte_per_s, c.nic_gbyte_per_s, c.nic_gbyte_per_s);
     w.emplace_back(buf);
   }
   return w;

@@ -155,10 +155,10 @@ TEST_CASE("a GB/s key takes a bandwidth with its unit, the same as the number in
     return parse_scenario(text, "t.json").cluster;
   };
 
-  CHECK(cluster("\"400 Gb/s\"").nic_gbps == rel_approx(50, 1e-15));
-  CHECK(cluster("\"25 GB/s\"").nic_gbps == rel_approx(25, 1e-15));
-  CHECK(cluster("12.5").nic_gbps == rel_approx(12.5, 1e-15));  // a number stays GB/s
-  CHECK(cluster("\"3.2 Tb/s\"").nic_gbps == rel_approx(400, 1e-15));
+  CHECK(cluster("\"400 Gb/s\"").nic_gbyte_per_s == rel_approx(50, 1e-15));
+  CHECK(cluster("\"25 GB/s\"").nic_gbyte_per_s == rel_approx(25, 1e-15));
+  CHECK(cluster("12.5").nic_gbyte_per_s == rel_approx(12.5, 1e-15));  // a number stays GB/s
+  CHECK(cluster("\"3.2 Tb/s\"").nic_gbyte_per_s == rel_approx(400, 1e-15));
   try {
     (void)cluster("\"400 Gbps\"");
     FAIL("no error");

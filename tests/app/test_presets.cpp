@@ -131,7 +131,7 @@ TEST_CASE("GPU catalog: memory is nvidia-smi's total and the datasheet's bandwid
     CHECK(g.hbm_bytes == r.mib * kMiB);
     CHECK(g.hbm_bytes > 0.9 * r.datasheet * 1e9);
     CHECK(g.hbm_bytes < 1.1 * r.datasheet * 1e9);
-    CHECK(g.hbm_gbps == rel_approx(r.gbps, 0.001));
+    CHECK(g.hbm_gbyte_per_s == rel_approx(r.gbps, 0.001));
   }
 }
 
@@ -162,9 +162,9 @@ TEST_CASE("GPU catalog: NVLink and PCIe per direction are half the datasheets' b
     CAPTURE(name);
     const GpuSpec& g = gpu(name);
     CHECK(g.nvlink_gen == r.nvlink_gen);
-    CHECK(g.nvlink_gbps == r.nvlink_bidir / 2);
+    CHECK(g.nvlink_gbyte_per_s == r.nvlink_bidir / 2);
     CHECK(g.pcie_gen == r.pcie_gen);
-    CHECK(g.pcie_gbps == r.pcie_bidir / 2);
+    CHECK(g.pcie_gbyte_per_s == r.pcie_bidir / 2);
   }
 }
 
@@ -200,7 +200,7 @@ TEST_CASE("cluster presets: GPUs, NICs and host CPUs of the DGX and HGX systems"
     CHECK(s.gpu.name == r.gpu);
     CHECK(s.gpus_per_node == 8);
     CHECK(s.intra == r.intra);
-    CHECK(s.nic_gbps == r.nic_gbit / 8);  // GB/s per direction
+    CHECK(s.nic_gbyte_per_s == r.nic_gbit / 8);  // GB/s per direction
     CHECK(s.nics() == r.nics);
     CHECK(s.net_overhead_us == r.net_overhead_us);
   }
@@ -213,7 +213,7 @@ TEST_CASE("cluster presets: node fabrics at NCCL's effective rates") {
   // (topo.h: SM80_NVLINK_BW 20.0, SM90 20.6, SM100 40.1 GB/s per link of 25, 25 and 50 GB/s).
   struct Row {
     const char* preset;
-    double intra_gbps, efficiency;
+    double intra_gbyte_per_s, efficiency;
     bool nvls;  // NVLink SHARP: NVSwitch 3 (H100 and later) only
   };
   const Row rows[] = {
@@ -226,7 +226,7 @@ TEST_CASE("cluster presets: node fabrics at NCCL's effective rates") {
     const std::string name = r.preset;
     CAPTURE(name);
     const ClusterSpec s = preset(name);
-    CHECK(s.intra_gbps == r.intra_gbps);
+    CHECK(s.intra_gbyte_per_s == r.intra_gbyte_per_s);
     CHECK(s.intra_efficiency == rel_approx(r.efficiency, 1e-9));
     CHECK((s.nvls_efficiency > 0) == r.nvls);
   }
@@ -235,22 +235,22 @@ TEST_CASE("cluster presets: node fabrics at NCCL's effective rates") {
   CHECK(nvlink_efficiency(5) == rel_approx(40.1 / 50, 1e-9));
   // NCCL's measured DGX H100 bandwidth, 18 links x 20.6 = 370.8 of 450 GB/s (nccl-tests #212).
   const ClusterSpec h = preset("dgx-h100");
-  CHECK(h.intra_gbps * h.intra_efficiency == rel_approx(370.8, 1e-6));
+  CHECK(h.intra_gbyte_per_s * h.intra_efficiency == rel_approx(370.8, 1e-6));
 
   // PCIe nodes: PCI_BW is 12 GB/s for a Gen3 x16 link of 16 (topo.h), the same fraction at Gen4
   // and Gen5; two sockets joined by Sapphire Rapids UPI, SRP_QPI_BW 22 GB/s.
   for (const std::string name : {"l40s-pcie", "h100-pcie"}) {
     CAPTURE(name);
     const ClusterSpec s = preset(name);
-    CHECK(s.intra_gbps == s.gpu.pcie_gbps);
+    CHECK(s.intra_gbyte_per_s == s.gpu.pcie_gbyte_per_s);
     CHECK(s.intra_efficiency == rel_approx(12.0 / 16, 1e-9));
     CHECK(s.sockets == 2);
     CHECK(s.gpus_per_pcie_switch == 2);
-    CHECK(s.inter_socket_gbps == 22);
+    CHECK(s.inter_socket_gbyte_per_s == 22);
     CHECK(s.nvls_efficiency == 0);
   }
-  CHECK(preset("l40s-pcie").nvlink_pair_gbps == 0);
-  CHECK(preset("h100-pcie").nvlink_pair_gbps == 300);  // the bridge: 600 GB/s bidirectional
+  CHECK(preset("l40s-pcie").nvlink_pair_gbyte_per_s == 0);
+  CHECK(preset("h100-pcie").nvlink_pair_gbyte_per_s == 300);  // the bridge: 600 GB/s bidirectional
 }
 
 TEST_CASE("cluster presets: hop latencies are NCCL's LL hwLat for the link") {
@@ -337,8 +337,8 @@ TEST_CASE("a scenario naming a preset gets the preset's values") {
   CHECK(s.cluster.gpu.name == "B200");
   CHECK(s.cluster.gpu.bf16_tflops == direct.gpu.bf16_tflops);
   CHECK(s.cluster.gpu.hbm_bytes == direct.gpu.hbm_bytes);
-  CHECK(s.cluster.nic_gbps == 50);
-  CHECK(s.cluster.intra_gbps == 900);
+  CHECK(s.cluster.nic_gbyte_per_s == 50);
+  CHECK(s.cluster.intra_gbyte_per_s == 900);
   CHECK(s.cluster.intra_efficiency == direct.intra_efficiency);
   CHECK(s.cluster.inter_latency_us == direct.inter_latency_us);
   CHECK(s.cluster.net_overhead_us == direct.net_overhead_us);

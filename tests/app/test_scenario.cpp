@@ -53,7 +53,7 @@ TEST_CASE("a good scenario loads the catalog's values into typed structs") {
   CHECK(s.cluster.gpu.name == "H100-SXM");
   CHECK(s.cluster.gpu.bf16_tflops == 989);
   CHECK(s.cluster.gpus_per_node == 8);
-  CHECK(s.cluster.nic_gbps == 50);
+  CHECK(s.cluster.nic_gbyte_per_s == 50);
   CHECK(training_job(s).model.layers == 32);
   CHECK(training_job(s).model.kv_heads == 8);
   CHECK(training_job(s).model.ffn_hidden == 14336);

@@ -67,8 +67,8 @@ TEST_CASE("a cluster without a preset gets NDR NICs and NCCL's NVLink figures") 
   const Scenario s = parse_scenario(j.dump(), "custom.json");
   CHECK(s.cluster.name == "custom");
   CHECK(s.cluster.intra == IntraNodeFabric::nvswitch);
-  CHECK(s.cluster.intra_gbps == 450);
-  CHECK(s.cluster.nic_gbps == 50);  // NDR InfiniBand, 400 Gb/s
+  CHECK(s.cluster.intra_gbyte_per_s == 450);
+  CHECK(s.cluster.nic_gbyte_per_s == 50);  // NDR InfiniBand, 400 Gb/s
   CHECK(s.cluster.intra_latency_us == 0.6);
 }
 

@@ -60,7 +60,7 @@ bool mentions(const std::string& text, const std::string& part) { return text.fi
 
 TEST_CASE("a 200 Gb/s NIC is 25 GB/s however it is written, and only the old key warns") {
   const Scenario gbit = load({{"nic_gbit_per_s", 200}});
-  CHECK(gbit.cluster.nic_gbps == 25.0);  // ClusterSpec keeps GB/s
+  CHECK(gbit.cluster.nic_gbyte_per_s == 25.0);  // ClusterSpec keeps GB/s
   CHECK(gbit.warnings.empty());
   const json want = as_json(gbit.cluster);
   CHECK(want["nic_gbit_per_s"] == 200.0);
@@ -107,7 +107,7 @@ TEST_CASE("a GPU's bandwidths: new keys, strings with units, and the old keys wi
                                  {"nvlink_gbyte_per_s", 0},
                                  {"pcie_gbps", 64}};
   const Scenario s = parse_scenario(sc.dump(), "units.json");
-  CHECK(s.cluster.gpu.hbm_gbps == 3000.0);
+  CHECK(s.cluster.gpu.hbm_gbyte_per_s == 3000.0);
   REQUIRE(s.warnings.size() == 2);
   CHECK(mentions(s.warnings[0] + s.warnings[1],
                  "/catalog/gpus/H100-SXM/hbm_gbps is deprecated (GB/s, easily mistaken for Gb/s): 3000 GB/s = 24000 "
@@ -117,9 +117,9 @@ TEST_CASE("a GPU's bandwidths: new keys, strings with units, and the old keys wi
   on_x1["cluster"] = {{"gpu", "X1"}, {"gpus_per_node", 2}};
   on_x1["training"]["parallelism"]["dp"] = 2;
   const Scenario x = parse_scenario(on_x1.dump(), "units.json");
-  CHECK(x.cluster.gpu.hbm_gbps == 2000.0);
-  CHECK(x.cluster.gpu.pcie_gbps == 64.0);
-  CHECK(x.cluster.intra_gbps == 64.0);  // no NVLink: the node fabric is PCIe at the GPU's rate
+  CHECK(x.cluster.gpu.hbm_gbyte_per_s == 2000.0);
+  CHECK(x.cluster.gpu.pcie_gbyte_per_s == 64.0);
+  CHECK(x.cluster.intra_gbyte_per_s == 64.0);  // no NVLink: the node fabric is PCIe at the GPU's rate
 }
 
 TEST_CASE("two spellings of one bandwidth, or garbage in one, are exit-2 errors naming the key") {
@@ -240,12 +240,12 @@ TEST_CASE("--set in one spelling replaces the file's other spelling of the same 
   const Scenario in_bytes = parse_scenario(text, "units.json", {Override{"/cluster/nic_gbyte_per_s", "25"}});
   const Scenario in_bits = parse_scenario(text, "units.json", {Override{"/cluster/nic_gbit_per_s", "200"}});
   const Scenario old_key = parse_scenario(text, "units.json", {Override{"/cluster/nic_gbps", "25"}});
-  CHECK(in_bytes.cluster.nic_gbps == rel_approx(25, 1e-12));
+  CHECK(in_bytes.cluster.nic_gbyte_per_s == rel_approx(25, 1e-12));
   CHECK(as_json(in_bits.cluster) == as_json(in_bytes.cluster));
   CHECK(as_json(old_key.cluster) == as_json(in_bytes.cluster));
   // The same for a GPU's bandwidth under /catalog/gpus.
   json j = scenario_with(json::object());
   j["catalog"]["gpus"]["H100-SXM"] = {{"hbm_gbyte_per_s", 3000}};
   const Scenario gpu = parse_scenario(j.dump(), "units.json", {Override{"/catalog/gpus/H100-SXM/hbm_gbps", "2000"}});
-  CHECK(gpu.cluster.gpu.hbm_gbps == rel_approx(2000, 1e-12));
+  CHECK(gpu.cluster.gpu.hbm_gbyte_per_s == rel_approx(2000, 1e-12));
 }

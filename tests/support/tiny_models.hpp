@@ -50,10 +50,10 @@ inline Cluster h100_node8() {
   s.gpu.name = "H100-SXM";
   s.gpu.bf16_tflops = 989;
   s.gpu.hbm_bytes = 80e9;
-  s.gpu.hbm_gbps = 3350;
-  s.gpu.nvlink_gbps = 450;
+  s.gpu.hbm_gbyte_per_s = 3350;
+  s.gpu.nvlink_gbyte_per_s = 450;
   s.gpus_per_node = 8;
-  s.intra_gbps = 450;
+  s.intra_gbyte_per_s = 450;
   s.intra_latency_us = 0.6;
   return build_cluster(s);
 }

@@ -20,14 +20,14 @@ namespace {
 ClusterSpec dgx(const char* name, double nvlink, int gen, double nic, int nodes) {
   ClusterSpec s;
   s.name = name;
-  s.gpu.pcie_gbps = 64;
+  s.gpu.pcie_gbyte_per_s = 64;
   s.gpu.nvlink_gen = gen;
   s.nodes = nodes;
-  s.intra_gbps = nvlink;
+  s.intra_gbyte_per_s = nvlink;
   s.intra_latency_us = 0.6;
   s.intra_efficiency = nvlink_efficiency(gen);
   s.nvls_efficiency = gen >= 4 ? 275.0 / 450 : 0;
-  s.nic_gbps = nic;
+  s.nic_gbyte_per_s = nic;
   s.inter_latency_us = 2.7;
   return s;
 }

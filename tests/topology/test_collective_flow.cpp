@@ -16,12 +16,12 @@ ClusterSpec h100(int nodes) {
   ClusterSpec s;
   s.name = "dgx-h100";
   s.gpu.name = "H100-SXM";
-  s.gpu.pcie_gbps = 64;
+  s.gpu.pcie_gbyte_per_s = 64;
   s.nodes = nodes;
   s.gpus_per_node = 8;
-  s.intra_gbps = 450;
+  s.intra_gbyte_per_s = 450;
   s.intra_latency_us = 0.6;
-  s.nic_gbps = 50;
+  s.nic_gbyte_per_s = 50;
   s.inter_latency_us = 3.0;
   return s;
 }
@@ -138,14 +138,14 @@ double flow_time(const ClusterSpec& spec, const CollectiveCall& call, Collective
 ClusterSpec l40s(int nodes) {
   ClusterSpec s;
   s.name = "l40s-pcie";
-  s.gpu.pcie_gbps = 32;
+  s.gpu.pcie_gbyte_per_s = 32;
   s.nodes = nodes;
   s.intra = IntraNodeFabric::pcie;
-  s.intra_gbps = 32;
+  s.intra_gbyte_per_s = 32;
   s.intra_latency_us = 1.0;
   s.intra_efficiency = 0.75;
-  s.inter_socket_gbps = 22;
-  s.nic_gbps = 25;
+  s.inter_socket_gbyte_per_s = 22;
+  s.nic_gbyte_per_s = 25;
   s.nics_per_node = 4;
   s.inter_latency_us = 2.7;
   return s;

@@ -17,12 +17,12 @@ ClusterSpec h100(int nodes) {
   ClusterSpec s;
   s.name = "dgx-h100";
   s.gpu.name = "H100-SXM";
-  s.gpu.pcie_gbps = 64;
+  s.gpu.pcie_gbyte_per_s = 64;
   s.nodes = nodes;
   s.gpus_per_node = 8;
-  s.intra_gbps = 450;
+  s.intra_gbyte_per_s = 450;
   s.intra_latency_us = 0.6;
-  s.nic_gbps = 50;
+  s.nic_gbyte_per_s = 50;
   s.inter_latency_us = 3.0;
   return s;
 }
@@ -75,9 +75,9 @@ TEST_CASE("pods follow the leaf radix: NDR rail leaves hold 32 nodes at 1:1 and 
   s.fabric = InterNodeFabric::fat_tree;
   CHECK(pod_nodes(s) == 4);  // 32 down ports over a node's 8 NICs
   s.fabric = InterNodeFabric::rail_optimized;
-  s.nic_gbps = 25;  // HDR: Quantum QM8700, 40 ports
+  s.nic_gbyte_per_s = 25;  // HDR: Quantum QM8700, 40 ports
   CHECK(pod_nodes(s) == 20);
-  s.nic_gbps = 100;  // XDR: Quantum-X800, 144 ports
+  s.nic_gbyte_per_s = 100;  // XDR: Quantum-X800, 144 ports
   CHECK(pod_nodes(s) == 72);
   s.leaf_radix = 48;
   CHECK(pod_nodes(s) == 24);

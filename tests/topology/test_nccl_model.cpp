@@ -14,13 +14,13 @@ namespace {
 // 50 GB/s NICs at 0.96, 2.7 us network hop, 1 us net overhead.
 ClusterSpec dgx_h100(int nodes) {
   ClusterSpec s;
-  s.gpu.pcie_gbps = 64;
+  s.gpu.pcie_gbyte_per_s = 64;
   s.gpu.nvlink_gen = 4;
   s.nodes = nodes;
-  s.intra_gbps = 450;
+  s.intra_gbyte_per_s = 450;
   s.intra_latency_us = 0.6;
   s.intra_efficiency = 20.6 / 25;
-  s.nic_gbps = 50;
+  s.nic_gbyte_per_s = 50;
   s.inter_latency_us = 2.7;
   return s;
 }

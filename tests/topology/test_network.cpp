@@ -7,13 +7,13 @@ using namespace ctwin;
 namespace {
 ClusterSpec node_spec(IntraNodeFabric f, int nodes) {
   ClusterSpec s;
-  s.gpu.pcie_gbps = 32;
+  s.gpu.pcie_gbyte_per_s = 32;
   s.gpu.nvlink_gen = 4;
   s.nodes = nodes;
   s.intra = f;
-  s.intra_gbps = f == IntraNodeFabric::nvswitch ? 450 : 32;
-  s.nvlink_pair_gbps = 300;
-  s.inter_socket_gbps = 22;
+  s.intra_gbyte_per_s = f == IntraNodeFabric::nvswitch ? 450 : 32;
+  s.nvlink_pair_gbyte_per_s = 300;
+  s.inter_socket_gbyte_per_s = 22;
   s.nics_per_node = 4;
   return s;
 }

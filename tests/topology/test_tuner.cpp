@@ -21,7 +21,7 @@ Cluster node(const GpuSpec& gpu, IntraNodeFabric intra, double intra_gbps, doubl
   s.nodes = 1;
   s.gpus_per_node = 8;
   s.intra = intra;
-  s.intra_gbps = intra_gbps;
+  s.intra_gbyte_per_s = intra_gbps;
   s.intra_efficiency = intra_eff;
   s.intra_latency_us = latency_us;
   s.inter_latency_us = 2.7;
@@ -31,8 +31,8 @@ Cluster node(const GpuSpec& gpu, IntraNodeFabric intra, double intra_gbps, doubl
 GpuSpec gpu(int nvlink_gen, double nvlink_gbps, double pcie_gbps) {
   GpuSpec g;
   g.nvlink_gen = nvlink_gen;
-  g.nvlink_gbps = nvlink_gbps;
-  g.pcie_gbps = pcie_gbps;
+  g.nvlink_gbyte_per_s = nvlink_gbps;
+  g.pcie_gbyte_per_s = pcie_gbps;
   return g;
 }
 

@@ -25,9 +25,9 @@ Cluster one_gpu() {
   s.gpu.name = "test-gpu";
   s.gpu.bf16_tflops = 100;
   s.gpu.hbm_bytes = 80e9;
-  s.gpu.hbm_gbps = 1000;
+  s.gpu.hbm_gbyte_per_s = 1000;
   s.gpus_per_node = 1;
-  s.intra_gbps = 100;
+  s.intra_gbyte_per_s = 100;
   return build_cluster(s);
 }
 

@@ -26,7 +26,7 @@ GpuSpec catalog_gpu(const nlohmann::json& cat, const std::string& name) {
   GpuSpec s;
   s.name = name;
   s.bf16_tflops = g.at("bf16_tflops");
-  s.hbm_gbps = g.at("hbm_gbyte_per_s");
+  s.hbm_gbyte_per_s = g.at("hbm_gbyte_per_s");
   s.nvlink_gen = g.at("nvlink_gen");
   s.gemm_efficiency = g.at("gemm_efficiency");
   s.hbm_efficiency = g.at("hbm_efficiency");
@@ -122,7 +122,7 @@ TEST_CASE("a profile's compute coefficients reach the roofline") {
                                   "p.json");
   GpuSpec gpu;
   gpu.bf16_tflops = 1000;
-  gpu.hbm_gbps = 1000;
+  gpu.hbm_gbyte_per_s = 1000;
   const RooflineCostModel cm(compute_model(p, gpu, Dtype::bf16));
   CHECK(p.sources.at("/compute/gemm_knee") == "test");
   // A 1000^3 GEMM: each dimension scales efficiency by 1000 / (1000 + 1000).
@@ -142,7 +142,7 @@ TEST_CASE("a profile's NCCL tables and links reach the cluster's collectives") {
   p.links.nvlink_latency_us = 1;
   ClusterSpec s;
   s.gpu.nvlink_gen = 4;
-  s.intra_gbps = 450;
+  s.intra_gbyte_per_s = 450;
   apply_profile(p, s);
   CHECK(s.intra_efficiency == 20.6 / 25);
   CHECK(s.nvls_efficiency == 275.0 / 450);
@@ -202,8 +202,8 @@ TEST_CASE("applying a GPU's shipped profile to its preset cluster changes nothin
   for (const auto& [name, g] : cat.items()) {
     if (name == "_comment") continue;
     GpuSpec s = catalog_gpu(cat, name);
-    s.nvlink_gbps = g.at("nvlink_gbyte_per_s");
-    s.pcie_gbps = g.at("pcie_gbyte_per_s");
+    s.nvlink_gbyte_per_s = g.at("nvlink_gbyte_per_s");
+    s.pcie_gbyte_per_s = g.at("pcie_gbyte_per_s");
     gpus.gpus[name] = s;
   }
   for (const std::string& name : preset_cluster_names()) {
@@ -244,8 +244,8 @@ TEST_CASE("NVLink bridge links move at the profile's NVLink efficiency") {
   // line rate moves 150.
   GpuCatalog gpus;
   GpuSpec h100 = catalog_gpu(gpu_catalog(), "H100-PCIe");
-  h100.nvlink_gbps = 300;
-  h100.pcie_gbps = 64;
+  h100.nvlink_gbyte_per_s = 300;
+  h100.pcie_gbyte_per_s = 64;
   gpus.gpus["H100-PCIe"] = h100;
   ClusterSpec s;
   REQUIRE(preset_cluster("h100-pcie", 1, gpus, s));

@@ -32,7 +32,7 @@ ModelSpec tiny_moe() {
 Cluster two_nodes() {
   ClusterSpec s = ctwin::test::h100_node8().spec;
   s.nodes = 2;
-  s.nic_gbps = 50;
+  s.nic_gbyte_per_s = 50;
   return build_cluster(s);
 }
 

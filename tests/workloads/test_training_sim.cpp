@@ -37,11 +37,11 @@ Cluster dgx_h100() {
   s.gpu.name = "H100-SXM";
   s.gpu.bf16_tflops = 989;
   s.gpu.hbm_bytes = 80e9;
-  s.gpu.hbm_gbps = 3350;
-  s.gpu.nvlink_gbps = 450;
+  s.gpu.hbm_gbyte_per_s = 3350;
+  s.gpu.nvlink_gbyte_per_s = 450;
   s.gpu.gemm_efficiency = 0.72;
   s.gpus_per_node = 8;
-  s.intra_gbps = 450;
+  s.intra_gbyte_per_s = 450;
   s.intra_latency_us = 0.6;
   return build_cluster(s);
 }
@@ -160,7 +160,7 @@ TEST_CASE("a 1F1B pipeline's bubble is (p-1)/(m+p-1) of the pipeline time when c
   c.global_batch = 8;
   c.seq_len = 1024;
   Cluster cl = dgx_h100();
-  cl.spec.intra_gbps = 1e9;  // practically free transfers
+  cl.spec.intra_gbyte_per_s = 1e9;  // practically free transfers
   cl.spec.intra_latency_us = 0;
   const auto r = simulate_training(m, c, cl, {});
   const auto& b = r.breakdown;  // stage 0
@@ -187,7 +187,7 @@ struct PipeBed {
     c.micro_batch = 1;
     c.global_batch = 8;
     c.seq_len = 1024;
-    cl.spec.intra_gbps = 1e9;
+    cl.spec.intra_gbyte_per_s = 1e9;
     cl.spec.intra_latency_us = 0;
   }
   TrainingResult run() const { return simulate_training(m, c, cl, {}); }
@@ -325,7 +325,7 @@ TEST_CASE("ring attention passes K/V chunks cp-1 times, each beside one block of
   TrainingOptions opt;
   opt.trace = true;
   Cluster cl = dgx_h100();
-  cl.spec.intra_gbps = 20;  // slow enough that the K/V steps outlast the blocks
+  cl.spec.intra_gbyte_per_s = 20;  // slow enough that the K/V steps outlast the blocks
   const auto r = simulate_training(m, c, cl, opt);
   c.parallel.cp_comm = Parallelism::CpComm::all_gather;
   const auto ag = simulate_training(m, c, cl, opt);
@@ -505,7 +505,7 @@ TEST_CASE("TP communication overlap hides TP collectives behind the adjacent GEM
   c.global_batch = 4;
   c.seq_len = 4096;
   Cluster cl = dgx_h100();
-  cl.spec.intra_gbps = 100;  // slow enough that TP collectives matter
+  cl.spec.intra_gbyte_per_s = 100;  // slow enough that TP collectives matter
   const auto plain = simulate_training(m, c, cl, {});
   c.parallel.tp_comm_overlap = true;
   TrainingOptions opt;

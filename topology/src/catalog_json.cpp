@@ -16,11 +16,11 @@ GpuSpec gpu_from_json(const JsonObject& o, const std::string& name, std::vector<
   g.fp8_tflops = r.number("fp8_tflops");
   g.tf32_tflops = r.number("tf32_tflops");
   g.hbm_bytes = r.number("hbm_bytes");
-  g.hbm_gbps = r.bandwidth("hbm_gbyte_per_s", std::nullopt, warnings);
+  g.hbm_gbyte_per_s = r.bandwidth("hbm_gbyte_per_s", std::nullopt, warnings);
   g.nvlink_gen = static_cast<int>(r.integer("nvlink_gen"));
-  g.nvlink_gbps = r.bandwidth("nvlink_gbyte_per_s", std::nullopt, warnings);
+  g.nvlink_gbyte_per_s = r.bandwidth("nvlink_gbyte_per_s", std::nullopt, warnings);
   g.pcie_gen = static_cast<int>(r.integer("pcie_gen"));
-  g.pcie_gbps = r.bandwidth("pcie_gbyte_per_s", std::nullopt, warnings);
+  g.pcie_gbyte_per_s = r.bandwidth("pcie_gbyte_per_s", std::nullopt, warnings);
   g.gemm_efficiency = r.number("gemm_efficiency");
   g.hbm_efficiency = r.number("hbm_efficiency");
   g.kernel_launch_us = r.number("kernel_launch_us");

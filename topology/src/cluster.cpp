@@ -12,10 +12,10 @@ const char* to_string(InterNodeFabric f) { return inter_fabric_names.name(f); }
 
 int leaf_radix_of(const ClusterSpec& s) {
   if (s.leaf_radix > 0) return s.leaf_radix;
-  const double gbit = s.nic_gbps * 8;  // line rate in Gb/s
-  if (gbit <= 200) return 40;          // Quantum QM8700 (HDR)
-  if (gbit <= 400) return 64;          // Quantum-2 QM9700 (NDR)
-  return 144;                          // Quantum-X800 Q3400 (XDR)
+  const double gbit = s.nic_gbyte_per_s * 8;  // line rate in Gb/s
+  if (gbit <= 200) return 40;                 // Quantum QM8700 (HDR)
+  if (gbit <= 400) return 64;                 // Quantum-2 QM9700 (NDR)
+  return 144;                                 // Quantum-X800 Q3400 (XDR)
 }
 
 int pod_nodes(const ClusterSpec& s) {
@@ -75,7 +75,7 @@ std::vector<std::string> fabric_warnings(const ClusterSpec& s) {
 
 Cluster build_cluster(const ClusterSpec& spec) {
   if (spec.nodes < 1 || spec.gpus_per_node < 1) throw std::invalid_argument("build_cluster: empty cluster");
-  if (!(spec.intra_gbps > 0) && spec.gpus_per_node > 1 && !(spec.gpu.pcie_gbps > 0))
+  if (!(spec.intra_gbyte_per_s > 0) && spec.gpus_per_node > 1 && !(spec.gpu.pcie_gbyte_per_s > 0))
     throw std::invalid_argument("build_cluster: no intra-node bandwidth");
   if (spec.nics_per_node < 0 || spec.nics_per_node > spec.gpus_per_node)
     throw std::invalid_argument("build_cluster: nics_per_node must be 0 (one per GPU) up to gpus_per_node");

@@ -59,10 +59,10 @@ ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_js
       if (o.has("intra")) {
         c.intra = r.choice("intra", intra_fabric_names);
       } else {
-        c.intra = c.gpu.nvlink_gbps > 0 ? IntraNodeFabric::nvswitch : IntraNodeFabric::pcie;
+        c.intra = c.gpu.nvlink_gbyte_per_s > 0 ? IntraNodeFabric::nvswitch : IntraNodeFabric::pcie;
       }
-      c.intra_gbps = c.intra == IntraNodeFabric::nvswitch ? c.gpu.nvlink_gbps : c.gpu.pcie_gbps;
-      c.nic_gbps = 50;
+      c.intra_gbyte_per_s = c.intra == IntraNodeFabric::nvswitch ? c.gpu.nvlink_gbyte_per_s : c.gpu.pcie_gbyte_per_s;
+      c.nic_gbyte_per_s = 50;
     }
   }
   // NCCL's tables, link efficiencies and hop latencies (a calibration profile's), once the GPU
@@ -73,9 +73,9 @@ ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_js
   c.nvls_efficiency = r.number("nvls_efficiency", c.nvls_efficiency);
   c.gpus_per_node = static_cast<int>(r.integer("gpus_per_node", c.gpus_per_node));
   if (o.has("intra")) c.intra = r.choice("intra", intra_fabric_names);
-  c.intra_gbps = r.bandwidth("intra_gbyte_per_s", c.intra_gbps, warnings);
+  c.intra_gbyte_per_s = r.bandwidth("intra_gbyte_per_s", c.intra_gbyte_per_s, warnings);
   c.intra_latency_us = r.number("intra_latency_us", c.intra_latency_us);
-  c.nic_gbps = r.bandwidth("nic_gbit_per_s", c.nic_gbps, warnings);
+  c.nic_gbyte_per_s = r.bandwidth("nic_gbit_per_s", c.nic_gbyte_per_s, warnings);
   c.inter_latency_us = r.number("inter_latency_us", c.inter_latency_us);
   c.net_overhead_us = r.number("net_overhead_us", c.net_overhead_us);
   c.nodes_per_pod = static_cast<int>(r.integer("nodes_per_pod", c.nodes_per_pod));
@@ -89,9 +89,9 @@ ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_js
   c.sharp = r.boolean("sharp", c.sharp);
   c.sockets = static_cast<int>(r.integer("sockets", c.sockets));
   c.gpus_per_pcie_switch = static_cast<int>(r.integer("gpus_per_pcie_switch", c.gpus_per_pcie_switch));
-  c.pcie_uplink_gbps = r.bandwidth("pcie_uplink_gbyte_per_s", c.pcie_uplink_gbps, warnings);
-  c.inter_socket_gbps = r.bandwidth("inter_socket_gbyte_per_s", c.inter_socket_gbps, warnings);
-  c.nvlink_pair_gbps = r.bandwidth("nvlink_pair_gbyte_per_s", c.nvlink_pair_gbps, warnings);
+  c.pcie_uplink_gbyte_per_s = r.bandwidth("pcie_uplink_gbyte_per_s", c.pcie_uplink_gbyte_per_s, warnings);
+  c.inter_socket_gbyte_per_s = r.bandwidth("inter_socket_gbyte_per_s", c.inter_socket_gbyte_per_s, warnings);
+  c.nvlink_pair_gbyte_per_s = r.bandwidth("nvlink_pair_gbyte_per_s", c.nvlink_pair_gbyte_per_s, warnings);
   if (c.nics_per_node > c.gpus_per_node) {
     o.fail("nics_per_node",
            "found " + std::to_string(c.nics_per_node) + ", more NICs than the node's " +
@@ -109,11 +109,11 @@ nlohmann::ordered_json cluster_to_json(const ClusterSpec& c) {
                              {"fp8_tflops", g.fp8_tflops},
                              {"tf32_tflops", g.tf32_tflops},
                              {"hbm_bytes", g.hbm_bytes},
-                             {"hbm_gbyte_per_s", g.hbm_gbps},
+                             {"hbm_gbyte_per_s", g.hbm_gbyte_per_s},
                              {"nvlink_gen", g.nvlink_gen},
-                             {"nvlink_gbyte_per_s", g.nvlink_gbps},
+                             {"nvlink_gbyte_per_s", g.nvlink_gbyte_per_s},
                              {"pcie_gen", g.pcie_gen},
-                             {"pcie_gbyte_per_s", g.pcie_gbps},
+                             {"pcie_gbyte_per_s", g.pcie_gbyte_per_s},
                              {"gemm_efficiency", g.gemm_efficiency},
                              {"hbm_efficiency", g.hbm_efficiency},
                              {"kernel_launch_us", g.kernel_launch_us},
@@ -123,11 +123,11 @@ nlohmann::ordered_json cluster_to_json(const ClusterSpec& c) {
                                 {"gpus_per_node", c.gpus_per_node},
                                 {"gpu", gpu},
                                 {"intra", to_string(c.intra)},
-                                {"intra_gbyte_per_s", c.intra_gbps},
+                                {"intra_gbyte_per_s", c.intra_gbyte_per_s},
                                 {"intra_latency_us", c.intra_latency_us},
                                 {"intra_efficiency", c.intra_efficiency},
                                 {"nvls_efficiency", c.nvls_efficiency},
-                                {"nic_gbit_per_s", 8 * c.nic_gbps},
+                                {"nic_gbit_per_s", 8 * c.nic_gbyte_per_s},
                                 {"inter_latency_us", c.inter_latency_us},
                                 {"net_overhead_us", c.net_overhead_us},
                                 {"nodes_per_pod", c.nodes_per_pod},
@@ -141,9 +141,9 @@ nlohmann::ordered_json cluster_to_json(const ClusterSpec& c) {
                                 {"sharp", c.sharp},
                                 {"sockets", c.sockets},
                                 {"gpus_per_pcie_switch", c.gpus_per_pcie_switch},
-                                {"pcie_uplink_gbyte_per_s", c.pcie_uplink_gbps},
-                                {"inter_socket_gbyte_per_s", c.inter_socket_gbps},
-                                {"nvlink_pair_gbyte_per_s", c.nvlink_pair_gbps}};
+                                {"pcie_uplink_gbyte_per_s", c.pcie_uplink_gbyte_per_s},
+                                {"inter_socket_gbyte_per_s", c.inter_socket_gbyte_per_s},
+                                {"nvlink_pair_gbyte_per_s", c.nvlink_pair_gbyte_per_s}};
 }
 
 }  // namespace ctwin

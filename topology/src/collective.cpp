@@ -116,16 +116,16 @@ Shape shape_of(const Cluster& c, const std::vector<GpuId>& ranks) {
 }
 
 double intra_eff(const ClusterSpec& s) { return s.intra_efficiency > 0 ? s.intra_efficiency : 1.0; }
-double nic_bw(const ClusterSpec& s) { return s.nic_gbps * (s.nic_efficiency > 0 ? s.nic_efficiency : 1.0); }
+double nic_bw(const ClusterSpec& s) { return s.nic_gbyte_per_s * (s.nic_efficiency > 0 ? s.nic_efficiency : 1.0); }
 int nics(const ClusterSpec& s) { return std::max(1, std::min(s.nics(), s.gpus_per_node)); }
-double pcie_bw(const ClusterSpec& s) { return s.gpu.pcie_gbps > 0 ? s.gpu.pcie_gbps : 32; }
+double pcie_bw(const ClusterSpec& s) { return s.gpu.pcie_gbyte_per_s > 0 ? s.gpu.pcie_gbyte_per_s : 32; }
 bool nvlink_node(const ClusterSpec& s) { return s.intra != IntraNodeFabric::pcie; }
 
 // Ring bandwidth inside a node over `local` GPUs (the first ones of the node), Simple protocol.
 double intra_ring(const ClusterSpec& s, int local) {
   const double eff = intra_eff(s);
   if (local <= 1) return std::numeric_limits<double>::infinity();
-  if (s.intra == IntraNodeFabric::nvswitch) return s.intra_gbps * eff;
+  if (s.intra == IntraNodeFabric::nvswitch) return s.intra_gbyte_per_s * eff;
   const double pair = nvlink_pair_effective_gbps(s);
   if (s.intra == IntraNodeFabric::nvlink_mesh) {
     // One ring per stride coprime with the GPU count: edge-disjoint rings over the mesh.
@@ -139,9 +139,9 @@ double intra_ring(const ClusterSpec& s, int local) {
   double bw = pcie_bw(s) * eff;
   const int sockets = std::max(1, std::min(s.sockets, s.gpus_per_node));
   if (local > std::max(1, s.gpus_per_pcie_switch))
-    bw = std::min(bw, (s.pcie_uplink_gbps > 0 ? s.pcie_uplink_gbps : pcie_bw(s)) * eff);
-  if (sockets > 1 && local > s.gpus_per_node / sockets && s.inter_socket_gbps > 0)
-    bw = std::min(bw, s.inter_socket_gbps);
+    bw = std::min(bw, (s.pcie_uplink_gbyte_per_s > 0 ? s.pcie_uplink_gbyte_per_s : pcie_bw(s)) * eff);
+  if (sockets > 1 && local > s.gpus_per_node / sockets && s.inter_socket_gbyte_per_s > 0)
+    bw = std::min(bw, s.inter_socket_gbyte_per_s);
   return bw;
 }
 
@@ -237,19 +237,19 @@ double a2a_seconds(const ClusterSpec& s, const Shape& sh, double bytes) {
   const double g = sh.local, n = sh.n;
   double t = 0;
   if (sh.nodes <= 1) {
-    if (s.intra == IntraNodeFabric::nvswitch) return (n - 1) / n * bytes / (s.intra_gbps * intra_eff(s) * 1e9);
+    if (s.intra == IntraNodeFabric::nvswitch) return (n - 1) / n * bytes / (s.intra_gbyte_per_s * intra_eff(s) * 1e9);
     // PCIe: each GPU's port, each switch uplink (its GPUs to the others) and the socket link.
     const double eff = intra_eff(s);
     t = (n - 1) / n * bytes / (pcie_bw(s) * eff * 1e9);
     const double p = std::min<double>(g, std::max(1, s.gpus_per_pcie_switch));
     if (g > p) {
-      const double up = (s.pcie_uplink_gbps > 0 ? s.pcie_uplink_gbps : pcie_bw(s)) * eff;
+      const double up = (s.pcie_uplink_gbyte_per_s > 0 ? s.pcie_uplink_gbyte_per_s : pcie_bw(s)) * eff;
       t = std::max(t, p * (g - p) / n * bytes / (up * 1e9));
     }
     const int sockets = std::max(1, std::min(s.sockets, s.gpus_per_node));
-    if (sockets > 1 && s.inter_socket_gbps > 0 && g > s.gpus_per_node / sockets) {
+    if (sockets > 1 && s.inter_socket_gbyte_per_s > 0 && g > s.gpus_per_node / sockets) {
       const double half = g / 2;
-      t = std::max(t, half * half / n * bytes / (s.inter_socket_gbps * 1e9));
+      t = std::max(t, half * half / n * bytes / (s.inter_socket_gbyte_per_s * 1e9));
     }
     return t;
   }
@@ -363,7 +363,7 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       if (p != Protocol::simple || !nvls_eligible(c, call)) return false;
       // In-switch reduction: every GPU pushes its buffer into the switch and pulls the result once.
       out.latency_s = nm.nvls_latency_us * 1e-6;
-      out.bandwidth_s = S / (s.intra_gbps * s.nvls_efficiency * 1e9);
+      out.bandwidth_s = S / (s.intra_gbyte_per_s * s.nvls_efficiency * 1e9);
       return true;
     }
     case CollectiveAlgo::collnet: {

@@ -104,7 +104,7 @@ ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_
     boost::add_edge(b, a, EdgeProps{net.add_link(gbps * 1e9)}, m.g);
     m.edges += 2;
   };
-  const double pcie = s.gpu.pcie_gbps > 0 ? s.gpu.pcie_gbps : 32;
+  const double pcie = s.gpu.pcie_gbyte_per_s > 0 ? s.gpu.pcie_gbyte_per_s : 32;
   const double eff = s.intra_efficiency > 0 ? s.intra_efficiency : 1.0;
   const bool multi = s.nodes > 1;
   const int sockets = std::max(1, std::min(s.sockets, gpn));
@@ -117,7 +117,7 @@ ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_
       // The node fabric at the rate NCCL's protocol actually moves over it.
       const Vertex sw = m.add();
       for (int l = 0; l < gpn; ++l) {
-        both(gpu_v(l), sw, s.intra_gbps * eff);
+        both(gpu_v(l), sw, s.intra_gbyte_per_s * eff);
         nic_attach[static_cast<std::size_t>(l)] = gpu_v(l);
       }
     } else {
@@ -126,12 +126,13 @@ ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_
       for (int c = 0; c < sockets; ++c) cpu.push_back(m.add());
       for (int c = 1; c < sockets; ++c) {
         both(cpu[static_cast<std::size_t>(c - 1)], cpu[static_cast<std::size_t>(c)],
-             s.inter_socket_gbps > 0 ? s.inter_socket_gbps : 4 * pcie);  // an effective rate
+             s.inter_socket_gbyte_per_s > 0 ? s.inter_socket_gbyte_per_s : 4 * pcie);  // an effective rate
       }
       for (int sw = 0; sw < switches; ++sw) {
         const Vertex v = m.add();
         const int socket = sw * sockets / switches;
-        both(v, cpu[static_cast<std::size_t>(socket)], (s.pcie_uplink_gbps > 0 ? s.pcie_uplink_gbps : pcie) * eff);
+        both(v, cpu[static_cast<std::size_t>(socket)],
+             (s.pcie_uplink_gbyte_per_s > 0 ? s.pcie_uplink_gbyte_per_s : pcie) * eff);
         for (int l = sw * per_switch; l < std::min(gpn, (sw + 1) * per_switch); ++l) {
           both(gpu_v(l), v, pcie * eff);
           nic_attach[static_cast<std::size_t>(l)] = v;
@@ -158,7 +159,7 @@ ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_
   }
   if (!multi) return;
   // Inter-node fabric; fabric links run at the rate NCCL's transport moves.
-  const double nic_bw = s.nic_gbps * (s.nic_efficiency > 0 ? s.nic_efficiency : 1.0);
+  const double nic_bw = s.nic_gbyte_per_s * (s.nic_efficiency > 0 ? s.nic_efficiency : 1.0);
   const double ratio = std::max(1.0, s.oversubscription);
   const int per_pod = std::max(1, std::min(pod_nodes(s), s.nodes));
   const int pods = (s.nodes + per_pod - 1) / per_pod;

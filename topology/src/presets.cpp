@@ -9,7 +9,7 @@ struct Preset {
   const char* gpu;
   int gpus_per_node;
   IntraNodeFabric intra;
-  double nic_gbps;         // per NIC per direction
+  double nic_gbyte_per_s;  // per NIC per direction
   int nics_per_node;       // 0: one per GPU
   double net_overhead_us;  // NCCL's per-step network overhead for the host CPU: Intel 1.0, AMD 2.0
 };
@@ -45,7 +45,7 @@ double nvlink_efficiency(int gen) {
 
 double nvlink_pair_effective_gbps(const ClusterSpec& s) {
   const double eff = s.nvlink_pair_efficiency > 0 ? s.nvlink_pair_efficiency : nvlink_efficiency(s.gpu.nvlink_gen);
-  return (s.nvlink_pair_gbps > 0 ? s.nvlink_pair_gbps : s.intra_gbps) * eff;
+  return (s.nvlink_pair_gbyte_per_s > 0 ? s.nvlink_pair_gbyte_per_s : s.intra_gbyte_per_s) * eff;
 }
 
 bool preset_cluster(const std::string& name, int nodes, const GpuCatalog& gpus, ClusterSpec& out) {
@@ -61,29 +61,29 @@ bool preset_cluster(const std::string& name, int nodes, const GpuCatalog& gpus, 
   out.nodes = nodes;
   out.gpus_per_node = p.gpus_per_node;
   out.intra = p.intra;
-  out.nic_gbps = p.nic_gbps;
+  out.nic_gbyte_per_s = p.nic_gbyte_per_s;
   out.nics_per_node = p.nics_per_node;
   out.net_overhead_us = p.net_overhead_us;
   // NCCL's LL hop latencies (tuning.cc hwLat): 0.6 us over NVLink, 1.0 over PCIe, 2.7 over the network.
   out.inter_latency_us = 2.7;
   if (p.intra == IntraNodeFabric::nvswitch) {
-    out.intra_gbps = gpu.nvlink_gbps;
+    out.intra_gbyte_per_s = gpu.nvlink_gbyte_per_s;
     out.intra_latency_us = 0.6;
     out.intra_efficiency = nvlink_efficiency(gpu.nvlink_gen);
     // NVLink SHARP all-reduce: ~275 GB/s algbw (~480 busbw) of 450 line rate on 8 H100 (NCCL's
     // maintainer, nccl-tests #212); the same fraction of line rate on later NVSwitch generations.
     out.nvls_efficiency = gpu.nvlink_gen >= 4 ? 275.0 / 450.0 : 0.0;
   } else {
-    out.intra_gbps = gpu.pcie_gbps;
+    out.intra_gbyte_per_s = gpu.pcie_gbyte_per_s;
     out.intra_latency_us = 1.0;
     // NCCL models a Gen3 x16 link as 12 of 16 GB/s (topo.h PCI_BW); the same fraction at Gen4/5.
     out.intra_efficiency = 0.75;
     out.sockets = 2;
     out.gpus_per_pcie_switch = 2;
     // NCCL's Sapphire Rapids UPI figure (topo.h SRP_QPI_BW), already an effective rate.
-    out.inter_socket_gbps = 22;
+    out.inter_socket_gbyte_per_s = 22;
     if (p.intra == IntraNodeFabric::nvlink_bridge) {
-      out.nvlink_pair_gbps = gpu.nvlink_gbps;
+      out.nvlink_pair_gbyte_per_s = gpu.nvlink_gbyte_per_s;
       out.nvlink_pair_efficiency = nvlink_efficiency(gpu.nvlink_gen);
     }
   }

@@ -232,7 +232,7 @@ Profile builtin_profile(const std::string& gpu_name) {
 ComputeModel compute_model(const Profile& p, const GpuSpec& gpu, Dtype dtype) {
   ComputeModel cm;
   cm.peak_flops = gpu.peak_flops(dtype);
-  cm.hbm_bytes_per_s = gpu.hbm_gbps * 1e9;
+  cm.hbm_bytes_per_s = gpu.hbm_gbyte_per_s * 1e9;
   cm.gemm_efficiency = p.compute.gemm_efficiency;
   cm.attention_efficiency = p.compute.gemm_efficiency * p.compute.attention_ratio;
   cm.hbm_efficiency = p.compute.hbm_efficiency;

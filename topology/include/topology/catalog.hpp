@@ -20,11 +20,11 @@ struct GpuSpec {
   double fp8_tflops = 0;  // 0 where unsupported
   double tf32_tflops = 0;
   double hbm_bytes = 0;
-  double hbm_gbps = 0;     // GB/s
-  int nvlink_gen = 0;      // 0: no NVLink
-  double nvlink_gbps = 0;  // per GPU, per direction, GB/s
+  double hbm_gbyte_per_s = 0;     // GB/s
+  int nvlink_gen = 0;             // 0: no NVLink
+  double nvlink_gbyte_per_s = 0;  // per GPU, per direction, GB/s
   int pcie_gen = 4;
-  double pcie_gbps = 0;           // x16, per direction, GB/s
+  double pcie_gbyte_per_s = 0;    // x16, per direction, GB/s
   double gemm_efficiency = 0.75;  // fraction of peak a large GEMM reaches
   double hbm_efficiency = 0.85;   // fraction of HBM bandwidth a streaming kernel reaches
   double kernel_launch_us = 2.0;  // fixed cost per kernel (launch and tail)

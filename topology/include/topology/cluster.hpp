@@ -43,15 +43,15 @@ struct ClusterSpec {
   int nodes = 1;
   int gpus_per_node = 8;
   IntraNodeFabric intra = IntraNodeFabric::nvswitch;
-  double intra_gbps = 0;        // per GPU per direction into the node fabric (GB/s)
-  double intra_latency_us = 0;  // one hop GPU -> GPU inside a node
-  double nic_gbps = 50;         // per GPU per direction (NDR InfiniBand: 400 Gb/s = 50 GB/s)
-  double inter_latency_us = 0;  // one hop GPU -> GPU across nodes
+  double intra_gbyte_per_s = 0;  // per GPU per direction into the node fabric (GB/s)
+  double intra_latency_us = 0;   // one hop GPU -> GPU inside a node
+  double nic_gbyte_per_s = 50;   // per GPU per direction (NDR InfiniBand: 400 Gb/s = 50 GB/s)
+  double inter_latency_us = 0;   // one hop GPU -> GPU across nodes
   // Host-side cost of posting one network step on a multi-node ring (NCCL's getNetOverhead,
   // NCCL_NET_OVERHEAD): 1 us on Intel hosts, 2 us on AMD hosts (DGX A100's EPYC), per tuning.cc.
   double net_overhead_us = 1.0;
   // Inter-node fabric, rail-optimised two-tier: NIC r of every node in a pod plugs into leaf r of
-  // that pod; every leaf connects to every spine. Leaf uplinks carry nodes_per_pod x nic_gbps
+  // that pod; every leaf connects to every spine. Leaf uplinks carry nodes_per_pod x nic_gbyte_per_s
   // divided by the oversubscription ratio, split over the spines.
   // Fraction of the node fabric's line rate NCCL's Simple protocol moves (its per-chunk flags
   // and synchronisation): 370 of 450 GB/s on NVLink 4 per NCCL's maintainer (nccl-tests #212).
@@ -74,11 +74,11 @@ struct ClusterSpec {
   double nic_efficiency = 0.96;
   bool sharp = false;  // the switches reduce in-network (SHARP): NCCL's CollNet applies
   // PCIe topology inside a node (pcie, nvlink_bridge and nvlink_mesh nodes).
-  int sockets = 2;               // CPU root complexes, GPUs split evenly
-  int gpus_per_pcie_switch = 2;  // GPUs (and their NICs) under one PCIe switch
-  double pcie_uplink_gbps = 0;   // PCIe switch -> CPU, per direction (0: the GPU's PCIe rate)
-  double inter_socket_gbps = 0;  // CPU <-> CPU link, per direction (0: none modelled)
-  double nvlink_pair_gbps = 0;   // NVLink bridge or mesh: per GPU pair, per direction
+  int sockets = 2;                      // CPU root complexes, GPUs split evenly
+  int gpus_per_pcie_switch = 2;         // GPUs (and their NICs) under one PCIe switch
+  double pcie_uplink_gbyte_per_s = 0;   // PCIe switch -> CPU, per direction (0: the GPU's PCIe rate)
+  double inter_socket_gbyte_per_s = 0;  // CPU <-> CPU link, per direction (0: none modelled)
+  double nvlink_pair_gbyte_per_s = 0;   // NVLink bridge or mesh: per GPU pair, per direction
   // Share of those NVLink pair links' line rate NCCL moves (a profile's nvlink_efficiency, set by
   // the h100-pcie preset and apply_profile); 0: the GPU generation's, nvlink_efficiency(gen).
   double nvlink_pair_efficiency = 0;
@@ -119,8 +119,8 @@ namespace ctwin {
 // Returns false if the name is unknown. GPUs are taken from the catalog by name.
 // NCCL's effective NVLink bandwidth over line rate for an NVLink generation (0.8, 0.824, 0.802).
 double nvlink_efficiency(int gen);
-// What NCCL moves over one NVLink bridge or mesh link, per direction (GB/s): nvlink_pair_gbps
-// (else intra_gbps) times nvlink_pair_efficiency (else the generation's nvlink_efficiency).
+// What NCCL moves over one NVLink bridge or mesh link, per direction (GB/s): nvlink_pair_gbyte_per_s
+// (else intra_gbyte_per_s) times nvlink_pair_efficiency (else the generation's nvlink_efficiency).
 double nvlink_pair_effective_gbps(const ClusterSpec& s);
 bool preset_cluster(const std::string& name, int nodes, const GpuCatalog& gpus, ClusterSpec& out);
 // The preset names, for messages and --help.
