@@ -36,6 +36,7 @@ shopt -u patsub_replacement 2>/dev/null || true
 root=$(cd "$(dirname "$0")/.." && pwd)
 list_file=tests/mutations.txt
 only=""
+shard=""
 json=0
 list_only=0
 min_score=0.90
@@ -50,6 +51,7 @@ usage() {
   cat <<'EOF'
 Options:
   --only ID[,ID...]   run only these mutations
+  --shard K/N         run every N-th mutation from the K-th (N parallel runs, own --workdir each)
   --list              list the mutations (and check that each still applies); builds nothing
   --json              print results as JSON on stdout
   --min-score X       fail below this score (default 0.90)
@@ -67,6 +69,8 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     --only) only=${2:?--only needs ids}; shift 2 ;;
     --only=*) only=${1#*=}; shift ;;
+    --shard) shard=${2:?--shard needs K/N}; shift 2 ;;
+    --shard=*) shard=${1#*=}; shift ;;
     --list) list_only=1; shift ;;
     --json) json=1; shift ;;
     --min-score) min_score=${2:?--min-score needs a number}; shift 2 ;;
@@ -151,6 +155,18 @@ if [[ -n $only ]]; then
   done
 else
   selected=("${!ids[@]}")
+fi
+# --shard K/N: every N-th mutation from the K-th, so N runs in parallel (each in its own
+# --workdir) cover the list once between them.
+if [[ -n $shard ]]; then
+  [[ $shard =~ ^([0-9]+)/([0-9]+)$ ]] || die "--shard takes K/N, such as 1/2"
+  k=${BASH_REMATCH[1]} n=${BASH_REMATCH[2]}
+  [[ $n -ge 1 && $k -ge 1 && $k -le $n ]] || die "--shard $shard: K must lie in 1..N"
+  sharded=()
+  for j in "${!selected[@]}"; do
+    if [[ $((j % n)) -eq $((k - 1)) ]]; then sharded+=("${selected[j]}"); fi
+  done
+  selected=("${sharded[@]}")
 fi
 
 # Occurrences of the exact text $2 in file $1 (awk's index(): bash's own pattern matching is

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: format check, a warnings-as-errors build, every CTest test, the checks
 # on the suite itself (every doctest case runs; no bare Approx), and the mutation score
-# (scripts/mutate.sh: every planted bug of tests/mutations.txt, at least 90% caught, none stale).
+# (scripts/mutate.sh: every planted bug of tests/mutations.txt, at least 90% caught, none stale;
+# one shard per core, run side by side).
 # Between them, the sanitizer stage (docs/reliability.md): clang 14 builds everything in build-fuzz
 # with ASan, UBSan and libFuzzer coverage (-Werror, so the clang build stays green beside GCC's),
 # every fuzz target runs CTWIN_CI_FUZZ_SECONDS (default 20) from its seeds, and the test modules
@@ -20,4 +21,20 @@ if [ "${CTWIN_CI_SANITIZE:-1}" != 0 ]; then
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-fuzz --output-on-failure --parallel "$(nproc)" ${CTWIN_CI_SANITIZE_TESTS:+-R "$CTWIN_CI_SANITIZE_TESTS"}
 fi
-scripts/mutate.sh --min-score 0.90
+# The mutation run rebuilds and tests one mutant at a time, mostly on one core: as many shards
+# as cores run side by side (each its own scratch tree; ccache shares their first build).
+shards=${CTWIN_CI_MUTATION_SHARDS:-$(nproc)}
+logs=$(mktemp -d)
+pids=()
+for k in $(seq 1 "$shards"); do
+  scripts/mutate.sh --min-score 0.90 --shard "$k/$shards" --jobs 1 >"$logs/mutate-$k.out" 2>&1 &
+  pids+=($!)
+done
+status=0
+for k in $(seq 1 "$shards"); do
+  wait "${pids[k - 1]}" || status=1
+  echo "--- mutation shard $k/$shards"
+  cat "$logs/mutate-$k.out"
+done
+rm -rf "$logs"
+exit "$status"
