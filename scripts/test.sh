@@ -5,7 +5,7 @@
 # one shard per core, run side by side).
 # Between them, the sanitizer stage (docs/reliability.md): clang 14 builds everything in build-fuzz
 # with ASan, UBSan and libFuzzer coverage (-Werror, so the clang build stays green beside GCC's),
-# every fuzz target runs CTWIN_CI_FUZZ_SECONDS (default 20) from its seeds, and the test modules
+# every fuzz target runs CTWIN_CI_FUZZ_SECONDS (default 10) from its seeds, and the test modules
 # run under the sanitizers. CTWIN_CI_SANITIZE=0 skips the stage (a quick local run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ scripts/check-tests.sh build
 if [ "${CTWIN_CI_SANITIZE:-1}" != 0 ]; then
   scripts/fuzz.sh --build
   for target in scenario hf_config cluster_json trace_binary chrome_trace; do
-    scripts/fuzz.sh "$target" "${CTWIN_CI_FUZZ_SECONDS:-20}"
+    scripts/fuzz.sh "$target" "${CTWIN_CI_FUZZ_SECONDS:-10}"
   done
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-fuzz --output-on-failure --parallel "$(nproc)" ${CTWIN_CI_SANITIZE_TESTS:+-R "$CTWIN_CI_SANITIZE_TESTS"}

@@ -69,11 +69,7 @@ constexpr Time microseconds(std::int64_t us) { return Time{detail::mul_ps(us, 10
 
 // Rounds to the nearest picosecond; the one place floating-point time enters the engine. NaN,
 // infinities and magnitudes beyond the clock's range throw TimeOverflow (llround would be UB).
-inline Time seconds(double s) {
-  const double ps = s * 1e12;
-  // 2^63 is exactly representable; anything at or beyond it does not fit an int64.
-  if (!(std::fabs(ps) < 9223372036854775808.0)) detail::time_overflow();
-  return Time{std::llround(ps)};
-}
+// Out of line (sim/src/time.cpp): every file includes this header.
+Time seconds(double s);
 
 }  // namespace ctwin
