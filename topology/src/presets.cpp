@@ -55,7 +55,8 @@ bool preset_cluster(const std::string& name, int nodes, const GpuCatalog& gpus, 
   auto g = gpus.gpus.find(p.gpu);
   if (g == gpus.gpus.end()) return false;
   const GpuSpec& gpu = g->second;
-  out = ClusterSpec{};
+  const ClusterSpec fresh;
+  out = fresh;
   out.name = name;
   out.gpu = gpu;
   out.nodes = nodes;

@@ -1,0 +1,26 @@
+#include "topology/nccl_model.hpp"
+
+namespace ctwin {
+
+// src/graph/tuning.cc (NCCL 2.23 and later); the comments in nccl_model.hpp say which is which.
+NcclModel::NcclModel() {
+  base_ring_us = {6.6, 14.0, 8.4};
+  base_tree_us = {6.8, 14.0, 8.4};
+  ring_nvlink_extra_us = {0.0, 1.3, 2.8};
+  ring_pcie_extra_us = {0.0, 1.5, 4.7};
+  ring_net_extra_us = {0.0, 1.3, 11.3};
+  tree_nvlink_extra_us = {0.0, 0.65, 3.4};
+  tree_net_extra_us = {2.3, 5.8, 11.3};
+  nvls_latency_us = 25.0;
+  collnet_latency_us = 3.7 + 31.0;
+  simple_net_overhead_factor = 3;
+  ring_ll_efficiency = 0.25;
+  ring_ll_copy_efficiency = 1.0 / 3;
+  ring_ll128_efficiency = 0.92;
+  tree_efficiency = 0.92;
+  tree_ll_efficiency = 1 / 3.8;
+  tree_ll128_efficiency = 120.0 / 128;
+  tree_ll128_intra_efficiency = 7.0 / 9;
+}
+
+}  // namespace ctwin
