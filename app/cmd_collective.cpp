@@ -113,7 +113,6 @@ int cmd_collective(const Args& args) {
   std::vector<std::string> warnings;
   spec = read_cluster(top, read_catalogs(top).gpus, std::nullopt, &warnings);
   for (auto& w : cluster_warnings(spec)) warnings.push_back(std::move(w));
-  for (auto& w : fabric_warnings(spec)) warnings.push_back(std::move(w));
   for (const auto& w : warnings) std::fprintf(stderr, "ctwin: warning: %s\n", w.c_str());
   const std::string cluster_name = preset ? *preset : *cluster_file;
   const double gpn = p->number("--gpus-per-node", spec.gpus_per_node);

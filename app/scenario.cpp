@@ -60,6 +60,7 @@ std::vector<std::string> cluster_warnings(const ClusterSpec& c) {
                   c.nic_gbyte_per_s, 8 * c.nic_gbyte_per_s, c.nic_gbyte_per_s, c.nic_gbyte_per_s);
     w.emplace_back(buf);
   }
+  for (auto& f : fabric_warnings(c)) w.push_back(std::move(f));
   return w;
 }
 
@@ -129,7 +130,6 @@ Scenario parse_scenario(const std::string& text, const std::string& path, const 
   sc.profile = read_profile(top);
   sc.cluster = read_cluster(top, catalogs.gpus, sc.profile, &sc.warnings);
   for (auto& w : cluster_warnings(sc.cluster)) sc.warnings.push_back(std::move(w));
-  for (auto& w : fabric_warnings(sc.cluster)) sc.warnings.push_back(std::move(w));
   sc.job = read_job(top, root, catalogs, sc);
   read_network(top, sc);
   if (top.has("validation")) {

@@ -169,7 +169,8 @@ struct Override {
 
 Override parse_override(const std::string& text);
 
-// Values that parse but are probably a unit mistake (a NIC above 1,000 GB/s: Gb/s typed into a GB/s key).
+// Values that parse but are probably a unit mistake (a NIC above 1,000 GB/s: Gb/s typed into a GB/s
+// key), then fabric keys that change nothing on this cluster (fabric_warnings).
 std::vector<std::string> cluster_warnings(const ClusterSpec& c);
 
 // Sets root at ov.pointer to ov.value, creating missing objects along the pointer; an

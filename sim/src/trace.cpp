@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/error.hpp"
+#include "sim/json_reader.hpp"
 #include "sim/output_file.hpp"
 
 namespace ctwin {
@@ -216,11 +217,12 @@ Trace read_trace_binary(std::istream& in, const std::string& what) {
   std::int64_t total_dur = 0;
   for (std::size_t i = 0; i < t.events.size(); ++i) {
     const auto& e = t.events[i];
-    const std::string where = "/events/" + std::to_string(i);
-    if (e.lane >= nl || e.name >= ns || e.kind >= ns) r.fail(where, "event refers to a lane or string out of range");
-    if (e.start_ps < 0 || e.dur_ps < 0) r.fail(where, "negative start or duration");
+    // The pointer is composed only for the error: traces hold millions of events.
+    const auto bad = [&](const char* what) { r.fail("/events/" + std::to_string(i), what); };
+    if (e.lane >= nl || e.name >= ns || e.kind >= ns) bad("event refers to a lane or string out of range");
+    if (e.start_ps < 0 || e.dur_ps < 0) bad("negative start or duration");
     if (e.dur_ps > kMaxTracePs - e.start_ps || e.dur_ps > kMaxTracePs - total_dur) {
-      r.fail(where, "event times beyond the clock's range (2^63 ps)");
+      bad("event times beyond the clock's range (2^63 ps)");
     }
     total_dur += e.dur_ps;
   }
@@ -412,7 +414,8 @@ struct ChromeReader {
   const std::string& what;
 
   [[noreturn]] void fail(const std::string& where, const nlohmann::json* v, const std::string& expected) const {
-    throw InputError(what, where, v ? "found " + v->dump() : std::string("missing"), expected);
+    // shown(): a bounded excerpt, never the whole (possibly huge or deeply nested) value.
+    throw InputError(what, where, v ? "found " + shown(*v) : std::string("missing"), expected);
   }
   // An integer in [0, max] (a float with no fractional part is taken too).
   std::uint64_t unsigned_int(const nlohmann::json& v, const std::string& where, std::uint64_t max) const {

@@ -26,6 +26,7 @@ const std::map<std::string, Entry>& entries() {
        [](std::string_view b) { ctwin::fuzz::run_scenario(b, ctwin::fuzz::scenario_path(CTWIN_SOURCE_DIR)); }},
       {"hf_config", [](std::string_view b) { ctwin::fuzz::run_hf_config(b, fs::temp_directory_path()); }},
       {"cluster_json", [](std::string_view b) { ctwin::fuzz::run_cluster_json(b); }},
+      {"profile", [](std::string_view b) { ctwin::fuzz::run_profile(b); }},
       {"trace_binary", [](std::string_view b) { ctwin::fuzz::run_trace_binary(b); }},
       {"chrome_trace", [](std::string_view b) { ctwin::fuzz::run_chrome_trace(b); }},
   };

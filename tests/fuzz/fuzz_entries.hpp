@@ -25,8 +25,10 @@
 #include "topology/catalog_json.hpp"
 #include "topology/cluster.hpp"
 #include "topology/cluster_json.hpp"
+#include "topology/collective.hpp"
 #include "viz/timeline_model.hpp"
 #include "workloads/model_json.hpp"
+#include "workloads/profile.hpp"
 #include "workloads/training_sim.hpp"
 
 namespace ctwin::fuzz {
@@ -95,6 +97,21 @@ inline void run_cluster_json(std::string_view bytes) {
   (void)cluster_to_json(spec);
   if (static_cast<double>(spec.nodes) * spec.gpus_per_node > 4096) return;
   (void)build_cluster(spec);
+}
+
+// A calibration profile (`ctwin profile`, a scenario's {"profile": {"file": ...}}): parsed,
+// written back, and applied to a cluster, whose collective model then reads its NCCL tables.
+inline void run_profile(std::string_view bytes) {
+  const Profile p = parse_profile(std::string(bytes), "fuzz-profile.json");
+  (void)profile_to_json(p);
+  ClusterSpec spec;
+  if (!preset_cluster("dgx-h100", 2, builtin_gpus(), spec)) return;
+  apply_profile(p, spec);
+  CollectiveCall call;
+  call.op = CollectiveOp::all_reduce;
+  for (int r = 0; r < 16; ++r) call.ranks.emplace_back(r);
+  call.bytes = 1 << 20;
+  (void)estimate_collective(build_cluster(spec), call);
 }
 
 // What a loaded trace goes through: both writers, and the viewer's model (index, busy-time

@@ -4,50 +4,15 @@
 
 #include "topology/collective_flow.hpp"
 
+#include "flow_fixtures.hpp"
 #include "tolerance.hpp"
 
 using namespace ctwin;
 using ctwin::test::abs_approx;
+using ctwin::test::call_on;
+using ctwin::test::h100;
 using ctwin::test::rel_approx;
-
-namespace {
-
-ClusterSpec h100(int nodes) {
-  ClusterSpec s;
-  s.name = "dgx-h100";
-  s.gpu.name = "H100-SXM";
-  s.gpu.pcie_gbyte_per_s = 64;
-  s.nodes = nodes;
-  s.gpus_per_node = 8;
-  s.intra_gbyte_per_s = 450;
-  s.intra_latency_us = 0.6;
-  s.nic_gbyte_per_s = 50;
-  s.inter_latency_us = 3.0;
-  return s;
-}
-
-CollectiveCall call_on(CollectiveOp op, int first, int count, double bytes) {
-  CollectiveCall c;
-  c.op = op;
-  for (int i = 0; i < count; ++i) c.ranks.emplace_back(first + i);
-  c.bytes = bytes;
-  return c;
-}
-
-// Runs the calls concurrently at flow fidelity; returns each one's completion time.
-std::vector<double> run_flows(const ClusterSpec& spec, const std::vector<CollectiveCall>& calls) {
-  Engine e;
-  FlowNetwork net(e);
-  const Cluster cl = build_cluster(spec);
-  ClusterNetwork routes(cl, net);
-  CollectiveFlows coll(e, net, routes, cl);
-  std::vector<double> done(calls.size(), -1);
-  for (std::size_t i = 0; i < calls.size(); ++i) coll.start(calls[i], [&done, &e, i] { done[i] = e.now().seconds(); });
-  e.run();
-  return done;
-}
-
-}  // namespace
+using ctwin::test::run_flows;
 
 TEST_CASE("routes follow the fabric: NVSwitch inside a node, the rail leaf across nodes, spines across pods") {
   Engine e;

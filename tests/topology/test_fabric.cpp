@@ -6,26 +6,16 @@
 
 #include "topology/collective_flow.hpp"
 
+#include "flow_fixtures.hpp"
 #include "tolerance.hpp"
 
 using namespace ctwin;
+using ctwin::test::call_on;
+using ctwin::test::h100;
 using ctwin::test::rel_approx;
+using ctwin::test::run_flows;
 
 namespace {
-
-ClusterSpec h100(int nodes) {
-  ClusterSpec s;
-  s.name = "dgx-h100";
-  s.gpu.name = "H100-SXM";
-  s.gpu.pcie_gbyte_per_s = 64;
-  s.nodes = nodes;
-  s.gpus_per_node = 8;
-  s.intra_gbyte_per_s = 450;
-  s.intra_latency_us = 0.6;
-  s.nic_gbyte_per_s = 50;
-  s.inter_latency_us = 3.0;
-  return s;
-}
 
 // GPU `local` of each of the first `nodes` nodes: a data-parallel group beside TP8.
 CollectiveCall dp_group(CollectiveOp op, int nodes, double bytes) {
@@ -36,25 +26,9 @@ CollectiveCall dp_group(CollectiveOp op, int nodes, double bytes) {
   return c;
 }
 
-CollectiveCall all_gpus(CollectiveOp op, int nodes, double bytes) {
-  CollectiveCall c;
-  c.op = op;
-  for (int i = 0; i < 8 * nodes; ++i) c.ranks.emplace_back(i);
-  c.bytes = bytes;
-  return c;
-}
+CollectiveCall all_gpus(CollectiveOp op, int nodes, double bytes) { return call_on(op, 0, 8 * nodes, bytes); }
 
-double flow_time(const ClusterSpec& spec, const CollectiveCall& call) {
-  Engine e;
-  FlowNetwork net(e);
-  const Cluster cl = build_cluster(spec);
-  ClusterNetwork routes(cl, net);
-  CollectiveFlows coll(e, net, routes, cl);
-  double done = -1;
-  coll.start(call, [&] { done = e.now().seconds(); });
-  e.run();
-  return done;
-}
+double flow_time(const ClusterSpec& spec, const CollectiveCall& call) { return run_flows(spec, {call})[0]; }
 
 bool mentions(const std::vector<std::string>& w, const std::string& what) {
   for (const auto& s : w) {

@@ -17,23 +17,15 @@
 #include "viz/timeline_model.hpp"
 
 #include "tolerance.hpp"
+#include "trace_events.hpp"
 
 using namespace ctwin;
 using namespace ctwin::viz;
 using ctwin::test::abs_approx;
+using ctwin::test::ev;
 using ctwin::test::rel_approx;
 
 namespace {
-
-TraceEvent ev(std::uint32_t lane, std::int64_t start, std::int64_t dur, std::uint32_t name, std::uint32_t kind) {
-  TraceEvent e;
-  e.lane = lane;
-  e.start_ps = start;
-  e.dur_ps = dur;
-  e.name = name;
-  e.kind = kind;
-  return e;
-}
 
 // Height (px) of each kind's share rects in a frame, by kind string.
 std::map<std::string, float> share_heights(const TimelineModel& m, const DrawList& list) {

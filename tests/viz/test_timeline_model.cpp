@@ -15,6 +15,7 @@
 #include "viz/trace_loader.hpp"
 
 #include "tolerance.hpp"
+#include "trace_events.hpp"
 
 // The model is pure data, usable without GL: none of its headers may pull in OpenGL, GLFW
 // or ImGui (the GL side's headers are viz/src/gl_*.hpp and viz/src/viewer_app.hpp).
@@ -23,20 +24,11 @@
 #endif
 
 using namespace ctwin;
+using ctwin::test::ev;
 using ctwin::test::rel_approx;
 using namespace ctwin::viz;
 
 namespace {
-
-TraceEvent ev(std::uint32_t lane, std::int64_t start, std::int64_t dur, std::uint32_t name, std::uint32_t kind) {
-  TraceEvent e;
-  e.lane = lane;
-  e.start_ps = start;
-  e.dur_ps = dur;
-  e.name = name;
-  e.kind = kind;
-  return e;
-}
 
 // One lane of n back-to-back events with random durations and gaps, deterministic.
 Trace dense_trace(std::size_t n, std::uint32_t lanes = 1) {
