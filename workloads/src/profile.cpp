@@ -43,15 +43,15 @@ const std::vector<ProfileKey>& profile_keys() {
        "A grouped (MoE expert) GEMM over one GEMM of the same per-group shape",
        "fitted across the two MoE validation cases (docs/validation.md)",
        [](Profile& p) { return &p.compute.grouped_gemm_efficiency; }},
-      {"/links/nvlink_efficiency", 1, 0, 1, "fraction", "NCCL's effective NVLink rate over line rate",
+      {"/links/nvlink_efficiency", 1, 0.01, 1, "fraction", "NCCL's effective NVLink rate over line rate; 0: no NVLink",
        "NCCL src/graph/topo.h: 20.0 GB/s per link for SM80, 20.6 for SM90, 40.1 for SM100 against 25, 25, 50",
-       [](Profile& p) { return &p.links.nvlink_efficiency; }},
-      {"/links/nvls_efficiency", 1, 0, 2, "fraction", "NVLS all-reduce algbw over the NVLink line rate; 0: no NVLS",
+       [](Profile& p) { return &p.links.nvlink_efficiency; }, true},
+      {"/links/nvls_efficiency", 1, 0.01, 2, "fraction", "NVLS all-reduce algbw over the NVLink line rate; 0: no NVLS",
        "NCCL's maintainer, nccl-tests #212: ~275 GB/s algbw of 450 on 8 H100",
-       [](Profile& p) { return &p.links.nvls_efficiency; }},
-      {"/links/pcie_efficiency", 1, 0, 1, "fraction", "NCCL's PCIe rate over line rate",
+       [](Profile& p) { return &p.links.nvls_efficiency; }, true},
+      {"/links/pcie_efficiency", 1, 0.01, 1, "fraction", "NCCL's PCIe rate over line rate",
        "NCCL src/graph/topo.h PCI_BW: 12 of 16 GB/s for Gen3 x16", [](Profile& p) { return &p.links.pcie_efficiency; }},
-      {"/links/nic_efficiency", 1, 0, 1, "fraction", "NCCL's network transport over NIC line rate",
+      {"/links/nic_efficiency", 1, 0.01, 1, "fraction", "NCCL's network transport over NIC line rate",
        "NVIDIA's NCCL team, nccl-tests #290: 46-48 of 50 GB/s on NDR; nccl #1048: 24 of 25 on HDR",
        [](Profile& p) { return &p.links.nic_efficiency; }},
       {"/links/nvlink_latency_us", 1, 0, 1e6, "us", "LL hop latency over NVLink", "NCCL tuning.cc hwLat",
@@ -107,9 +107,10 @@ std::string found(const Json& j) { return std::string(j.type_name()) + " " + sho
 double number_at(const Json& j, const std::string& file, const std::string& path, const ProfileKey& k) {
   if (!j.is_number()) throw InputError(file, path, "found " + found(j), "a number");
   const double v = j.get<double>();
-  if (!(v >= k.min && v <= k.max)) {
+  if (!(v >= k.min && v <= k.max) && !(k.zero_is_none && v == 0)) {
     std::ostringstream e;
-    e << "a number from " << k.min << " to " << k.max << " (" << k.unit << ")";
+    e << (k.zero_is_none ? "0 (none) or a number from " : "a number from ") << k.min << " to " << k.max << " ("
+      << k.unit << ")";
     throw InputError(file, path, "found " + found(j), e.str());
   }
   return v;

@@ -56,6 +56,7 @@ struct ProfileKey {
   const char* doc;
   const char* source;  // where the default comes from
   double* (*ref)(Profile&);
+  bool zero_is_none = false;  // 0 also accepted: "none" (no NVLink, no NVLS), below min otherwise
 };
 const std::vector<ProfileKey>& profile_keys();
 
