@@ -189,8 +189,9 @@ TEST_CASE("bad profile JSON names the file, the JSON path, what was found and wh
   CHECK(e.expected == "a number from 0.01 to 1 (fraction)");
   CHECK(parse_error(R"({"links": {"pcie_efficiency": 0}})").path == "/links/pcie_efficiency");
   // 0 means "no NVLink" / "no NVLS" (the L40S and A100 profiles); just above it is still refused.
-  CHECK(parse_profile(R"({"links": {"nvlink_efficiency": 0, "nvls_efficiency": 0}})", "ok.json").links.nvls_efficiency ==
-        0);
+  CHECK(
+      parse_profile(R"({"links": {"nvlink_efficiency": 0, "nvls_efficiency": 0}})", "ok.json").links.nvls_efficiency ==
+      0);
   e = parse_error(R"({"links": {"nvls_efficiency": 1e-300}})");
   CHECK(e.path == "/links/nvls_efficiency");
   CHECK(e.expected == "0 (none) or a number from 0.01 to 2 (fraction)");

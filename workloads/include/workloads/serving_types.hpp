@@ -107,7 +107,6 @@ class IterationCostModel {
   virtual IterationTime iteration(const BatchShape& b) const = 0;
 };
 
-
 // ---------------------------------------------------------------------------------------------
 // The scheduler's parameters, named as vLLM names them (vllm/config.py, EngineArgs).
 
@@ -117,8 +116,8 @@ enum class PreemptionMode : std::uint8_t { recompute, swap };
 // none; vLLM's hashed full blocks with LRU eviction; SGLang's RadixAttention (token radix tree).
 enum class PrefixCaching : std::uint8_t { none, hash_lru, radix };
 
-inline constexpr auto batching_mode_names = make_names<BatchingMode>(
-    {{BatchingMode::continuous, "continuous"}, {BatchingMode::static_batching, "static"}});
+inline constexpr auto batching_mode_names =
+    make_names<BatchingMode>({{BatchingMode::continuous, "continuous"}, {BatchingMode::static_batching, "static"}});
 inline constexpr auto scheduling_policy_names =
     make_names<SchedulingPolicy>({{SchedulingPolicy::fcfs, "fcfs"}, {SchedulingPolicy::priority, "priority"}});
 inline constexpr auto preemption_mode_names =
@@ -127,14 +126,14 @@ inline constexpr auto prefix_caching_names = make_names<PrefixCaching>(
     {{PrefixCaching::none, "none"}, {PrefixCaching::hash_lru, "hash_lru"}, {PrefixCaching::radix, "radix"}});
 
 struct SchedulerConfig {
-  int max_num_seqs = 256;                        // sequences in one batch
-  std::int64_t max_num_batched_tokens = 8192;    // token budget of one iteration
-  int block_size = 16;                           // tokens per KV block
-  double gpu_memory_utilization = 0.9;           // share of GPU memory vLLM may use
-  bool enable_chunked_prefill = true;            // split prompts over iterations within the budget
+  int max_num_seqs = 256;                              // sequences in one batch
+  std::int64_t max_num_batched_tokens = 8192;          // token budget of one iteration
+  int block_size = 16;                                 // tokens per KV block
+  double gpu_memory_utilization = 0.9;                 // share of GPU memory vLLM may use
+  bool enable_chunked_prefill = true;                  // split prompts over iterations within the budget
   PrefixCaching prefix_caching = PrefixCaching::none;  // enable_prefix_caching: hash_lru
-  double swap_space_gib = 4;                     // host memory per GPU for swapped-out KV
-  std::int64_t max_model_len = 0;                // prompt + output limit; 0: the model's max_seq
+  double swap_space_gib = 4;                           // host memory per GPU for swapped-out KV
+  std::int64_t max_model_len = 0;                      // prompt + output limit; 0: the model's max_seq
   BatchingMode batching = BatchingMode::continuous;
   SchedulingPolicy policy = SchedulingPolicy::fcfs;
   PreemptionMode preemption = PreemptionMode::recompute;
@@ -150,10 +149,10 @@ struct SchedulerConfig {
 // tokens on the GPUs, and host blocks for swapped-out requests. A request is known by its id.
 
 struct KvCacheStats {
-  std::int64_t prefix_queries = 0;         // prompts looked up
-  std::int64_t prefix_query_tokens = 0;    // their prompt tokens
-  std::int64_t prefix_hit_tokens = 0;      // of which found cached
-  std::int64_t evicted_blocks = 0;         // cached blocks reclaimed for new allocations
+  std::int64_t prefix_queries = 0;       // prompts looked up
+  std::int64_t prefix_query_tokens = 0;  // their prompt tokens
+  std::int64_t prefix_hit_tokens = 0;    // of which found cached
+  std::int64_t evicted_blocks = 0;       // cached blocks reclaimed for new allocations
 };
 
 class KvCache {
