@@ -43,6 +43,14 @@ namespace {
 
 constexpr std::size_t kShownChars = 60;
 
+// The first n bytes of s, shortened so no UTF-8 sequence is cut in two (JSON's dump() rejects
+// a cut one, and a message should not end in half a character).
+std::string utf8_prefix(const std::string& s, std::size_t n) {
+  if (n >= s.size()) return s;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
 // Appends v as JSON to out, stopping once out is longer than `limit`. Each level of nesting
 // appends a bracket before recursing, so the recursion is at most `limit` deep.
 void excerpt(const Json& v, std::string& out, std::size_t limit) {
@@ -64,12 +72,12 @@ void excerpt(const Json& v, std::string& out, std::size_t limit) {
       if (out.size() > limit) return;
       if (!first) out += ',';
       first = false;
-      out += Json(k.substr(0, limit)).dump() + ':';
+      out += Json(utf8_prefix(k, limit)).dump() + ':';
       excerpt(e, out, limit);
     }
     out += '}';
   } else if (v.is_string()) {
-    out += Json(v.get_ref<const std::string&>().substr(0, limit + 1)).dump();
+    out += Json(utf8_prefix(v.get_ref<const std::string&>(), limit + 1)).dump();
   } else {
     out += v.dump();
   }
@@ -80,7 +88,7 @@ void excerpt(const Json& v, std::string& out, std::size_t limit) {
 std::string shown(const Json& v) {
   std::string s;
   excerpt(v, s, kShownChars);
-  if (s.size() > kShownChars) s = s.substr(0, kShownChars - 3) + "...";
+  if (s.size() > kShownChars) s = utf8_prefix(s, kShownChars - 3) + "...";
   return s;
 }
 
@@ -106,7 +114,7 @@ JsonObject::JsonObject(const Json& j, std::string path, const std::string& file)
 
 void JsonObject::fail(const std::string& key, const std::string& problem, const std::string& expected) const {
   // A key may be megabytes long (an unknown key in a hostile file): the pointer quotes its start.
-  const std::string k = key.size() > kShownChars ? key.substr(0, kShownChars - 3) + "..." : key;
+  const std::string k = key.size() > kShownChars ? utf8_prefix(key, kShownChars - 3) + "..." : key;
   throw InputError(file_, key.empty() ? path_ : child(k), problem, expected);
 }
 

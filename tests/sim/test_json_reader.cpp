@@ -82,6 +82,28 @@ TEST_CASE("shown() quotes at most 60 characters of a value, however large or dee
   CHECK(shown(Json(3)) == "3");
 }
 
+TEST_CASE("shown() never cuts a UTF-8 character in two (a fuzz finding: dump() threw on the half)") {
+  // "\u04d0" is two bytes (0xD3 0x90); strings, keys and the final cut land on every offset.
+  const std::string two = "\xd3\x90";
+  for (std::size_t pad = 0; pad < 4; ++pad) {
+    std::string text(pad, 'a');
+    for (int i = 0; i < 60; ++i) text += two;
+    const std::string v = shown(Json(text));
+    const std::string k = shown(Json{{text, 1}});
+    for (const std::string& s : {v, k}) {
+      CAPTURE(s);
+      CHECK(s.size() <= 60);
+      CHECK(s.size() >= 56);  // at most one character short of the cut
+      CHECK_NOTHROW((void)Json(s).dump());
+      // Every lead byte 0xD3 is followed by its 0x90.
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        if (static_cast<unsigned char>(s[i]) == 0xD3)
+          CHECK((i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) == 0x90));
+      }
+    }
+  }
+}
+
 TEST_CASE("an unknown key a megabyte long is named by its first characters, without a suggestion") {
   const Json j{{std::string(1 << 20, 'k'), 1}};
   try {
