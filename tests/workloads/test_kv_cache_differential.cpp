@@ -214,3 +214,70 @@ TEST_CASE("kv cache hash_lru agrees with a slow reference model over random oper
     CHECK(allocations_ok > 300);
   }
 }
+
+// Random traffic on radix: with room for everything (nothing evicted) it finds exactly what
+// hash_lru finds, since both name a page by (owner, index) and forget nothing; under pressure
+// the pool still adds up and each held request holds ceil(tokens / page) pages.
+TEST_CASE("kv cache radix agrees with hash_lru without eviction and keeps the pool whole under pressure") {
+  for (const std::int64_t pool : {4000, 24}) {
+    for (const std::uint64_t seed : {11u, 12u, 13u}) {
+      CAPTURE(pool);
+      CAPTURE(seed);
+      const int bs = 1 + static_cast<int>(mix64(seed) % 4);
+      auto hash = make_kv_cache(pool, bs, 8, PrefixCaching::hash_lru);
+      auto radix = make_kv_cache(pool, bs, 8, PrefixCaching::radix);
+      std::vector<Request> known;
+      std::map<std::int64_t, std::int64_t> held;  // request -> tokens, in radix
+      for (std::uint64_t step = 0; step < 2000; ++step) {
+        const auto u = [&](std::uint64_t purpose, std::uint64_t n) {
+          return mix64(seed * 7919 + step * 31 + purpose) % n;
+        };
+        const auto op = u(0, 10);
+        if (known.empty() || op < 2) {
+          Request r;
+          r.id = static_cast<std::int64_t>(known.size());
+          r.prompt_tokens = 1 + static_cast<std::int32_t>(u(1, 24));
+          r.prefix_group = static_cast<std::int64_t>(u(2, 3)) - 1;
+          r.shared_prefix_tokens = static_cast<std::int32_t>(u(3, static_cast<std::uint64_t>(r.prompt_tokens) + 1));
+          known.push_back(r);
+        }
+        std::int64_t pick = static_cast<std::int64_t>(u(4, known.size()));
+        if (op >= 6 && !held.empty()) pick = std::next(held.begin(), static_cast<long>(u(8, held.size())))->first;
+        const Request& r = known[static_cast<std::size_t>(pick)];
+        CAPTURE(step);
+        if (op < 6) {
+          const std::int64_t base = held.count(r.id) ? held[r.id] : radix->cached_prefix_tokens(r);
+          const std::int64_t tokens = base + 1 + static_cast<std::int64_t>(u(5, 8));
+          const bool ok = radix->allocate(r, tokens);
+          if (pool == 4000) {
+            REQUIRE(ok);
+            REQUIRE(hash->allocate(r, tokens));
+          }
+          if (ok) held[r.id] = std::max(held[r.id], tokens);
+        } else {
+          radix->release(r);
+          hash->release(r);
+          held.erase(r.id);
+        }
+        REQUIRE(radix->used_blocks() + radix->cached_blocks() <= pool);
+        REQUIRE(radix->used_blocks() >= 0);
+        REQUIRE(radix->cached_blocks() >= 0);
+        std::int64_t held_pages = 0;
+        for (const auto& [id, tokens] : held) {
+          REQUIRE(radix->blocks_of(known[static_cast<std::size_t>(id)]) == (tokens + bs - 1) / bs);
+          held_pages += (tokens + bs - 1) / bs;
+        }
+        REQUIRE(radix->used_blocks() <= held_pages);  // shared pages count once
+        const Request& q = known[u(6, known.size())];
+        const std::int64_t context = q.prompt_tokens + static_cast<std::int64_t>(u(7, 20));
+        if (pool == 4000) {
+          REQUIRE(radix->cached_prefix_tokens(q, context) == hash->cached_prefix_tokens(q, context));
+          REQUIRE(radix->stats().prefix_hit_tokens == hash->stats().prefix_hit_tokens);
+          REQUIRE(radix->used_blocks() <= hash->used_blocks());  // radix also drops duplicate copies
+        }
+      }
+      if (pool == 4000) CHECK(radix->stats().prefix_hit_tokens > 0);
+      if (pool == 24) CHECK(radix->stats().evicted_blocks > 0);
+    }
+  }
+}
