@@ -1,0 +1,39 @@
+// The paged KV cache of one serving replica (the KvCache seam of serving_types.hpp), with three
+// prefix-caching modes:
+//   none      every allocation is fresh; nothing is ever found again.
+//   hash_lru  vLLM's automatic prefix caching: each full block is keyed by its token identity
+//             (which, with its position, stands for the hash of the block and all before it),
+//             shared by reference count, and once unreferenced kept in an LRU queue until a new
+//             allocation needs it.
+//   radix     SGLang's RadixAttention: a radix tree over page identities (a page is block_size
+//             tokens; SGLang's page_size), unreferenced leaves evicted least recently used first.
+// Token identity (Request): block i of r is (prefix_group, i) when it lies wholly inside r's
+// shared prefix, else (r.id, i). A request's own full blocks stay cached after release, so a
+// request preempted by recompute finds its own computed tokens again (as vLLM v1 does).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "workloads/serving_types.hpp"
+
+namespace ctwin {
+
+// A cache that can also answer for a request resuming after recompute preemption: its context
+// (prompt plus tokens generated so far) is longer than its prompt.
+class PrefixKvCache : public KvCache {
+ public:
+  // Tokens at the start of r's first `context_tokens` tokens found cached, whole blocks only,
+  // never all of them (the last is recomputed). cached_prefix_tokens(r) is this with
+  // context_tokens = r.prompt_tokens. The first allocate(r, tokens) after r holds nothing takes
+  // cached_prefix_tokens(r, max(r.prompt_tokens, tokens)).
+  virtual std::int64_t cached_prefix_tokens(const Request& r, std::int64_t context_tokens) const = 0;
+  std::int64_t cached_prefix_tokens(const Request& r) const final { return cached_prefix_tokens(r, r.prompt_tokens); }
+};
+
+// num_blocks GPU blocks of block_size tokens and num_host_blocks host blocks for swapping.
+// Throws std::invalid_argument on num_blocks < 0, block_size < 1 or num_host_blocks < 0.
+std::unique_ptr<PrefixKvCache> make_kv_cache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks,
+                                             PrefixCaching mode);
+
+}  // namespace ctwin

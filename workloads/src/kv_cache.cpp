@@ -1,0 +1,338 @@
+// The block pool and the none and hash_lru modes of the paged KV cache (kv_cache.hpp).
+#include "workloads/kv_cache.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "sim/random.hpp"
+
+namespace ctwin {
+
+std::unique_ptr<PrefixKvCache> make_radix_kv_cache(std::int64_t num_blocks, int block_size,
+                                                   std::int64_t num_host_blocks);
+
+namespace {
+
+// A block's token identity: owner is 2*prefix_group+1 for a shared-prefix block, 2*request id
+// for a block of the request's own tokens; index is the block's position in the sequence.
+struct BlockKey {
+  std::int64_t owner = 0;
+  std::int64_t index = 0;
+  bool operator==(const BlockKey&) const = default;
+};
+struct BlockKeyHash {
+  std::size_t operator()(const BlockKey& k) const {
+    return static_cast<std::size_t>(
+        mix64(static_cast<std::uint64_t>(k.owner) ^ mix64(static_cast<std::uint64_t>(k.index))));
+  }
+};
+
+// Block key -> block, open addressing with linear probing over a power-of-two table at most
+// half full (it never holds more keys than blocks), deleting by backward shift: no allocation
+// after construction and one or two cache lines a lookup.
+class BlockIndex {
+ public:
+  explicit BlockIndex(std::size_t max_keys) {
+    std::size_t cap = 16;
+    while (cap < 2 * max_keys) cap *= 2;
+    slots_.resize(cap);
+    mask_ = cap - 1;
+  }
+  std::int32_t find(const BlockKey& k) const {
+    for (std::size_t i = home(k);; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.block < 0) return -1;
+      if (s.key == k) return s.block;
+    }
+  }
+  // Inserts k -> b unless k is present; true when inserted.
+  bool insert(const BlockKey& k, std::int32_t b) {
+    std::size_t i = home(k);
+    for (; slots_[i].block >= 0; i = (i + 1) & mask_)
+      if (slots_[i].key == k) return false;
+    slots_[i] = {k, b};
+    return true;
+  }
+  void erase(const BlockKey& k) {
+    std::size_t i = home(k);
+    while (!(slots_[i].key == k && slots_[i].block >= 0)) i = (i + 1) & mask_;
+    // Pull later entries of the probe run back over the hole, unless their home lies after it.
+    for (std::size_t j = (i + 1) & mask_;; j = (j + 1) & mask_) {
+      if (slots_[j].block < 0) break;
+      const std::size_t h = home(slots_[j].key);
+      if (((j - h) & mask_) >= ((j - i) & mask_)) {
+        slots_[i] = slots_[j];
+        i = j;
+      }
+    }
+    slots_[i].block = -1;
+  }
+
+ private:
+  struct Slot {
+    BlockKey key;
+    std::int32_t block = -1;
+  };
+  std::size_t home(const BlockKey& k) const {
+    return static_cast<std::size_t>(mix64(static_cast<std::uint64_t>(k.owner) * 0x9e3779b97f4a7c15ull +
+                                          static_cast<std::uint64_t>(k.index))) &
+           mask_;
+  }
+  std::vector<Slot> slots_;
+  std::size_t mask_ = 0;
+};
+
+BlockKey block_key(const Request& r, std::int64_t i, int block_size) {
+  if (r.prefix_group >= 0 && (i + 1) * block_size <= r.shared_prefix_tokens) return {2 * r.prefix_group + 1, i};
+  return {2 * r.id, i};
+}
+
+constexpr std::int32_t nil = -1;
+
+struct Block {
+  std::int32_t refs = 0;
+  bool hashed = false;  // key is in the cache's map
+  BlockKey key;
+  std::int32_t prev = nil, next = nil;  // the LRU queue of unreferenced hashed blocks
+};
+
+struct Sequence {
+  std::int64_t tokens = 0;           // tokens allocated for
+  std::vector<std::int32_t> blocks;  // GPU blocks, in order
+  std::int64_t host_blocks = 0;      // > 0: swapped out
+};
+
+class BlockKvCache final : public PrefixKvCache {
+ public:
+  BlockKvCache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks, bool caching)
+      : block_size_(block_size),
+        num_host_blocks_(num_host_blocks),
+        caching_(caching),
+        blocks_(static_cast<std::size_t>(num_blocks)),
+        map_(caching ? blocks_.size() : 0) {
+    free_.reserve(blocks_.size());
+    for (std::int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<std::int32_t>(b));
+    scratch_.reserve(256);
+  }
+
+  std::int64_t cached_prefix_tokens(const Request& r, std::int64_t context_tokens) const override {
+    if (!caching_ || context_tokens <= 1) return 0;
+    const std::int64_t limit = (context_tokens - 1) / block_size_;
+    std::int64_t n = 0;
+    while (n < limit && map_.find(block_key(r, n, block_size_)) >= 0) ++n;
+    return n * block_size_;
+  }
+
+  bool allocate(const Request& r, std::int64_t tokens) override {
+    auto it = seqs_.find(r.id);
+    if (it != seqs_.end() && it->second.host_blocks > 0)
+      throw std::logic_error("kv cache: allocate on a swapped-out request");
+    const std::int64_t have_tokens = it == seqs_.end() ? 0 : it->second.tokens;
+    if (tokens <= have_tokens) return true;
+    const std::int64_t have = it == seqs_.end() ? 0 : static_cast<std::int64_t>(it->second.blocks.size());
+    const std::int64_t want = ceil_blocks(tokens);
+    // A first call takes the cached prefix: its blocks leave the LRU queue, so they cannot also
+    // be counted as room for the new ones.
+    scratch_.clear();
+    std::int64_t hit_blocks = 0, hit_unreferenced = 0;
+    const bool first = it == seqs_.end() || have == 0;
+    if (first && caching_) {
+      hit_blocks = cached_prefix_tokens(r, std::max<std::int64_t>(r.prompt_tokens, tokens)) / block_size_;
+      for (std::int64_t i = 0; i < hit_blocks; ++i) {
+        const std::int32_t b = map_.find(block_key(r, i, block_size_));
+        scratch_.push_back(b);
+        if (blocks_[static_cast<std::size_t>(b)].refs == 0) ++hit_unreferenced;
+      }
+    }
+    const std::int64_t fresh = std::max<std::int64_t>(0, want - have - hit_blocks);
+    if (fresh > static_cast<std::int64_t>(free_.size()) + cached_ - hit_unreferenced) return false;
+
+    if (first) {
+      stats_.prefix_queries += 1;
+      stats_.prefix_query_tokens += std::max<std::int64_t>(r.prompt_tokens, tokens);
+      stats_.prefix_hit_tokens += hit_blocks * block_size_;
+    }
+    Sequence& s = it != seqs_.end() ? it->second : new_sequence(r.id);
+    for (const std::int32_t b : scratch_) {
+      Block& blk = blocks_[static_cast<std::size_t>(b)];
+      if (blk.refs == 0) {
+        lru_remove(b);
+        --cached_;
+        ++used_;
+      }
+      ++blk.refs;
+      s.blocks.push_back(b);
+    }
+    for (std::int64_t i = 0; i < fresh; ++i) s.blocks.push_back(take_block());
+    // Full blocks become findable as soon as they are allocated (vLLM caches full blocks when
+    // they are scheduled); a key already held by another block keeps that one.
+    if (caching_) {
+      const std::int64_t full_before = std::max(have_tokens / block_size_, hit_blocks);
+      const std::int64_t full_after = std::max(tokens, hit_blocks * block_size_) / block_size_;
+      for (std::int64_t i = full_before; i < full_after; ++i) {
+        const std::int32_t b = s.blocks[static_cast<std::size_t>(i)];
+        const BlockKey key = block_key(r, i, block_size_);
+        if (map_.insert(key, b)) {
+          blocks_[static_cast<std::size_t>(b)].hashed = true;
+          blocks_[static_cast<std::size_t>(b)].key = key;
+        }
+      }
+    }
+    s.tokens = std::max(tokens, hit_blocks * block_size_);
+    return true;
+  }
+
+  void release(const Request& r) override {
+    auto it = seqs_.find(r.id);
+    if (it == seqs_.end()) return;
+    drop_blocks(it->second);
+    spare_.push_back(std::move(it->second.blocks));
+    seqs_.erase(it);
+  }
+
+  std::optional<std::int64_t> swap_out(const Request& r) override {
+    auto it = seqs_.find(r.id);
+    if (it == seqs_.end() || it->second.host_blocks > 0) return std::int64_t{0};
+    Sequence& s = it->second;
+    const auto n = static_cast<std::int64_t>(s.blocks.size());
+    if (used_host_ + n > num_host_blocks_) return std::nullopt;
+    drop_blocks(s);
+    s.host_blocks = n;
+    used_host_ += n;
+    return n;
+  }
+
+  std::optional<std::int64_t> swap_in(const Request& r) override {
+    auto it = seqs_.find(r.id);
+    if (it == seqs_.end() || it->second.host_blocks == 0) return std::int64_t{0};
+    Sequence& s = it->second;
+    const std::int64_t n = s.host_blocks;
+    if (n > static_cast<std::int64_t>(free_.size()) + cached_) return std::nullopt;
+    for (std::int64_t i = 0; i < n; ++i) s.blocks.push_back(take_block());
+    if (caching_) {
+      for (std::int64_t i = 0; i < s.tokens / block_size_; ++i) {
+        const std::int32_t b = s.blocks[static_cast<std::size_t>(i)];
+        const BlockKey key = block_key(r, i, block_size_);
+        if (map_.insert(key, b)) {
+          blocks_[static_cast<std::size_t>(b)].hashed = true;
+          blocks_[static_cast<std::size_t>(b)].key = key;
+        }
+      }
+    }
+    s.host_blocks = 0;
+    used_host_ -= n;
+    return n;
+  }
+
+  int block_size() const override { return block_size_; }
+  std::int64_t num_blocks() const override { return static_cast<std::int64_t>(blocks_.size()); }
+  std::int64_t used_blocks() const override { return used_; }
+  std::int64_t cached_blocks() const override { return cached_; }
+  std::int64_t num_host_blocks() const override { return num_host_blocks_; }
+  std::int64_t used_host_blocks() const override { return used_host_; }
+  std::int64_t blocks_of(const Request& r) const override {
+    auto it = seqs_.find(r.id);
+    return it == seqs_.end() ? 0 : static_cast<std::int64_t>(it->second.blocks.size());
+  }
+  const KvCacheStats& stats() const override { return stats_; }
+
+ private:
+  std::int64_t ceil_blocks(std::int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }
+
+  Sequence& new_sequence(std::int64_t id) {
+    Sequence& s = seqs_[id];
+    if (!spare_.empty()) {
+      s.blocks = std::move(spare_.back());
+      spare_.pop_back();
+      s.blocks.clear();
+    }
+    return s;
+  }
+
+  // A never-used or uncached free block first; else evict the least recently freed cached one.
+  std::int32_t take_block() {
+    std::int32_t b;
+    if (!free_.empty()) {
+      b = free_.back();
+      free_.pop_back();
+    } else {
+      b = lru_head_;
+      lru_remove(b);
+      --cached_;
+      Block& blk = blocks_[static_cast<std::size_t>(b)];
+      map_.erase(blk.key);
+      blk.hashed = false;
+      ++stats_.evicted_blocks;
+    }
+    blocks_[static_cast<std::size_t>(b)].refs = 1;
+    ++used_;
+    return b;
+  }
+
+  // Unreferences s's blocks, last first, so a sequence's tail is evicted before its prefix.
+  void drop_blocks(Sequence& s) {
+    for (auto b = s.blocks.rbegin(); b != s.blocks.rend(); ++b) {
+      Block& blk = blocks_[static_cast<std::size_t>(*b)];
+      if (--blk.refs > 0) continue;
+      --used_;
+      if (blk.hashed) {
+        lru_push_back(*b);
+        ++cached_;
+      } else {
+        free_.push_back(*b);
+      }
+    }
+    s.blocks.clear();
+  }
+
+  void lru_push_back(std::int32_t b) {
+    Block& blk = blocks_[static_cast<std::size_t>(b)];
+    blk.prev = lru_tail_;
+    blk.next = nil;
+    if (lru_tail_ != nil)
+      blocks_[static_cast<std::size_t>(lru_tail_)].next = b;
+    else
+      lru_head_ = b;
+    lru_tail_ = b;
+  }
+  void lru_remove(std::int32_t b) {
+    Block& blk = blocks_[static_cast<std::size_t>(b)];
+    if (blk.prev != nil)
+      blocks_[static_cast<std::size_t>(blk.prev)].next = blk.next;
+    else
+      lru_head_ = blk.next;
+    if (blk.next != nil)
+      blocks_[static_cast<std::size_t>(blk.next)].prev = blk.prev;
+    else
+      lru_tail_ = blk.prev;
+    blk.prev = blk.next = nil;
+  }
+
+  int block_size_;
+  std::int64_t num_host_blocks_;
+  bool caching_;
+  std::vector<Block> blocks_;
+  std::vector<std::int32_t> free_;  // unreferenced blocks holding nothing findable
+  std::int32_t lru_head_ = nil, lru_tail_ = nil;
+  BlockIndex map_;  // findable full blocks
+  std::unordered_map<std::int64_t, Sequence> seqs_;
+  std::vector<std::vector<std::int32_t>> spare_;  // block lists of released sequences, reused
+  std::vector<std::int32_t> scratch_;
+  std::int64_t used_ = 0, cached_ = 0, used_host_ = 0;
+  KvCacheStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<PrefixKvCache> make_kv_cache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks,
+                                             PrefixCaching mode) {
+  if (num_blocks < 0 || num_blocks > INT32_MAX || block_size < 1 || num_host_blocks < 0)
+    throw std::invalid_argument("kv cache: needs 0 <= num_blocks < 2^31, block_size >= 1, num_host_blocks >= 0");
+  if (mode == PrefixCaching::radix) return make_radix_kv_cache(num_blocks, block_size, num_host_blocks);
+  return std::make_unique<BlockKvCache>(num_blocks, block_size, num_host_blocks, mode == PrefixCaching::hash_lru);
+}
+
+}  // namespace ctwin
