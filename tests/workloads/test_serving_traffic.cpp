@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <tuple>
 #include <numbers>
+#include <tuple>
 #include <vector>
 
 #include "tolerance.hpp"

@@ -120,7 +120,8 @@ std::vector<TraceRow> parse_request_trace(const std::string& text, const std::st
     const std::size_t a = line.find(',');
     const std::size_t b = a == std::string_view::npos ? a : line.find(',', a + 1);
     if (b == std::string_view::npos || line.find(',', b + 1) != std::string_view::npos) {
-      c.fail("TIMESTAMP", "found " + quoted(line), "three comma-separated fields: TIMESTAMP,ContextTokens,GeneratedTokens");
+      c.fail("TIMESTAMP", "found " + quoted(line),
+             "three comma-separated fields: TIMESTAMP,ContextTokens,GeneratedTokens");
     }
     const Stamp t = timestamp(line.substr(0, a), c);
     TraceRow r;

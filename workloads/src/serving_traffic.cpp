@@ -306,9 +306,9 @@ class Generated final : public TrafficSource {
   double t_s_ = 0;     // renewal processes and diurnal: the last arrival in seconds
   double lambda_ = 0;  // rate curves: the integrated rate at the last arrival
   std::vector<RateStep> steps_;
-  std::size_t seg_ = 0;       // steps: the segment of the last arrival
-  double seg_lambda0_ = 0;    // and the integrated rate at its start
-  Heap users_;                // closed loop: the users' next requests
+  std::size_t seg_ = 0;     // steps: the segment of the last arrival
+  double seg_lambda0_ = 0;  // and the integrated rate at its start
+  Heap users_;              // closed loop: the users' next requests
   std::int64_t outstanding_ = 0;
   Time think_{};
   bool sessions_on_ = false;

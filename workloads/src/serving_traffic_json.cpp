@@ -64,7 +64,8 @@ std::vector<RateStep> read_steps(const JsonObject& o) {
     const RateStep s{e[0].get<double>(), e[1].get<double>()};
     const bool first_ok = i > 0 || s.t_s == 0;
     const bool order_ok = i == 0 || s.t_s > steps.back().t_s;
-    if (!first_ok || !order_ok || !(s.t_s >= 0 && s.t_s <= kMaxTrafficSeconds)) o.fail(at + "/0", "found " + shown(e[0]), expected);
+    if (!first_ok || !order_ok || !(s.t_s >= 0 && s.t_s <= kMaxTrafficSeconds))
+      o.fail(at + "/0", "found " + shown(e[0]), expected);
     if (!(s.rate_per_s == 0 || (s.rate_per_s >= kMinRatePerS && s.rate_per_s <= kMaxRatePerS))) {
       o.fail(at + "/1", "found " + shown(e[1]), "0 or a rate from 1e-6 to 1e7 requests/s");
     }
@@ -113,9 +114,10 @@ ArrivalSpec read_arrival(const JsonObject& o, const std::filesystem::path& base_
       break;
     case ArrivalProcess::trace: {
       const std::string path = resolve(r.string("file"), base_dir);
-      a.trace = std::make_shared<const std::vector<TraceRow>>(parse_request_trace(
-          read_input_file(path, trace_file, o.child("file"), "a CSV with the header TIMESTAMP,ContextTokens,GeneratedTokens"),
-          path));
+      a.trace = std::make_shared<const std::vector<TraceRow>>(
+          parse_request_trace(read_input_file(path, trace_file, o.child("file"),
+                                              "a CSV with the header TIMESTAMP,ContextTokens,GeneratedTokens"),
+                              path));
       if (r.has("rate_per_s") && r.has("time_scale")) {
         o.fail("rate_per_s", "found both rate_per_s and time_scale", "one of them");
       }
@@ -190,8 +192,8 @@ LengthSpec read_length(const JsonObject& o, const std::string& file, const std::
         l.samples = std::make_shared<const std::vector<std::int32_t>>(read_values(o));
       } else {
         const std::string path = resolve(r.string("file"), base_dir);
-        l.samples = std::make_shared<const std::vector<std::int32_t>>(parse_length_samples(
-            read_input_file(path, file, o.child("file"), "a text file of token lengths"), path));
+        l.samples = std::make_shared<const std::vector<std::int32_t>>(
+            parse_length_samples(read_input_file(path, file, o.child("file"), "a text file of token lengths"), path));
       }
       break;
     }
@@ -230,7 +232,8 @@ std::vector<std::int32_t> parse_length_samples(const std::string& text, const st
     } else {
       const std::size_t start = i;
       std::int64_t v = 0;
-      while (i < text.size() && text[i] >= '0' && text[i] <= '9' && v <= kMaxTrafficTokens) v = v * 10 + (text[i++] - '0');
+      while (i < text.size() && text[i] >= '0' && text[i] <= '9' && v <= kMaxTrafficTokens)
+        v = v * 10 + (text[i++] - '0');
       const bool sep = i == text.size() || text[i] == '\n' || text[i] == ' ' || text[i] == '\t' || text[i] == '\r' ||
                        text[i] == ',' || text[i] == '#';
       if (i == start || !sep || v < 1 || v > kMaxTrafficTokens) {
@@ -262,7 +265,8 @@ TrafficSpec traffic_from_json(const JsonObject& o, const std::string& file, cons
   }
   for (const char* key : {"input_tokens", "output_tokens"}) {
     if (trace && r.has(key)) o.fail(key, "given with a trace", "none: the trace gives the lengths");
-    if (!trace && !r.has(key)) o.fail(key, "missing", "a length distribution such as {\"dist\": \"fixed\", \"value\": 512}");
+    if (!trace && !r.has(key))
+      o.fail(key, "missing", "a length distribution such as {\"dist\": \"fixed\", \"value\": 512}");
   }
   if (!trace) {
     s.input = read_length(o.object("input_tokens"), file, base_dir);

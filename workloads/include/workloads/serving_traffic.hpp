@@ -23,7 +23,17 @@ inline constexpr std::int32_t kMaxTrafficTokens = 1 << 24;
 // exponential gaps mapped through the inverse of the integrated rate); offline puts every request
 // at t = 0 (vLLM's benchmark_throughput); closed_loop has `users` users who each send their next
 // request think_time_s after their previous one completes; trace replays CSV rows.
-enum class ArrivalProcess : std::uint8_t { poisson, gamma, constant, steps, diurnal, burst, offline, closed_loop, trace };
+enum class ArrivalProcess : std::uint8_t {
+  poisson,
+  gamma,
+  constant,
+  steps,
+  diurnal,
+  burst,
+  offline,
+  closed_loop,
+  trace
+};
 inline constexpr auto arrival_process_names = make_names<ArrivalProcess>({{ArrivalProcess::poisson, "poisson"},
                                                                           {ArrivalProcess::gamma, "gamma"},
                                                                           {ArrivalProcess::constant, "constant"},
@@ -49,8 +59,8 @@ struct TraceRow {
 
 struct ArrivalSpec {
   ArrivalProcess process = ArrivalProcess::poisson;
-  double rate_per_s = 1;  // poisson, gamma, constant; burst: the base rate
-  double cv = 1;          // gamma: coefficient of variation of the gaps (shape 1/cv^2)
+  double rate_per_s = 1;        // poisson, gamma, constant; burst: the base rate
+  double cv = 1;                // gamma: coefficient of variation of the gaps (shape 1/cv^2)
   std::vector<RateStep> steps;  // steps: by t_s ascending, the first at 0
   // diurnal: rate(t) = min + (max - min) (1 - cos(2 pi t / period)) / 2 (starts at its minimum)
   double period_s = 86400;
