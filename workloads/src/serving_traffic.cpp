@@ -229,10 +229,22 @@ class Generated final : public TrafficSource {
       hi = t_s_ + 2 * (hi - t_s_);
       if (hi > kMaxArrivalS) throw TimeOverflow();
     }
-    // Bisection to below a picosecond (the integral is increasing).
-    for (int i = 0; i < 200 && hi - lo > 1e-13 * std::max(1.0, hi); ++i) {
-      const double mid = (lo + hi) / 2;
-      (diurnal_integral(mid) < lambda_ ? lo : hi) = mid;
+    // Newton's method on the increasing integral (its derivative is the rate), kept inside the
+    // bracket [lo, hi] by bisection; to below a picosecond.
+    const auto& a = s_.arrival;
+    const double w = 2 * std::numbers::pi / a.period_s;
+    double x = lo;
+    for (int i = 0; i < 200; ++i) {
+      const double f = diurnal_integral(x) - lambda_;
+      (f < 0 ? lo : hi) = x;
+      const double rate = a.min_rate_per_s + (a.max_rate_per_s - a.min_rate_per_s) * (1 - std::cos(w * x)) / 2;
+      double next = rate > 0 ? x - f / rate : (lo + hi) / 2;
+      if (!(next > lo && next < hi)) next = (lo + hi) / 2;
+      if (std::fabs(next - x) < 1e-13 * std::max(1.0, x) || hi - lo < 1e-13 * std::max(1.0, hi)) {
+        hi = next;
+        break;
+      }
+      x = next;
     }
     t_s_ = hi;
     if (s_.duration_s >= 0 && t_s_ >= s_.duration_s) return std::nullopt;
