@@ -391,3 +391,28 @@ TEST_CASE("the same seed gives the same requests; another seed other ones") {
   CHECK(same_arrival == 0);
   CHECK(same_len < 20);
 }
+
+TEST_CASE("a next arrival past the duration ends the traffic even when it lies beyond the clock") {
+  // At 1e-6/s the first gap is about 1e6 s (up to 4e7 s, past the 9.2e6 s clock) and 10 s hold
+  // almost surely none: the traffic ends instead of overflowing the clock.
+  TrafficSpec s = base(ArrivalProcess::poisson, -1);
+  s.arrival.rate_per_s = 1e-6;
+  s.duration_s = 10;
+  for (std::uint64_t seed = 0; seed < 50; ++seed) {
+    s.seed = seed;
+    auto src = make_traffic(s);
+    CHECK_FALSE(src->next_arrival());
+    CHECK(src->exhausted());
+  }
+  TrafficSpec d = base(ArrivalProcess::diurnal, -1);
+  d.arrival.period_s = 1e6;
+  d.arrival.min_rate_per_s = 0;
+  d.arrival.max_rate_per_s = 1e-6;
+  d.duration_s = 10;
+  auto dsrc = make_traffic(d);
+  CHECK(dsrc->exhausted());
+  // Without a duration such a gap is an input out of proportion (TimeOverflow, exit 2).
+  s.duration_s = -1;
+  s.requests = 100;
+  CHECK_THROWS_AS(drain(*make_traffic(s)), TimeOverflow);
+}

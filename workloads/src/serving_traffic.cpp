@@ -153,48 +153,55 @@ class Generated final : public TrafficSource {
       next_.reset();
       return;
     }
+    // Seconds for the computed processes (checked against the duration before the clock's range).
+    std::optional<double> t_s;
     std::optional<Time> t;
     switch (a.process) {
       case ArrivalProcess::poisson:
         t_s_ += -std::log(draw(s_.seed, n, kArrival)) / a.rate_per_s;
-        t = arrival_time(t_s_);
+        t_s = t_s_;
         break;
       case ArrivalProcess::gamma: {
         const double shape = 1 / (a.cv * a.cv);
         t_s_ += gamma_unit(shape, s_.seed, n) / (shape * a.rate_per_s);
-        t = arrival_time(t_s_);
+        t_s = t_s_;
         break;
       }
       case ArrivalProcess::constant:
-        t = arrival_time(static_cast<double>(n) / a.rate_per_s);
+        t_s = static_cast<double>(n) / a.rate_per_s;
         break;
       case ArrivalProcess::offline:
         t = Time{};
         break;
       case ArrivalProcess::steps:
       case ArrivalProcess::burst:
-        t = step_arrival(n);
+        t_s = step_arrival(n);
         break;
       case ArrivalProcess::diurnal:
-        t = diurnal_arrival(n);
+        t_s = diurnal_arrival(n);
         break;
       case ArrivalProcess::trace: {
         const auto& rows = *a.trace;
         if (n >= rows.size()) break;
         const Time at = rows[n].arrival;
-        t = a.time_scale == 1 ? at : arrival_time(at.seconds() * a.time_scale);
+        if (a.time_scale == 1) {
+          t = at;
+        } else {
+          t_s = at.seconds() * a.time_scale;
+        }
         break;
       }
       case ArrivalProcess::closed_loop:
         break;
     }
+    if (t_s && !(s_.duration_s >= 0 && *t_s >= s_.duration_s)) t = arrival_time(*t_s);
     if (t && *t >= end_) t.reset();
     next_ = t;
   }
 
   // Time-rescaling: the integrated rate grows by a unit exponential per arrival; the arrival is
   // where the piecewise-linear integral of the step curve reaches it.
-  std::optional<Time> step_arrival(std::uint64_t n) {
+  std::optional<double> step_arrival(std::uint64_t n) {
     lambda_ += -std::log(draw(s_.seed, n, kArrival));
     for (;;) {
       const RateStep& st = steps_[seg_];
@@ -207,9 +214,7 @@ class Generated final : public TrafficSource {
         continue;
       }
       if (st.rate_per_s == 0) return std::nullopt;  // the last step has rate 0: none ever again
-      const double t_s = st.t_s + (lambda_ - seg_lambda0_) / st.rate_per_s;
-      if (t_s >= s_.duration_s && s_.duration_s >= 0) return std::nullopt;
-      return arrival_time(t_s);
+      return st.t_s + (lambda_ - seg_lambda0_) / st.rate_per_s;
     }
   }
 
@@ -220,8 +225,10 @@ class Generated final : public TrafficSource {
     return a.min_rate_per_s * t + (a.max_rate_per_s - a.min_rate_per_s) / 2 * (t - std::sin(w * t) / w);
   }
 
-  std::optional<Time> diurnal_arrival(std::uint64_t n) {
+  std::optional<double> diurnal_arrival(std::uint64_t n) {
     lambda_ += -std::log(draw(s_.seed, n, kArrival));
+    // Past the duration: no need to find where (it may lie beyond the clock).
+    if (s_.duration_s >= 0 && diurnal_integral(s_.duration_s) <= lambda_) return std::nullopt;
     double lo = t_s_;
     double hi = t_s_ + s_.arrival.period_s;
     while (diurnal_integral(hi) < lambda_) {
@@ -247,8 +254,7 @@ class Generated final : public TrafficSource {
       x = next;
     }
     t_s_ = hi;
-    if (s_.duration_s >= 0 && t_s_ >= s_.duration_s) return std::nullopt;
-    return arrival_time(t_s_);
+    return t_s_;
   }
 
   std::int32_t pick_class(std::uint64_t key_id) const {
