@@ -196,6 +196,7 @@ TEST_CASE("bad /traffic values are errors at their JSON pointer") {
   CHECK(error_path(R"({"requests": 5, "arrival": {"process": "poisson", "rate_per_s": 1, "cv": 2})" + L + "}") ==
         "/traffic/arrival/cv");
   CHECK(error_path(R"({"requests": 5, "arrival": {"process": "ramp"})" + L + "}") == "/traffic/arrival/process");
+  CHECK(error_path(R"({"requests": 5, "arrival": {"process": "poisson"})" + L + "}") == "/traffic/arrival/rate_per_s");
   CHECK(error_path(R"({"arrival": {"process": "offline"})" + L + "}") == "/traffic/requests");
   CHECK(error_path(R"({"arrival": {"process": "poisson", "rate_per_s": 1})" + L + "}") == "/traffic/requests");
   CHECK(error_path(R"({"duration_s": 1, "arrival": {"process": "steps", "steps": [[0, 1], [5, 2], [4, 1]]})" + L +

@@ -66,7 +66,7 @@ inline constexpr ParamDecl traffic_arrival_params[] = {
      .unit = "requests/s",
      .doc = "poisson, gamma, constant: the mean rate; burst: the rate outside the burst; trace: replay at this mean "
             "rate (scales the times; not with time_scale)",
-     .required = true},
+     .computed = "required, but for trace (optional there)"},
     {.key = "cv",
      .type = ParamType::number,
      .def = 1,
