@@ -29,6 +29,7 @@ const std::map<std::string, Entry>& entries() {
       {"profile", [](std::string_view b) { ctwin::fuzz::run_profile(b); }},
       {"trace_binary", [](std::string_view b) { ctwin::fuzz::run_trace_binary(b); }},
       {"chrome_trace", [](std::string_view b) { ctwin::fuzz::run_chrome_trace(b); }},
+      {"request_trace", [](std::string_view b) { ctwin::fuzz::run_request_trace(b); }},
   };
   return e;
 }

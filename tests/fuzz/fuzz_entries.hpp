@@ -29,6 +29,7 @@
 #include "viz/timeline_model.hpp"
 #include "workloads/model_json.hpp"
 #include "workloads/profile.hpp"
+#include "workloads/serving_traffic.hpp"
 #include "workloads/training_sim.hpp"
 
 namespace ctwin::fuzz {
@@ -136,6 +137,20 @@ inline void run_trace_binary(std::string_view bytes) {
 inline void run_chrome_trace(std::string_view bytes) {
   std::istringstream in{std::string(bytes)};
   check_trace(read_chrome_trace(in, "fuzz.json"));
+}
+
+// A request trace in the Azure layout: parsed, then replayed (at a time scale from its first byte,
+// so scaled arrival arithmetic is reached too) for up to 100,000 requests.
+inline void run_request_trace(std::string_view bytes) {
+  TrafficSpec s;
+  s.arrival.process = ArrivalProcess::trace;
+  s.arrival.trace = std::make_shared<const std::vector<TraceRow>>(parse_request_trace(std::string(bytes), "fuzz.csv"));
+  s.arrival.time_scale = bytes.empty() || bytes.front() == 'T' ? 1.0 : 0.5 + static_cast<unsigned char>(bytes[0]);
+  s.requests = 100000;
+  s.prefix.shared_tokens = 64;
+  s.prefix.share_ratio = 0.5;
+  const auto src = make_traffic(s);
+  while (src->next_arrival()) (void)src->pop();
 }
 
 // Open findings (tests/fuzz/regressions/*/*.known) that a fuzz run steps over, so it can look
