@@ -31,6 +31,7 @@ double memo_get(std::vector<double>& memo, std::int64_t i) {
 ServingCostModel::ServingCostModel(ServingDeployment d) : d_(with_default_cost_models(std::move(d))) {
   for (int t = 0; t < d_.tp; ++t) tp_ranks_.push_back(GpuId(static_cast<std::uint32_t>(t)));
   const ModelSpec& m = d_.model;
+  dims_ = model_dims(m);
   moe_layers_ = m.moe.enabled() ? std::max(0, m.layers - m.moe.first_dense_layers) : 0;
   dense_layers_ = m.layers - moe_layers_;
   kv_bytes_ = kv_bytes_per_elem(d_.kv_dtype);
@@ -78,7 +79,7 @@ bool ServingCostModel::uses_cuda_graph(const BatchShape& b) const {
 
 void ServingCostModel::layer(const BatchShape& b, bool moe, Parts& p) const {
   const ModelSpec& m = d_.model;
-  const ModelDims dims = model_dims(m);
+  const ModelDims& dims = dims_;
   const CostModel& cm = *d_.cost_model;
   const CostModel& gm = *d_.gemm_cost_model;
   const double T = static_cast<double>(b.tokens()), h = dims.hidden, tp = d_.tp;

@@ -20,6 +20,7 @@
 #include <memory>
 #include <vector>
 
+#include "workloads/model_dims.hpp"
 #include "workloads/serving_deploy_params.hpp"
 #include "workloads/serving_types.hpp"
 
@@ -58,6 +59,7 @@ class ServingCostModel final : public IterationCostModel {
   double collective_s(CollectiveOp op, const std::vector<GpuId>& ranks, double bytes) const;
 
   ServingDeployment d_;
+  ModelDims dims_;
   std::vector<GpuId> tp_ranks_;
   int dense_layers_ = 0, moe_layers_ = 0;
   double kv_bytes_ = 2;
