@@ -104,3 +104,16 @@ TEST_CASE("quantized GEMM peaks from the datasheets; weight bytes per parameter"
   CHECK(weight_bytes_per_param(Quantization::w4a16) == rel_approx(0.515625, 1e-12));
   CHECK(kv_bytes_per_elem(KvCacheDtype::fp8) == 1);
 }
+
+TEST_CASE("with_profile: a scenario's profile sets the host costs and the roofline") {
+  ServingDeployment d = read(R"({"quantization": "fp8"})");
+  Profile p = builtin_profile("H100-SXM");
+  p.serving.iteration_overhead_graph_us = 123;
+  p.compute.gemm_efficiency = 0.5;
+  d = with_profile(d, p);
+  CHECK(d.overhead.iteration_overhead_graph_us == rel_approx(123, 1e-12));
+  // A large FP8 GEMM at 0.5 of 1979 TFLOP/s (knee 64 on each dimension), plus the 2 us launch.
+  OpCost op{OpKind::gemm, 2 * 8192.0 * 8192 * 8192, 0, 8192, 8192, 8192};
+  const double knee = 8192.0 / (8192 + 64);
+  CHECK(d.gemm_cost_model->op_seconds(op) == rel_approx(op.flops / (1979e12 * 0.5 * knee * knee * knee) + 2e-6, 1e-9));
+}

@@ -71,6 +71,17 @@ ServingDeployment with_default_cost_models(ServingDeployment d) {
   return d;
 }
 
+ServingDeployment with_profile(ServingDeployment d, const Profile& p) {
+  const GpuSpec& gpu = d.cluster.spec.gpu;
+  const ComputeModel bf16 = compute_model(p, gpu, Dtype::bf16);
+  d.cost_model = std::make_shared<RooflineCostModel>(bf16);
+  ComputeModel gemm = bf16;
+  gemm.peak_flops = gemm_peak_flops(gpu, d.quantization);
+  d.gemm_cost_model = std::make_shared<RooflineCostModel>(gemm);
+  d.overhead = p.serving;
+  return d;
+}
+
 ServingDeployment deployment_from_json(const JsonObject& o, const ModelSpec& model, const Cluster& cluster,
                                        const ModelCatalog& models, bool check_keys) {
   const ParamReader r(o, serving_deployment_params, check_keys);

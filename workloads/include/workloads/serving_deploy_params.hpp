@@ -72,8 +72,12 @@ double kv_bytes_per_elem(KvCacheDtype d);
 // where NVIDIA quotes equal dense INT8 TOPS; twice BF16 on Ampere and Ada; FP4: twice FP8 on
 // Blackwell), 0 where the GPU cannot run it.
 double gemm_peak_flops(const GpuSpec& gpu, Quantization q);
-// The deployment with its null cost models filled in from the GPU's profile.
+// The deployment with its null cost models filled in from the GPU's shipped profile.
 ServingDeployment with_default_cost_models(ServingDeployment d);
+// The deployment priced by profile `p` (a scenario's /profile): the roofline's coefficients for
+// both cost models (the GEMMs' at the quantization's peak) and the host costs and non-torch
+// memory of p's /serving section.
+ServingDeployment with_profile(ServingDeployment d, const Profile& p);
 
 inline constexpr std::string_view spec_method_choices[] = {"draft_model", "ngram", "eagle"};
 
