@@ -77,12 +77,12 @@ bool ServingCostModel::uses_cuda_graph(const BatchShape& b) const {
   return b.decode_kv_tokens <= static_cast<double>(d_.max_seq_len_to_capture) * static_cast<double>(b.decode_seqs);
 }
 
-void ServingCostModel::layer(const BatchShape& b, bool moe, Parts& p) const {
+double ServingCostModel::layer_shared_s(double T, bool moe) const {
   const ModelSpec& m = d_.model;
   const ModelDims& dims = dims_;
   const CostModel& cm = *d_.cost_model;
   const CostModel& gm = *d_.gemm_cost_model;
-  const double T = static_cast<double>(b.tokens()), h = dims.hidden, tp = d_.tp;
+  const double h = dims.hidden, tp = d_.tp;
   // A GEMM (T x k) @ (k x n) at the quantization's weight bytes and peak; weights read once.
   auto gemm = [&](double rows, double k, double n) {
     OpCost op{OpKind::gemm, 2 * rows * k * n, w_bytes_ * k * n + kAct * (rows * k + rows * n), rows, n, k};
@@ -101,15 +101,6 @@ void ServingCostModel::layer(const BatchShape& b, bool moe, Parts& p) const {
     s += gemm(T, h, (dims.q_dim + 2 * dims.kv_dim) / tp);
   }
   s += gemm(T, dims.o_in / tp, h);
-  // Attention: each part's own kernel over its sums (paged attention reads the actual contexts).
-  if (b.prefill_tokens > 0) {
-    const AttentionShape a{static_cast<double>(b.prefill_tokens), b.prefill_attended_pairs, b.prefill_kv_tokens};
-    p.prefill_attention += cm.op_seconds(attention_forward(m, a, tp, kv_bytes_));
-  }
-  if (b.decode_tokens > 0) {
-    const AttentionShape a{static_cast<double>(b.decode_tokens), b.decode_attended_pairs, b.decode_kv_tokens};
-    p.decode_attention += cm.op_seconds(attention_forward(m, a, tp, kv_bytes_));
-  }
   const bool swiglu = m.activation == Activation::swiglu;
   auto mlp = [&](double ffn) {
     const double up = (swiglu ? 2 : 1) * ffn / tp;
@@ -144,6 +135,29 @@ void ServingCostModel::layer(const BatchShape& b, bool moe, Parts& p) const {
     if (m.moe.shared_experts > 0) s += mlp(ffn * m.moe.shared_experts);
   } else {
     s += mlp(static_cast<double>(m.ffn_hidden));
+  }
+  return s;
+}
+
+void ServingCostModel::layer(const BatchShape& b, bool moe, Parts& p) const {
+  // The token-proportional part depends on the token count alone: memoized.
+  std::vector<double>& memo = moe ? moe_layer_memo_ : dense_layer_memo_;
+  double s = memo_get(memo, b.tokens());
+  if (std::isnan(s)) {
+    s = layer_shared_s(static_cast<double>(b.tokens()), moe);
+    memo[static_cast<std::size_t>(b.tokens())] = s;
+  }
+  const ModelSpec& m = d_.model;
+  const CostModel& cm = *d_.cost_model;
+  const double tp = d_.tp;
+  // Attention: each part's own kernel over its sums (paged attention reads the actual contexts).
+  if (b.prefill_tokens > 0) {
+    const AttentionShape a{static_cast<double>(b.prefill_tokens), b.prefill_attended_pairs, b.prefill_kv_tokens};
+    p.prefill_attention += cm.op_seconds(attention_forward(m, a, tp, kv_bytes_));
+  }
+  if (b.decode_tokens > 0) {
+    const AttentionShape a{static_cast<double>(b.decode_tokens), b.decode_attended_pairs, b.decode_kv_tokens};
+    p.decode_attention += cm.op_seconds(attention_forward(m, a, tp, kv_bytes_));
   }
   p.shared += s;
   p.comm += 2 * tp_all_reduce_s(b.tokens());
@@ -184,7 +198,13 @@ ServingCostModel::Parts ServingCostModel::forward(const BatchShape& b, bool lm_h
           OpCost{OpKind::gemm, 2 * rows * h * v / tp, kAct * (rows * h + h * v / tp + rows * v / tp), rows, v / tp, h});
       p.shared += cm.op_seconds(OpCost{OpKind::elementwise, 0, 4.0 * rows * v * 2});  // softmax and sampling, FP32
       if (d_.tp > 1) {
-        p.comm += collective_s(CollectiveOp::all_gather, tp_ranks_, rows * v * kAct);
+        const auto r = static_cast<std::int64_t>(rows);
+        double g = memo_get(logits_memo_, r);
+        if (std::isnan(g)) {
+          g = collective_s(CollectiveOp::all_gather, tp_ranks_, rows * v * kAct);
+          logits_memo_[static_cast<std::size_t>(r)] = g;
+        }
+        p.comm += g;
       }
     }
   }

@@ -12,8 +12,13 @@
 //
 // Attribution: the token-proportional work (GEMMs, norms, LM head) is split between prefill_s and
 // decode_s by the two parts' shares of the batch's tokens; each part's attention is its own.
-// comm_s holds the TP all-reduces, EP all-to-alls and PP hand-offs (not overlapped); overhead_s
-// the host's; draft_s the proposer's. The parts add up to total_s.
+// comm_s holds the TP all-reduces, the logits' all-gather and the PP hand-offs (not overlapped);
+// overhead_s the host's; draft_s the proposer's. The parts add up to total_s.
+//
+// Expert parallelism inside one replica (EP = TP, vLLM's enable_expert_parallel at dp = 1): the
+// tokens are replicated over the TP group after attention, each rank runs its E/ep whole experts
+// and the same all-reduce combines them (vLLM's FusedMoE); the all-to-all dispatch appears only
+// with data-parallel attention across replicas (the fleet issue).
 #pragma once
 
 #include <cstdint>
@@ -56,6 +61,8 @@ class ServingCostModel final : public IterationCostModel {
   Parts forward(const BatchShape& b, bool lm_head) const;
   // One layer on one GPU; moe selects the MoE MLP.
   void layer(const BatchShape& b, bool moe, Parts& p) const;
+  // A layer's GEMMs, norms, residuals and MoE routing over T tokens (no attention, no comm).
+  double layer_shared_s(double T, bool moe) const;
   double collective_s(CollectiveOp op, const std::vector<GpuId>& ranks, double bytes) const;
 
   ServingDeployment d_;
@@ -67,7 +74,8 @@ class ServingCostModel final : public IterationCostModel {
   std::unique_ptr<ServingCostModel> draft_;      // draft_model: the proposer at the same tp
   mutable std::vector<double> all_reduce_memo_;  // by tokens; NaN: not yet computed
   mutable std::vector<double> handoff_memo_;
-  mutable std::vector<double> all_to_all_memo_;
+  mutable std::vector<double> logits_memo_;                        // the logits' all-gather, by rows
+  mutable std::vector<double> dense_layer_memo_, moe_layer_memo_;  // layer_shared_s by tokens
 };
 
 }  // namespace ctwin
