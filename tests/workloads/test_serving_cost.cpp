@@ -224,3 +224,17 @@ TEST_CASE("ServingCostModel: a million iterations (speed figure printed, not ass
   MESSAGE("1e6 ServingCostModel::iteration calls: " << wall << " s");
   CHECK(sum > 0);
 }
+
+TEST_CASE("DeepSeek-V3 (MLA, 3 dense + 58 MoE layers) at TP 8 with expert parallelism: parts add up") {
+  ServingDeployment d = deployment("deepseek-v3", 8, Quantization::fp8);
+  d.expert_parallel = true;
+  const ServingCostModel cm(d);
+  const IterationTime it = cm.iteration(decode(64, 2000));
+  CHECK(std::isfinite(it.total_s));
+  CHECK(it.total_s == rel_approx(it.prefill_s + it.decode_s + it.comm_s + it.overhead_s + it.draft_s, 1e-12));
+  // 64 tokens x top-8 of 256 experts touch 256 (1 - (1 - 8/256)^64) = 222.4 experts in all, so
+  // each EP rank reads about 222.4 / 8 of its 32: most, not all of them.
+  CHECK(expected_distinct_experts(256, 8, 64) == rel_approx(256 * (1 - std::pow(248.0 / 256, 64)), 1e-12));
+  // 61 layers, two all-reduces each, one after the embedding (and the logits' gather).
+  CHECK(it.comm_s > 123 * cm.tp_all_reduce_s(64));
+}

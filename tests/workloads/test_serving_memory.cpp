@@ -136,3 +136,12 @@ TEST_CASE("kv_capacity refuses Llama-3-70B BF16 on one H100: the weights do not 
   d.tp = 4;  // 35 GB a GPU
   CHECK(kv_capacity(d, SchedulerConfig{}).refusal.empty());
 }
+
+TEST_CASE("kv_block_bytes: MLA caches its latent and RoPE key once a token, on every TP rank") {
+  // DeepSeek-V3: 61 layers x (kv_lora_rank 512 + qk_rope_head_dim 64) x 2 B x 16 tokens.
+  ServingDeployment d = llama8b_h100(8);
+  d.model = builtin_models().models.at("deepseek-v3");
+  CHECK(kv_block_bytes(d, 16, 0) == 16.0 * 61 * (512 + 64) * 2);
+  d.tp = 1;
+  CHECK(kv_block_bytes(d, 16, 0) == 16.0 * 61 * (512 + 64) * 2);
+}
