@@ -95,6 +95,24 @@ const std::vector<ProfileKey>& profile_keys() {
        [](Profile& p) { return &p.nccl.tree_ll128_efficiency; }},
       {"/nccl/tree_ll128_intra_efficiency", 1, 0.01, 1, "fraction", "Tree LL128 bandwidth share inside one node",
        kTuning, [](Profile& p) { return &p.nccl.tree_ll128_intra_efficiency; }},
+      {"/serving/iteration_overhead_eager_us", 1, 0, 1e6, "us",
+       "Host time per serving iteration with kernels launched one by one (enforce_eager)",
+       "assumed: vLLM v1 scheduler, input preparation and launch of ~10 kernels a layer from Python",
+       [](Profile& p) { return &p.serving.iteration_overhead_eager_us; }},
+      {"/serving/iteration_overhead_graph_us", 1, 0, 1e6, "us",
+       "Host time per serving iteration replayed as a captured CUDA graph",
+       "assumed: vLLM v1 scheduler and input preparation, one graph launch",
+       [](Profile& p) { return &p.serving.iteration_overhead_graph_us; }},
+      {"/serving/per_sequence_overhead_us", 1, 0, 1e6, "us",
+       "Host time per sequence in a serving iteration (inputs, sampling, detokenisation)", "assumed",
+       [](Profile& p) { return &p.serving.per_sequence_overhead_us; }},
+      {"/serving/ngram_lookup_us", 1, 0, 1e6, "us", "N-gram proposer's lookup per decode sequence per step",
+       "assumed (vLLM's NgramProposer runs on the CPU)", [](Profile& p) { return &p.serving.ngram_lookup_us; }},
+      {"/serving/non_torch_gib", 1, 0, 1e4, "GiB", "GPU memory outside torch's allocator (CUDA context)",
+       "vLLM issue #10517 log: non_torch_memory=0.35GiB (Llama-3.1-8B, one GPU)",
+       [](Profile& p) { return &p.serving.non_torch_gib; }},
+      {"/serving/nccl_gib", 1, 0, 1e4, "GiB", "Extra non-torch memory with TP or PP (NCCL buffers and streams)",
+       "assumed", [](Profile& p) { return &p.serving.nccl_gib; }},
   };
   // clang-format on
   return keys;
@@ -129,11 +147,12 @@ Profile parse_profile(const std::string& text, const std::string& file) {
   if (!root.is_object()) throw InputError(file, "", "found " + found(root), "a JSON object");
   Profile p;
   // Unknown keys are errors: a misspelt coefficient would otherwise silently keep its default.
-  static const std::vector<std::string> top{"name", "gpus", "source", "compute", "links", "nccl", "_comment"};
+  static const std::vector<std::string> top{"name",  "gpus", "source",  "compute",
+                                            "links", "nccl", "serving", "_comment"};
   for (const auto& [key, v] : root.items()) {
     if (std::find(top.begin(), top.end(), key) == top.end())
-      throw InputError(file, "/" + key, "unknown key", "one of name, gpus, source, compute, links, nccl");
-    if (key == "compute" || key == "links" || key == "nccl") {
+      throw InputError(file, "/" + key, "unknown key", "one of name, gpus, source, compute, links, nccl, serving");
+    if (key == "compute" || key == "links" || key == "nccl" || key == "serving") {
       if (!v.is_object()) throw InputError(file, "/" + key, "found " + found(v), "an object");
       for (const auto& [sub, unused] : v.items()) {
         const std::string ptr = "/" + key + "/" + sub;

@@ -35,6 +35,17 @@ struct ProfileLinks {
   double net_latency_us = 2.7;           // ... over the network
 };
 
+// Serving's per-iteration host costs (vLLM's scheduler, input preparation, sampling and
+// detokenisation), which no kernel model sees. Assumed until calibrated (docs/profiles.md).
+struct ProfileServing {
+  double iteration_overhead_eager_us = 1000;  // per iteration, kernels launched one by one
+  double iteration_overhead_graph_us = 300;   // per iteration replayed as a captured CUDA graph
+  double per_sequence_overhead_us = 4;        // per sequence in the batch (inputs, sampling, output)
+  double ngram_lookup_us = 2;                 // n-gram proposer: per decode sequence per step
+  double non_torch_gib = 0.35;                // CUDA context and allocator state outside torch
+  double nccl_gib = 0.25;                     // with tensor or pipeline parallelism: NCCL buffers
+};
+
 struct Profile {
   std::string name;               // "H100"
   std::vector<std::string> gpus;  // catalog GPU names it applies to
@@ -42,6 +53,7 @@ struct Profile {
   ProfileCompute compute;
   ProfileLinks links;
   NcclModel nccl;
+  ProfileServing serving;
   // Per key (JSON pointer such as /compute/gemm_efficiency): where its value comes from.
   std::map<std::string, std::string> sources;
 };
