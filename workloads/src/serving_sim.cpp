@@ -206,7 +206,7 @@ class Replica {
   }
 
   // ---- one iteration
-  bool iterate(Time t) {
+  bool iterate(Time& t) {
     preempted_ = false;
     swap_s_ = 0;
     std::int64_t budget = c_.max_num_batched_tokens;
@@ -252,6 +252,7 @@ class Replica {
                                             static_cast<std::int64_t>(waiting_.size()),
                                             static_cast<std::int64_t>(running_.size())});
     apply(decode_now && b.decode_seqs > 0, end);
+    t = end;
     return true;
   }
 
@@ -260,6 +261,8 @@ class Replica {
            static_cast<std::int64_t>(running_.size()) < c_.max_num_seqs) {
       const auto s = waiting_.top().slot;
       Live& l = slots_[s];
+      // Back in only with room for its next block too, else it would swap straight out again.
+      if (kv_.num_blocks() - kv_.used_blocks() < l.cap_tokens / bs_ + 1) return;
       const auto moved = kv_.swap_in(l.r);
       if (!moved) return;
       waiting_.pop();
