@@ -46,6 +46,8 @@ double QuantileHistogram::quantile(double q) const {
   if (count_ == 0) return 0;
   q = std::clamp(q, 0.0, 1.0);
   const auto rank = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(q * static_cast<double>(count_))));
+  if (rank == 1) return min_;  // the extremes are kept exactly
+  if (rank == count_) return max_;
   std::int64_t seen = zeros_;
   if (rank <= seen) return 0;
   for (std::size_t k = 0; k < counts_.size(); ++k) {

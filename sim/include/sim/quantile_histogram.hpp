@@ -21,7 +21,7 @@ class QuantileHistogram {
   double max() const { return max_; }
   double relative_error() const { return alpha_; }
   // The q-quantile (0 <= q <= 1) as the sample of rank ceil(q n) (1-based; rank 1 for q = 0)
-  // of the sorted samples, within relative_error() of it; 0 when empty.
+  // of the sorted samples, within relative_error() of it (the min and max exactly); 0 when empty.
   double quantile(double q) const;
 
  private:
