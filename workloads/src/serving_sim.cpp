@@ -42,10 +42,9 @@ struct Entry {  // a waiting or running request, ordered by service key
 
 struct StepEvent {  // fast path: at decode step `step`, slot needs a block or finishes
   std::int64_t step;
-  ServiceKey key;
   std::int32_t slot;
-  std::uint32_t epoch;
-  bool operator>(const StepEvent& o) const { return step != o.step ? step > o.step : o.key < key; }
+  std::uint32_t epoch;  // the slot's epoch when pushed; stale when it moved on
+  bool operator>(const StepEvent& o) const { return step > o.step; }  // same step: sorted after popping
 };
 using EventHeap = std::priority_queue<StepEvent, std::vector<StepEvent>, std::greater<>>;
 
@@ -152,13 +151,16 @@ class Replica {
     }
   }
   void push_events(std::int32_t s) {
-    Live& l = slots_[s];
+    push_alloc_event(s);
+    const Live& l = slots_[s];
+    finish_events_.push({l.sync_step + l.r.output_tokens - l.generated, s, l.epoch});
+  }
+  void push_alloc_event(std::int32_t s) {
+    const Live& l = slots_[s];
     // Step s needs prompt + generated-before-s tokens: beyond cap_tokens first at this step.
     const std::int64_t alloc_step =
         std::max(step_ + 1, l.sync_step + l.cap_tokens - (l.r.prompt_tokens + l.generated) + 2);
-    const std::int64_t finish_step = l.sync_step + l.r.output_tokens - l.generated;
-    if (alloc_step <= finish_step) alloc_events_.push({alloc_step, l.key, s, l.epoch});
-    finish_events_.push({finish_step, l.key, s, l.epoch});
+    if (alloc_step <= l.sync_step + l.r.output_tokens - l.generated) alloc_events_.push({alloc_step, s, l.epoch});
   }
 
   // ---- preemption
@@ -286,16 +288,15 @@ class Replica {
       while (!alloc_events_.empty() && alloc_events_.top().step <= step_ + 1) {
         const StepEvent e = alloc_events_.top();
         alloc_events_.pop();
-        if (slots_[e.slot].epoch == e.epoch && slots_[e.slot].decoding) due_.push_back({e.key, e.slot});
+        if (slots_[e.slot].epoch == e.epoch && slots_[e.slot].decoding) due_.push_back({slots_[e.slot].key, e.slot});
       }
       std::sort(due_.begin(), due_.end());
       for (const Entry& e : due_) {
         Live& l = slots_[e.slot];
-        if (!l.decoding || !running_.count(e)) continue;  // preempted meanwhile
+        if (!l.decoding) continue;  // preempted meanwhile
         if (grow(e.slot, l.r.prompt_tokens + gen(l))) {
-          sync(l);
-          ++l.epoch;
-          push_events(e.slot);
+          sync(l);  // its finish event stands: the step it finishes at has not moved
+          push_alloc_event(e.slot);
         }
       }
     } else {
@@ -404,7 +405,7 @@ class Replica {
         while (!finish_events_.empty() && finish_events_.top().step <= step_) {
           const StepEvent e = finish_events_.top();
           finish_events_.pop();
-          if (slots_[e.slot].epoch == e.epoch && slots_[e.slot].decoding) done_.push_back({e.key, e.slot});
+          if (slots_[e.slot].epoch == e.epoch && slots_[e.slot].decoding) done_.push_back({slots_[e.slot].key, e.slot});
         }
         std::sort(done_.begin(), done_.end());
       } else {
