@@ -101,6 +101,21 @@ TEST_CASE("serving sim: chunked prefill splits a 3000-token prompt over a 1024-t
   CHECK(r.res.e2e_s.mean == rel_approx(ttft + decode_step(m, 1, 3001), kTol));
 }
 
+TEST_CASE("serving sim: decodes take their tokens from the budget first, a chunk the rest") {
+  const LinearCost m;
+  SchedulerConfig c;
+  c.max_num_seqs = 8;
+  c.max_num_batched_tokens = 64;
+  // r1 arrives during r0's prefill; in iteration 2 r0's decode takes 1 token, r1's chunk 63.
+  const auto r = run({req(0, 10, 5), req(0.0005, 200, 2)}, c);
+  REQUIRE(r.iters.size() >= 3);
+  CHECK(r.iters[1].shape.decode_seqs == 1);
+  CHECK(r.iters[1].shape.prefill_tokens == 63);
+  CHECK(r.iters[2].shape.prefill_tokens == 63);
+  const double t1 = m.prefill(10, 10);
+  CHECK(r.iters[1].end.seconds() == rel_approx(t1 + m.a_s + 64 * m.b_s + m.c_s * (11 + 63), kTol));
+}
+
 TEST_CASE("serving sim: without chunked prefill a prompt runs whole in a prefill-only iteration") {
   const LinearCost m;
   SchedulerConfig c;

@@ -152,7 +152,8 @@ TEST_CASE("serving sim: an hour at 100 requests/s, timed" * doctest::skip()) {
   double t = 0;
   for (std::uint64_t i = 0; i < 360000; ++i) {
     t += -std::log(uniform01(mix64(i * 3 + 1))) / 100;
-    const double z = std::sqrt(-2 * std::log(uniform01(mix64(i * 3 + 2)))) * std::cos(6.2831853 * uniform01(mix64(i * 3 + 3)));
+    const double z =
+        std::sqrt(-2 * std::log(uniform01(mix64(i * 3 + 2)))) * std::cos(6.2831853 * uniform01(mix64(i * 3 + 3)));
     rs.push_back(req(t, static_cast<std::int32_t>(std::clamp(std::exp(6.6 + 0.8 * z), 1.0, 8000.0)),
                      static_cast<std::int32_t>(std::clamp(std::exp(5.2 + 0.8 * z * -0.3), 1.0, 2000.0))));
   }
@@ -168,10 +169,11 @@ TEST_CASE("serving sim: an hour at 100 requests/s, timed" * doctest::skip()) {
     const auto t0 = std::chrono::steady_clock::now();
     const auto r = fast ? simulate_replica(src, kv, cost, c) : simulate_replica_reference(src, kv, cost, c);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    MESSAGE(std::string(fast ? "fast" : "reference") << ": " << r.iterations << " iterations, " << r.completed_requests
-                                          << " requests, " << r.makespan_s << " s simulated in " << wall
-                                          << " s; mean batch " << r.output_tokens / std::max<std::int64_t>(1, r.iterations)
-                                          << ", preemptions " << r.preemptions_recompute);
+    MESSAGE(std::string(fast ? "fast" : "reference")
+            << ": " << r.iterations << " iterations, " << r.completed_requests << " requests, " << r.makespan_s
+            << " s simulated in " << wall << " s; mean batch "
+            << r.output_tokens / std::max<std::int64_t>(1, r.iterations) << ", preemptions "
+            << r.preemptions_recompute);
     CHECK(r.completed_requests == 360000);
   }
 }
