@@ -31,7 +31,7 @@ Run run(std::vector<Request> rs, SchedulerConfig c, std::int64_t blocks = 1000, 
   o.hooks.on_request = [&](const RequestRecord& r) { out.recs[r.request.id] = r; };
   o.hooks.on_iteration = [&](const IterationRecord& r) { out.iters.push_back(r); };
   out.res = reference ? simulate_replica_reference(src, kv, cost, c, o) : simulate_replica(src, kv, cost, c, o);
-  CHECK(src.completed_count() == out.res.completed_requests);
+  CHECK(src.completed_count() == out.res.completed_requests + out.res.rejected_requests);
   CHECK(kv.used_blocks() == 0);
   return out;
 }

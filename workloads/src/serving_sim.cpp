@@ -92,6 +92,7 @@ class Replica {
       if (rejection_reason(r, c_, kv_.num_blocks())) {
         ++res_.rejected_requests;
         if (o_.hooks.on_request) o_.hooks.on_request(RequestRecord{.request = r, .rejected = true});
+        src_.completed(r, t);  // answered at once with an error: a closed-loop user goes on
         continue;
       }
       const auto s = new_slot();
