@@ -136,6 +136,18 @@ TEST_CASE("serving sim: deterministic: the same input twice, the same result") {
   const Outcome a = simulate(true, rs, c, 300, 300);
   const Outcome b = simulate(true, rs, c, 300, 300);
   check_same(a, b);
+  // Without hooks (the default path), the same numbers.
+  {
+    VectorSource src(rs, {RequestClass{}, RequestClass{}});
+    FakeKvCache kv(300, c.block_size, 300);
+    ReplicaOptions o;
+    o.kv_block_bytes = 2e6;
+    o.host_link_bytes_per_s = 25e9;
+    const ServingResult bare = simulate_replica(src, kv, LinearCost{}, c, o);
+    CHECK(bare.makespan_s == a.res.makespan_s);
+    CHECK(bare.e2e_s.p99 == a.res.e2e_s.p99);
+    CHECK(bare.output_tokens == a.res.output_tokens);
+  }
   // The expected accepted tokens per step are 0.8 + 0.8 x 0.5 = 1.2: about 2.2 tokens a step.
   std::int64_t decode_tokens_emitted = a.res.output_tokens - a.res.completed_requests;  // less prefill's
   std::int64_t seq_steps = 0;
