@@ -1,0 +1,99 @@
+// One serving replica simulated iteration by iteration: requests from a TrafficSource, KV
+// blocks from a KvCache, iteration times from an IterationCostModel, scheduled as
+// serving_scheduler.hpp says. Statistics are streamed (memory flat in the request count).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "sim/time.hpp"
+#include "workloads/serving_types.hpp"
+
+namespace ctwin {
+
+// One iteration, for a trace writer.
+struct IterationRecord {
+  std::int64_t index = 0;
+  Time start{};
+  Time end{};
+  BatchShape shape;
+  IterationTime cost;
+  double swap_s = 0;  // swap transfers charged to this iteration
+  std::int64_t kv_used_blocks = 0;
+  std::int64_t waiting = 0;
+  std::int64_t running = 0;
+};
+
+// One request at its end (finished or rejected).
+struct RequestRecord {
+  Request request;
+  bool rejected = false;
+  Time first_scheduled{};  // start of the iteration that first ran it
+  Time first_token{};      // end of the iteration that completed its prompt
+  Time finish{};
+  std::int32_t preemptions = 0;
+  bool met_slo = false;
+};
+
+// Null by default: a run without hooks pays one branch per iteration and request.
+struct ServingHooks {
+  std::function<void(const IterationRecord&)> on_iteration;
+  std::function<void(const RequestRecord&)> on_request;
+};
+
+struct ReplicaOptions {
+  std::uint64_t seed = 1;            // speculative acceptance draws
+  double kv_block_bytes = 0;         // one KV block over all the replica's GPUs (swap transfers)
+  double host_link_bytes_per_s = 0;  // GPU <-> host rate for swap (PCIe); > 0 with swap preemption
+  ServingHooks hooks;
+};
+
+struct LatencySummary {
+  double p50 = 0, p90 = 0, p99 = 0, mean = 0;  // seconds; percentiles within 0.5% (QuantileHistogram)
+  std::int64_t count = 0;
+};
+
+// GPU time by part; the parts add up to the makespan.
+struct GpuTimeSplit {
+  double prefill_s = 0, decode_s = 0, comm_s = 0, overhead_s = 0, draft_s = 0;
+  double swap_s = 0;  // KV swap transfers (blocking, as vLLM v0's swap)
+  double idle_s = 0;  // no iteration running
+};
+
+struct ServingResult {
+  std::int64_t arrived_requests = 0;
+  std::int64_t completed_requests = 0;
+  std::int64_t rejected_requests = 0;
+  std::int64_t iterations = 0;
+  std::int64_t input_tokens = 0;             // prompts of completed requests
+  std::int64_t output_tokens = 0;            // outputs of completed requests
+  std::int64_t prefill_tokens_computed = 0;  // includes recomputation, excludes prefix hits
+  // Makespan: time 0 to the end of the last iteration; rates are over it.
+  double makespan_s = 0;
+  LatencySummary ttft_s, tpot_s, e2e_s, queueing_s;  // tpot over requests with >= 2 tokens
+  double requests_per_s = 0, input_tokens_per_s = 0, output_tokens_per_s = 0;
+  // Completed requests meeting every SLO of their class, per second of makespan; attainment:
+  // their share of completed + rejected requests.
+  double goodput_requests_per_s = 0;
+  double slo_attainment = 0;
+  double kv_peak_utilization = 0;  // used / all GPU blocks, after scheduling an iteration
+  double kv_mean_utilization = 0;  // time-weighted over the makespan
+  std::int64_t preemptions_recompute = 0;
+  std::int64_t preemptions_swap = 0;
+  std::int64_t swapped_blocks = 0;  // out and in
+  double prefix_hit_rate = 0;       // hit tokens / looked-up prompt tokens (KvCacheStats)
+  KvCacheStats kv_stats;
+  GpuTimeSplit gpu_time;
+};
+
+// The replica, fast: decode steps advance every running request through running sums and a heap
+// of the steps at which each needs a KV block or finishes (O(log n) per event, not per token).
+// With speculative decoding (random per-request advances) it runs the reference loop.
+ServingResult simulate_replica(TrafficSource& source, KvCache& kv, const IterationCostModel& cost,
+                               const SchedulerConfig& config, const ReplicaOptions& options = {});
+// The same replica advancing every request every iteration: the baseline for tests and
+// `ctwin bench serving`; identical results.
+ServingResult simulate_replica_reference(TrafficSource& source, KvCache& kv, const IterationCostModel& cost,
+                                         const SchedulerConfig& config, const ReplicaOptions& options = {});
+
+}  // namespace ctwin

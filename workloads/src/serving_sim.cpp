@@ -1,0 +1,535 @@
+#include "workloads/serving_sim.hpp"
+
+#include <algorithm>
+#include <queue>
+#include <set>
+#include <stdexcept>
+#include <vector>
+
+#include "sim/quantile_histogram.hpp"
+#include "workloads/serving_scheduler.hpp"
+
+namespace ctwin {
+namespace {
+
+constexpr Time kUnset{-1};
+
+// A request admitted or queued, in a reusable slot.
+struct Live {
+  Request r;
+  ServiceKey key;
+  std::int64_t generated = 0;       // output tokens emitted (exact unless decoding on the fast path)
+  std::int64_t computed = 0;        // prefill progress, cached prefix included
+  std::int64_t prefill_target = 0;  // tokens the prefill computes: prompt + tokens generated before
+  std::int64_t cap_tokens = 0;      // KV tokens its blocks hold
+  std::int64_t chunk = 0;           // prefill tokens scheduled this iteration
+  std::int64_t sync_step = 0;       // fast path: decode step at which `generated` was exact
+  std::uint32_t epoch = 0;          // fast path: invalidates heap entries
+  Time first_scheduled = kUnset;
+  Time first_token = kUnset;
+  std::int32_t preemptions = 0;
+  bool decoding = false;
+  bool swapped = false;
+  bool resume_decoding = false;  // swapped out while decoding
+};
+
+struct Entry {  // a waiting or running request, ordered by service key
+  ServiceKey key;
+  std::int32_t slot;
+  bool operator<(const Entry& o) const { return key < o.key; }
+  bool operator>(const Entry& o) const { return o.key < key; }
+};
+
+struct StepEvent {  // fast path: at decode step `step`, slot needs a block or finishes
+  std::int64_t step;
+  std::int32_t slot;
+  std::uint32_t epoch;  // the slot's epoch when pushed; stale when it moved on
+  bool operator>(const StepEvent& o) const { return step > o.step; }  // same step: sorted after popping
+};
+using EventHeap = std::priority_queue<StepEvent, std::vector<StepEvent>, std::greater<>>;
+
+template <bool kFast>
+class Replica {
+ public:
+  Replica(TrafficSource& src, KvCache& kv, const IterationCostModel& cost, const SchedulerConfig& c,
+          const ReplicaOptions& o)
+      : src_(src), kv_(kv), cost_(cost), c_(c), o_(o), k_(c.num_speculative_tokens), bs_(kv.block_size()) {
+    check_scheduler_config(c);
+    if (bs_ != c.block_size) throw std::invalid_argument("the KV cache's block size differs from block_size");
+    if (c.preemption == PreemptionMode::swap && !(o.host_link_bytes_per_s > 0))
+      throw std::invalid_argument("swap preemption needs host_link_bytes_per_s > 0");
+    if (kFast && k_ > 0) throw std::logic_error("the fast loop does not run speculative decoding");
+  }
+
+  ServingResult run() {
+    Time t{0};
+    int empty_in_a_row = 0;
+    while (true) {
+      admit_arrivals(t);
+      if (running_.empty() && waiting_.empty()) {
+        const auto next = src_.next_arrival();
+        if (!next) break;  // exhausted, or a closed loop with nobody left to send
+        res_.gpu_time.idle_s += (std::max(*next, t) - t).seconds();
+        t = std::max(*next, t);
+        continue;
+      }
+      const bool ran = iterate(t);
+      empty_in_a_row = ran ? 0 : empty_in_a_row + 1;
+      if (empty_in_a_row > 2) throw std::logic_error("serving scheduler made no progress");
+    }
+    finish_result(t);
+    return std::move(res_);
+  }
+
+ private:
+  // ---- requests in and out
+  void admit_arrivals(Time t) {
+    while (true) {
+      const auto a = src_.next_arrival();
+      if (!a || *a > t) return;
+      const Request r = src_.pop();
+      ++res_.arrived_requests;
+      if (rejection_reason(r, c_, kv_.num_blocks())) {
+        ++res_.rejected_requests;
+        if (o_.hooks.on_request) o_.hooks.on_request(RequestRecord{.request = r, .rejected = true});
+        src_.completed(r, t);  // answered at once with an error: a closed-loop user goes on
+        continue;
+      }
+      const auto s = new_slot();
+      Live& l = slots_[s];
+      const auto epoch = l.epoch + 1;  // heap entries of the slot's last request stay stale
+      l = Live{};
+      l.epoch = epoch;
+      l.r = r;
+      l.key = service_key(r, cls(r), c_.policy);
+      l.prefill_target = r.prompt_tokens;
+      waiting_.push({l.key, s});
+    }
+  }
+  const RequestClass& cls(const Request& r) const {
+    const auto& cs = src_.classes();
+    if (r.cls < 0 || r.cls >= static_cast<std::int32_t>(cs.size()))
+      throw std::invalid_argument("request " + std::to_string(r.id) + " refers to class " + std::to_string(r.cls) +
+                                  " of " + std::to_string(cs.size()));
+    return cs[static_cast<std::size_t>(r.cls)];
+  }
+  std::int32_t new_slot() {
+    if (!free_.empty()) {
+      const auto s = free_.back();
+      free_.pop_back();
+      return s;
+    }
+    slots_.emplace_back();
+    return static_cast<std::int32_t>(slots_.size() - 1);
+  }
+
+  // ---- decode bookkeeping (fast: sums and events; reference: recomputed each iteration)
+  std::int64_t gen(const Live& l) const {
+    return kFast && l.decoding ? l.generated + (step_ - l.sync_step) : l.generated;
+  }
+  void sync(Live& l) {
+    l.generated = gen(l);
+    l.sync_step = step_;
+  }
+  void join_decode(std::int32_t s) {
+    Live& l = slots_[s];
+    l.decoding = true;
+    l.sync_step = step_;
+    ++decoders_;
+    if constexpr (kFast) {
+      ctx_sum_ += l.r.prompt_tokens + l.generated;
+      push_events(s);
+    }
+  }
+  void leave_decode(std::int32_t s) {
+    Live& l = slots_[s];
+    sync(l);
+    l.decoding = false;
+    --decoders_;
+    if constexpr (kFast) {
+      ctx_sum_ -= l.r.prompt_tokens + l.generated;
+      ++l.epoch;
+    }
+  }
+  void push_events(std::int32_t s) {
+    push_alloc_event(s);
+    const Live& l = slots_[s];
+    finish_events_.push({l.sync_step + l.r.output_tokens - l.generated, s, l.epoch});
+  }
+  void push_alloc_event(std::int32_t s) {
+    const Live& l = slots_[s];
+    // Step s needs prompt + generated-before-s tokens: beyond cap_tokens first at this step.
+    const std::int64_t alloc_step =
+        std::max(step_ + 1, l.sync_step + l.cap_tokens - (l.r.prompt_tokens + l.generated) + 2);
+    if (alloc_step <= l.sync_step + l.r.output_tokens - l.generated) alloc_events_.push({alloc_step, s, l.epoch});
+  }
+
+  // ---- preemption
+  bool preempt_victim(std::int32_t asking) {  // true when `asking` itself was preempted
+    const auto it = std::prev(running_.end());
+    const std::int32_t v = it->slot;
+    running_.erase(it);
+    Live& l = slots_[v];
+    const bool was_decoding = l.decoding;
+    if (was_decoding) leave_decode(v);
+    prefilling_.erase({l.key, v});
+    l.chunk = 0;
+    bool swapped = false;
+    if (c_.preemption == PreemptionMode::swap) {
+      if (const auto moved = kv_.swap_out(l.r)) {
+        swapped = true;
+        l.swapped = true;
+        l.resume_decoding = was_decoding;
+        ++res_.preemptions_swap;
+        res_.swapped_blocks += *moved;
+        swap_s_ += static_cast<double>(*moved) * o_.kv_block_bytes / o_.host_link_bytes_per_s;
+      }
+    }
+    if (!swapped) {
+      kv_.release(l.r);
+      ++res_.preemptions_recompute;
+      l.computed = 0;
+      l.cap_tokens = 0;
+      l.prefill_target = l.r.prompt_tokens + l.generated;
+    }
+    ++l.preemptions;
+    preempted_ = true;
+    waiting_.push({l.key, v});
+    return v == asking;
+  }
+  // Grows s's KV to `tokens`, preempting from the back while it does not fit; false when s
+  // itself was preempted.
+  bool grow(std::int32_t s, std::int64_t tokens) {
+    Live& l = slots_[s];
+    if (tokens <= l.cap_tokens) return true;
+    while (!kv_.allocate(l.r, tokens))
+      if (preempt_victim(s)) return false;
+    l.cap_tokens = (tokens + bs_ - 1) / bs_ * bs_;
+    return true;
+  }
+
+  // ---- one iteration
+  bool iterate(Time& t) {
+    preempted_ = false;
+    swap_s_ = 0;
+    std::int64_t budget = c_.max_num_batched_tokens;
+    bool decode_now = true;
+    if (c_.batching == BatchingMode::static_batching) {
+      if (running_.empty()) {
+        form_static_batch(t);
+        decode_now = false;
+      }
+    } else {
+      swap_in_waiting();
+      if (c_.enable_chunked_prefill) {
+        schedule_decodes();
+        budget -= decoders_ * (1 + k_);
+        schedule_prefills(budget, t);
+      } else {
+        // vLLM's scheduler without chunked prefill: prefill-only iterations first.
+        schedule_prefills(budget, t);
+        decode_now = prefilling_.empty();
+        if (decode_now) schedule_decodes();
+      }
+    }
+    BatchShape b = shape(decode_now);
+    if (b.prefill_seqs == 0 && b.decode_seqs == 0 && swap_s_ == 0) return false;
+    const IterationTime it = b.prefill_seqs + b.decode_seqs > 0 ? cost_.iteration(b) : IterationTime{};
+    const Time end = t + seconds(it.total_s) + seconds(swap_s_);
+    const double used =
+        static_cast<double>(kv_.used_blocks()) / static_cast<double>(std::max<std::int64_t>(1, kv_.num_blocks()));
+    res_.kv_peak_utilization = std::max(res_.kv_peak_utilization, used);
+    kv_time_ += used * (end - t).seconds();
+    auto& g = res_.gpu_time;
+    g.prefill_s += it.prefill_s;
+    g.decode_s += it.decode_s;
+    g.comm_s += it.comm_s;
+    g.overhead_s += it.overhead_s;
+    g.draft_s += it.draft_s;
+    g.swap_s += swap_s_;
+    g.idle_s += (end - t).seconds() - it.total_s - swap_s_;  // rounding of the picosecond clock
+    res_.prefill_tokens_computed += b.prefill_tokens;
+    ++res_.iterations;
+    if (o_.hooks.on_iteration)
+      o_.hooks.on_iteration(IterationRecord{res_.iterations - 1, t, end, b, it, swap_s_, kv_.used_blocks(),
+                                            static_cast<std::int64_t>(waiting_.size()),
+                                            static_cast<std::int64_t>(running_.size())});
+    apply(decode_now && b.decode_seqs > 0, end);
+    t = end;
+    return true;
+  }
+
+  void swap_in_waiting() {
+    while (!waiting_.empty() && slots_[waiting_.top().slot].swapped &&
+           static_cast<std::int64_t>(running_.size()) < c_.max_num_seqs) {
+      const auto s = waiting_.top().slot;
+      Live& l = slots_[s];
+      // Back in only with room for its next block too, else it would swap straight out again.
+      if (kv_.num_blocks() - kv_.used_blocks() < l.cap_tokens / bs_ + 1) return;
+      const auto moved = kv_.swap_in(l.r);
+      if (!moved) return;
+      waiting_.pop();
+      res_.swapped_blocks += *moved;
+      swap_s_ += static_cast<double>(*moved) * o_.kv_block_bytes / o_.host_link_bytes_per_s;
+      l.swapped = false;
+      running_.insert({l.key, s});
+      if (l.resume_decoding) {
+        join_decode(s);
+      } else {
+        prefilling_.insert({l.key, s});
+      }
+    }
+  }
+
+  // Decode-first: every decoding request gets its tokens' KV, in service order; a failure
+  // preempts from the back.
+  void schedule_decodes() {
+    if constexpr (kFast) {
+      due_.clear();
+      while (!alloc_events_.empty() && alloc_events_.top().step <= step_ + 1) {
+        const StepEvent e = alloc_events_.top();
+        alloc_events_.pop();
+        if (slots_[e.slot].epoch == e.epoch && slots_[e.slot].decoding) due_.push_back({slots_[e.slot].key, e.slot});
+      }
+      std::sort(due_.begin(), due_.end());
+      for (const Entry& e : due_) {
+        Live& l = slots_[e.slot];
+        if (!l.decoding) continue;  // preempted meanwhile
+        if (grow(e.slot, l.r.prompt_tokens + gen(l))) {
+          sync(l);  // its finish event stands: the step it finishes at has not moved
+          push_alloc_event(e.slot);
+        }
+      }
+    } else {
+      due_.assign(running_.begin(), running_.end());
+      for (const Entry& e : due_) {
+        Live& l = slots_[e.slot];
+        if (!l.decoding || !running_.count(e)) continue;  // preempted meanwhile
+        grow(e.slot, l.r.prompt_tokens + l.generated + k_);
+      }
+    }
+  }
+
+  // Running partial prefills, then waiting requests (unless this iteration preempted), within
+  // the budget, the sequence limit and the free blocks.
+  void schedule_prefills(std::int64_t& budget, Time t) {
+    due_.assign(prefilling_.begin(), prefilling_.end());
+    for (const Entry& e : due_) {
+      if (!prefilling_.count(e)) continue;
+      Live& l = slots_[e.slot];
+      const std::int64_t chunk = std::min(budget, l.prefill_target - l.computed);
+      if (chunk <= 0) continue;
+      if (!grow(e.slot, l.computed + chunk)) continue;
+      l.chunk = chunk;
+      budget -= chunk;
+    }
+    if (preempted_) return;
+    bool first = prefilling_.empty();
+    while (!waiting_.empty() && static_cast<std::int64_t>(running_.size()) < c_.max_num_seqs) {
+      const auto s = waiting_.top().slot;
+      Live& l = slots_[s];
+      if (l.swapped) break;
+      const std::int64_t cached = l.computed = kv_.cached_prefix_tokens(l.r);
+      const std::int64_t todo = l.prefill_target - cached;
+      std::int64_t chunk = std::min(budget, todo);
+      // Without chunked prefill a prompt runs whole; the first of an iteration may exceed the
+      // budget (a recomputed prompt + output), else it could never run.
+      if (!c_.enable_chunked_prefill && chunk < todo) chunk = first ? todo : 0;
+      if (chunk <= 0) break;
+      if (!kv_.allocate(l.r, cached + chunk)) break;
+      waiting_.pop();
+      l.cap_tokens = (cached + chunk + bs_ - 1) / bs_ * bs_;
+      l.chunk = chunk;
+      budget -= chunk;
+      if (l.first_scheduled == kUnset) l.first_scheduled = t;
+      running_.insert({l.key, s});
+      prefilling_.insert({l.key, s});
+      first = false;
+    }
+  }
+
+  void form_static_batch(Time t) {
+    while (!waiting_.empty() && static_cast<std::int64_t>(running_.size()) < c_.max_num_seqs) {
+      const auto s = waiting_.top().slot;
+      Live& l = slots_[s];
+      l.computed = kv_.cached_prefix_tokens(l.r);
+      const std::int64_t full = max_kv_tokens(l.r, k_);  // the batch's KV is reserved up front
+      if (!kv_.allocate(l.r, full)) break;
+      waiting_.pop();
+      l.cap_tokens = (full + bs_ - 1) / bs_ * bs_;
+      l.chunk = l.prefill_target - l.computed;
+      l.first_scheduled = t;
+      running_.insert({l.key, s});
+      prefilling_.insert({l.key, s});
+    }
+  }
+
+  BatchShape shape(bool decode_now) {
+    BatchShape b;
+    b.spec_k = k_;
+    for (const Entry& e : prefilling_) {
+      const Live& l = slots_[e.slot];
+      if (l.chunk == 0) continue;
+      const double p = static_cast<double>(l.computed), ch = static_cast<double>(l.chunk);
+      ++b.prefill_seqs;
+      b.prefill_tokens += l.chunk;
+      b.prefill_attended_pairs += ch * p + ch * (ch + 1) / 2;
+      b.prefill_kv_tokens += p + ch;
+    }
+    if (!decode_now || decoders_ == 0) return b;
+    b.decode_seqs = decoders_;
+    b.decode_tokens = decoders_ * (1 + k_);
+    if constexpr (kFast) {
+      b.decode_kv_tokens = static_cast<double>(ctx_sum_);
+      b.decode_attended_pairs = static_cast<double>(ctx_sum_);
+    } else {
+      // Context n: tokens after this step's 1 + k are written; query j sees n - k + j.
+      const double kk = k_;
+      for (const Entry& e : running_) {
+        const Live& l = slots_[e.slot];
+        if (!l.decoding) continue;
+        const double n = static_cast<double>(l.r.prompt_tokens + l.generated + k_);
+        b.decode_kv_tokens += n;
+        b.decode_attended_pairs += (1 + kk) * n - kk * (kk + 1) / 2;
+      }
+    }
+    return b;
+  }
+
+  // ---- after the iteration
+  void apply(bool decoded, Time end) {
+    done_.clear();
+    if (decoded) {
+      ++step_;
+      if constexpr (kFast) {
+        ctx_sum_ += decoders_;
+        while (!finish_events_.empty() && finish_events_.top().step <= step_) {
+          const StepEvent e = finish_events_.top();
+          finish_events_.pop();
+          if (slots_[e.slot].epoch == e.epoch && slots_[e.slot].decoding) done_.push_back({slots_[e.slot].key, e.slot});
+        }
+        std::sort(done_.begin(), done_.end());
+      } else {
+        for (const Entry& e : running_) {
+          Live& l = slots_[e.slot];
+          if (!l.decoding) continue;
+          const std::int64_t step = l.generated;  // this request's decode step, a stable key
+          const int acc = k_ > 0 ? accepted_draft_tokens(c_, o_.seed, l.r.id, step) : 0;
+          l.generated = std::min<std::int64_t>(l.r.output_tokens, l.generated + 1 + acc);
+          if (l.generated == l.r.output_tokens) done_.push_back(e);
+        }
+      }
+    }
+    // Prefill chunks: a completed prompt emits a token at the iteration's end.
+    due_.assign(prefilling_.begin(), prefilling_.end());
+    for (const Entry& e : due_) {
+      Live& l = slots_[e.slot];
+      if (l.chunk == 0) continue;
+      l.computed += l.chunk;
+      l.chunk = 0;
+      if (l.computed < l.prefill_target) continue;
+      prefilling_.erase(e);
+      ++l.generated;
+      if (l.first_token == kUnset) l.first_token = end;
+      if (l.generated >= l.r.output_tokens) {
+        done_.push_back(e);
+      } else {
+        join_decode(e.slot);
+      }
+    }
+    for (const Entry& e : done_) finish(e, end);
+  }
+
+  void finish(const Entry& e, Time end) {
+    Live& l = slots_[e.slot];
+    if (l.decoding) leave_decode(e.slot);
+    running_.erase(e);
+    kv_.release(l.r);
+    ++res_.completed_requests;
+    res_.input_tokens += l.r.prompt_tokens;
+    res_.output_tokens += l.r.output_tokens;
+    const double ttft = (l.first_token - l.r.arrival).seconds();
+    const double e2e = (end - l.r.arrival).seconds();
+    ttft_.add(ttft);
+    e2e_.add(e2e);
+    queue_.add((l.first_scheduled - l.r.arrival).seconds());
+    double tpot = 0;
+    if (l.r.output_tokens > 1) {
+      tpot = (end - l.first_token).seconds() / static_cast<double>(l.r.output_tokens - 1);
+      tpot_.add(tpot);
+    }
+    const RequestClass& c = cls(l.r);
+    const bool met = (c.ttft_slo_s <= 0 || ttft <= c.ttft_slo_s) && (c.tpot_slo_s <= 0 || tpot <= c.tpot_slo_s) &&
+                     (c.e2e_slo_s <= 0 || e2e <= c.e2e_slo_s);
+    met_ += met ? 1 : 0;
+    if (o_.hooks.on_request)
+      o_.hooks.on_request(RequestRecord{l.r, false, l.first_scheduled, l.first_token, end, l.preemptions, met});
+    src_.completed(l.r, end);
+    ++l.epoch;
+    free_.push_back(e.slot);
+  }
+
+  static LatencySummary summary(const QuantileHistogram& h) {
+    return {h.quantile(0.5), h.quantile(0.9), h.quantile(0.99), h.mean(), h.count()};
+  }
+  void finish_result(Time t) {
+    res_.makespan_s = t.seconds();
+    res_.ttft_s = summary(ttft_);
+    res_.tpot_s = summary(tpot_);
+    res_.e2e_s = summary(e2e_);
+    res_.queueing_s = summary(queue_);
+    if (res_.makespan_s > 0) {
+      res_.requests_per_s = static_cast<double>(res_.completed_requests) / res_.makespan_s;
+      res_.input_tokens_per_s = static_cast<double>(res_.input_tokens) / res_.makespan_s;
+      res_.output_tokens_per_s = static_cast<double>(res_.output_tokens) / res_.makespan_s;
+      res_.goodput_requests_per_s = static_cast<double>(met_) / res_.makespan_s;
+      res_.kv_mean_utilization = kv_time_ / res_.makespan_s;
+    }
+    const auto judged = res_.completed_requests + res_.rejected_requests;
+    res_.slo_attainment = judged ? static_cast<double>(met_) / static_cast<double>(judged) : 0;
+    res_.kv_stats = kv_.stats();
+    if (res_.kv_stats.prefix_query_tokens > 0)
+      res_.prefix_hit_rate =
+          static_cast<double>(res_.kv_stats.prefix_hit_tokens) / static_cast<double>(res_.kv_stats.prefix_query_tokens);
+  }
+
+  TrafficSource& src_;
+  KvCache& kv_;
+  const IterationCostModel& cost_;
+  const SchedulerConfig& c_;
+  const ReplicaOptions& o_;
+  const int k_;
+  const std::int64_t bs_;
+
+  std::vector<Live> slots_;
+  std::vector<std::int32_t> free_;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> waiting_;
+  std::set<Entry> running_;     // all admitted, in service order (the back is preempted first)
+  std::set<Entry> prefilling_;  // of which still prefilling
+  std::vector<Entry> due_, done_;
+  std::int64_t decoders_ = 0;
+  std::int64_t step_ = 0;     // decode steps run so far
+  std::int64_t ctx_sum_ = 0;  // fast: sum over decoders of prompt + generated
+  EventHeap alloc_events_, finish_events_;
+  bool preempted_ = false;
+  double swap_s_ = 0;
+  double kv_time_ = 0;
+  std::int64_t met_ = 0;
+  QuantileHistogram ttft_, tpot_, e2e_, queue_;
+  ServingResult res_;
+};
+
+}  // namespace
+
+ServingResult simulate_replica(TrafficSource& source, KvCache& kv, const IterationCostModel& cost,
+                               const SchedulerConfig& config, const ReplicaOptions& options) {
+  if (config.num_speculative_tokens > 0) return Replica<false>(source, kv, cost, config, options).run();
+  return Replica<true>(source, kv, cost, config, options).run();
+}
+
+ServingResult simulate_replica_reference(TrafficSource& source, KvCache& kv, const IterationCostModel& cost,
+                                         const SchedulerConfig& config, const ReplicaOptions& options) {
+  return Replica<false>(source, kv, cost, config, options).run();
+}
+
+}  // namespace ctwin
