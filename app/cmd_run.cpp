@@ -70,8 +70,10 @@ int cmd_run(const Args& args) {
   const std::string usage =
       "usage: ctwin run SCENARIO.json [--json] [--trace OUT.json|OUT.ctt] [--set /pointer=value]... [--fail-on-oom]\n"
       "                 [--max-memory BYTES]\n\n"
-      "Simulates the scenario and prints a report: step time, tokens/s, TFLOP/s per GPU, MFU,\n"
-      "where the time goes and memory per GPU. Keys are documented in docs/scenarios.md.\n"
+      "Simulates the scenario and prints a report. Training: step time, tokens/s, TFLOP/s per GPU, MFU,\n"
+      "where the time goes and memory per GPU. Serving (/kind \"serving\"): TTFT, TPOT and end-to-end\n"
+      "latency percentiles, throughput, goodput, KV-cache use and preemptions (docs/serving.md).\n"
+      "Keys are documented in docs/scenarios.md.\n"
       "Warnings (memory within /training/memory_margin of capacity, out of memory) go to stderr.\n"
       "Before simulating, the run's host memory and trace size are estimated (docs/resource-limits.md):\n"
       "a run that would not fit in memory, or a trace that would not fit on its file system, is refused.\n"
@@ -107,6 +109,7 @@ int cmd_run(const Args& args) {
   std::vector<Override> overrides;
   for (const auto& s : p->all("--set")) overrides.push_back(parse_override(s));
   const Scenario sc = load_scenario(p->positional[0], overrides);
+  if (sc.kind == JobKind::serving) return run_serving_scenario(sc, *p);
 
   const auto trace_path = p->get("--trace");
   if (trace_path) {

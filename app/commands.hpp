@@ -18,4 +18,9 @@ int cmd_cluster(const Args& args);     // app/cmd_cluster.cpp
 int cmd_params(const Args& args);      // app/cmd_params.cpp
 int cmd_profile(const Args& args);     // app/cmd_profile.cpp
 
+struct Scenario;
+struct ParsedArgs;
+// `ctwin run` on a /kind "serving" scenario (app/cmd_run_serving.cpp).
+int run_serving_scenario(const Scenario& sc, const ParsedArgs& p);
+
 }  // namespace ctwin

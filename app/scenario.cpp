@@ -1,4 +1,5 @@
 #include "scenario.hpp"
+#include <algorithm>
 
 #include <cstdio>
 #include <fstream>
@@ -9,6 +10,8 @@
 #include "topology/catalog_json.hpp"
 #include "topology/cluster_json.hpp"
 #include "workloads/model_json.hpp"
+#include "workloads/serving_scheduler_params.hpp"
+#include "workloads/serving_traffic_params.hpp"
 #include "workloads/training_params.hpp"
 
 namespace ctwin {
@@ -21,24 +24,34 @@ std::string read_text(const std::string& path) {
 }  // namespace
 
 std::span<const ParamTable> scenario_param_tables() {
-  static const ParamTable tables[] = {
-      {"/", "the top level of a scenario", scenario_params},
-      {"/cluster", "the hardware: a preset, or a GPU and a node count, with any field overridden", cluster_params},
-      {"/catalog/gpus/NAME", "a GPU (topology/catalog/gpus.json; /cluster/gpu as an object takes these plus name)",
-       gpu_params},
-      {"/model", "how the model is named: one of preset, hf_config, generic_layers, or explicit fields",
-       model_source_params},
-      {"/model", "a transformer's fields (also /catalog/models/NAME, workloads/catalog/models.json)", model_params},
-      {"/model/moe", "mixture of experts", moe_params},
-      {"/model/mla", "multi-head latent attention (DeepSeek-V2/V3)", mla_params},
-      {"/model/generic_layers/N", "one layer of a generic model, per sample", generic_layer_params},
-      {"/training", "the training job", training_params},
-      {"/training/parallelism", "the layout; tp x pp x dp x cp = GPUs", parallelism_params},
-      {"/training/precision", "dtypes and bytes per parameter", precision_params},
-      {"/training/noise", "run-to-run variation: several steps, p50 and p99 step times", noise_params},
-      {"/network", "the network model", network_params},
-      {"/validation", "a published measurement the scenario reproduces (scenarios/validation/)", validation_params},
-  };
+  static const std::vector<ParamTable> tables = [] {
+    std::vector<ParamTable> t = {
+        {"/", "the top level of a scenario", scenario_params},
+        {"/cluster", "the hardware: a preset, or a GPU and a node count, with any field overridden", cluster_params},
+        {"/catalog/gpus/NAME", "a GPU (topology/catalog/gpus.json; /cluster/gpu as an object takes these plus name)",
+         gpu_params},
+        {"/model", "how the model is named: one of preset, hf_config, generic_layers, or explicit fields",
+         model_source_params},
+        {"/model", "a transformer's fields (also /catalog/models/NAME, workloads/catalog/models.json)", model_params},
+        {"/model/moe", "mixture of experts", moe_params},
+        {"/model/mla", "multi-head latent attention (DeepSeek-V2/V3)", mla_params},
+        {"/model/generic_layers/N", "one layer of a generic model, per sample", generic_layer_params},
+        {"/training", "the training job", training_params},
+        {"/training/parallelism", "the layout; tp x pp x dp x cp = GPUs", parallelism_params},
+        {"/training/precision", "dtypes and bytes per parameter", precision_params},
+        {"/training/noise", "run-to-run variation: several steps, p50 and p99 step times", noise_params},
+        {"/serving", "a serving replica: its GPUs, precisions and proposer, as vLLM's engine arguments",
+         serving_deployment_params},
+        {"/serving", "a serving replica's scheduler, as vLLM's engine arguments", serving_scheduler_params},
+        {"/network", "the network model", network_params},
+        {"/validation", "a published measurement the scenario reproduces (scenarios/validation/)", validation_params},
+    };
+    // /traffic's tables (workloads/serving_traffic_params.hpp) after /serving's.
+    const auto serving_end = std::find_if(t.begin(), t.end(), [](const ParamTable& x) { return x.path == "/network"; });
+    const std::vector<ParamTable> traffic = traffic_param_tables();
+    t.insert(serving_end, traffic.begin(), traffic.end());
+    return t;
+  }();
   return tables;
 }
 

@@ -18,6 +18,9 @@
 #include "topology/collective.hpp"
 #include "workloads/model.hpp"
 #include "workloads/profile.hpp"
+#include "workloads/serving_deploy_params.hpp"
+#include "workloads/serving_traffic.hpp"
+#include "workloads/serving_types.hpp"
 #include "workloads/training.hpp"
 #include "workloads/training_sim.hpp"
 
@@ -27,8 +30,7 @@ enum class NetworkFidelity { analytical, flow };
 inline constexpr auto fidelity_names =
     make_names<NetworkFidelity>({{NetworkFidelity::analytical, "analytical"}, {NetworkFidelity::flow, "flow"}});
 
-// What a scenario simulates (/kind). Serving is named so the loader can say it is not built
-// yet; its loader and runner will sit beside training's.
+// What a scenario simulates (/kind): a training step, or one serving replica under traffic.
 enum class JobKind { training, serving };
 inline constexpr auto job_kind_names =
     make_names<JobKind>({{JobKind::training, "training"}, {JobKind::serving, "serving"}});
@@ -49,7 +51,15 @@ struct TrainingJob {
   ModelSpec model;          // /model
   TrainingConfig training;  // /training
 };
-using Job = std::variant<TrainingJob>;  // a ServingJob joins here with the serving loader
+// /kind "serving": one model replica (/serving: its GPUs, precisions and vLLM's scheduler keys)
+// under traffic (/traffic).
+struct ServingJob {
+  ModelSpec model;               // /model
+  ServingDeployment deployment;  // /serving: TP, PP, quantization, KV dtype, CUDA graphs, proposer
+  SchedulerConfig scheduler;     // /serving: max_num_seqs, max_num_batched_tokens, block_size, ...
+  TrafficSpec traffic;           // /traffic
+};
+using Job = std::variant<TrainingJob, ServingJob>;
 
 struct Scenario {
   std::string file;                                        // where it came from, for messages
@@ -65,8 +75,9 @@ struct Scenario {
   ValidationTarget validation;                             // /validation
 };
 
-// The training job of a scenario; an InputError naming /kind for any other kind.
+// The training (serving) job of a scenario; an InputError naming /kind for any other kind.
 const TrainingJob& training_job(const Scenario& sc);
+const ServingJob& serving_job(const Scenario& sc);
 
 // What every command simulating a scenario's training passes: its network fidelity and NCCL
 // choices, and the /profile's compute model (none: the GPU's own profile, the default).
@@ -84,7 +95,8 @@ inline constexpr ParamDecl scenario_params[] = {
     {.key = "kind",
      .type = ParamType::choice,
      .def_name = "training",
-     .doc = "what to simulate (serving is not built yet)",
+     .doc = "what to simulate: a training step (/training) or a serving replica under traffic (/serving, "
+            "/traffic)",
      .choices = job_kind_names.names},
     {.key = "seed",
      .type = ParamType::integer,
@@ -100,7 +112,15 @@ inline constexpr ParamDecl scenario_params[] = {
     {.key = "training",
      .type = ParamType::object,
      .doc = "the training job (/training); required for training",
-     .required = true},
+     .computed = "required for kind training"},
+    {.key = "serving",
+     .type = ParamType::object,
+     .doc = "the serving replica and its scheduler (/serving), keys named as vLLM's engine arguments",
+     .computed = "required for kind serving"},
+    {.key = "traffic",
+     .type = ParamType::object,
+     .doc = "the requests a serving replica gets (/traffic)",
+     .computed = "required for kind serving"},
     {.key = "profile",
      .type = ParamType::any,
      .doc = "a calibration profile (docs/profiles.md) for the cluster's link figures and the compute model: a "

@@ -1,19 +1,62 @@
 // The job a scenario runs, by /kind: "training" (the default) reads /model and /training;
-// "serving" is named but not built yet. The serving loader will sit beside read_training_job.
+// "serving" reads /model, /serving (the deployment's and the scheduler's keys, one object as
+// vLLM's engine arguments are one list) and /traffic.
+#include <filesystem>
 #include <memory>
 
 #include "scenario_parts.hpp"
 #include "sim/error.hpp"
+#include "workloads/model_json.hpp"
+#include "workloads/serving_scheduler_params.hpp"
+#include "workloads/serving_traffic_params.hpp"
 
 namespace ctwin {
 namespace {
 
+// A key of one job kind in a scenario of the other is a mistake worth naming (a /training object
+// in a serving scenario would otherwise be silently ignored).
+void require_kind_keys(const JsonObject& top, const Scenario& sc, std::initializer_list<const char*> needed,
+                       std::initializer_list<const char*> foreign) {
+  const std::string kind = job_kind_names.name(sc.kind);
+  for (const char* k : needed) {
+    if (!top.has(k)) top.fail(k, "missing required key", std::string("an object: a ") + kind + " scenario needs it");
+  }
+  for (const char* k : foreign) {
+    if (top.has(k)) {
+      top.fail(k, std::string("found in a ") + kind + " scenario",
+               "no /" + std::string(k) + " here (or /kind set to the job it belongs to)");
+    }
+  }
+}
+
 TrainingJob read_training_job(const JsonObject& top, const Json& root, const ScenarioCatalogs& catalogs,
                               const Scenario& sc) {
+  require_kind_keys(top, sc, {"training"}, {"serving", "traffic"});
   TrainingJob job;
   job.model = read_model(root, top.file(), catalogs.models);
   job.training = read_training(top.object("training"), job.model, sc.cluster);
   job.training.seed = sc.seed;
+  return job;
+}
+
+ServingJob read_serving_job(const JsonObject& top, const Json& root, const ScenarioCatalogs& catalogs,
+                            const Scenario& sc) {
+  require_kind_keys(top, sc, {"serving", "traffic"}, {"training"});
+  ServingJob job;
+  job.model = read_model(root, top.file(), catalogs.models);
+  const JsonObject so = top.object("serving");
+  // /serving is read through two tables (the deployment's and the scheduler's): each reads its
+  // keys, and a key neither declares is an error here.
+  std::vector<std::string> keys = param_keys(serving_deployment_params);
+  for (auto& k : param_keys(serving_scheduler_params)) keys.push_back(std::move(k));
+  so.only(keys);
+  job.deployment = deployment_from_json(so, job.model, build_cluster(sc.cluster), builtin_models());
+  if (sc.profile) job.deployment = with_profile(std::move(job.deployment), *sc.profile);
+  job.scheduler = read_scheduler_config(so);
+  // vLLM's default: the model's context length (max_position_embeddings).
+  if (job.scheduler.max_model_len == 0) job.scheduler.max_model_len = job.model.max_seq;
+  job.traffic = traffic_from_json(top.object("traffic"), top.file(), std::filesystem::path(top.file()).parent_path());
+  if (!top.object("traffic").has("seed")) job.traffic.seed = sc.seed;
   return job;
 }
 
@@ -24,16 +67,21 @@ Job read_job(const JsonObject& top, const Json& root, const ScenarioCatalogs& ca
     case JobKind::training:
       return read_training_job(top, root, catalogs, sc);
     case JobKind::serving:
-      break;
+      return read_serving_job(top, root, catalogs, sc);
   }
-  top.fail("kind", "found \"serving\": serving scenarios are not built yet",
-           "\"training\" (or leave /kind out; serving comes with its own loader)");
+  top.fail("kind", "found an unknown job kind", "\"training\" or \"serving\"");
 }
 
 const TrainingJob& training_job(const Scenario& sc) {
   if (const auto* t = std::get_if<TrainingJob>(&sc.job)) return *t;
   throw InputError(sc.file, "/kind", std::string("found \"") + job_kind_names.name(sc.kind) + "\"",
                    "\"training\" for this command");
+}
+
+const ServingJob& serving_job(const Scenario& sc) {
+  if (const auto* j = std::get_if<ServingJob>(&sc.job)) return *j;
+  throw InputError(sc.file, "/kind", std::string("found \"") + job_kind_names.name(sc.kind) + "\"",
+                   "\"serving\" for this command");
 }
 
 TrainingOptions training_options(const Scenario& sc) {

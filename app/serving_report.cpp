@@ -1,0 +1,179 @@
+#include "serving_report.hpp"
+
+#include <cstdio>
+
+#include "workloads/model.hpp"
+
+namespace ctwin {
+
+namespace {
+
+using J = nlohmann::ordered_json;
+
+J latency_json(const LatencySummary& l) {
+  return J{{"p50", l.p50}, {"p90", l.p90}, {"p99", l.p99}, {"mean", l.mean}, {"count", l.count}};
+}
+
+std::string gib(double b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+// Latencies read best in milliseconds, whatever their size.
+std::string ms(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f ms", s * 1e3);
+  return buf;
+}
+
+// "BF16" for unquantized weights and an "auto" KV cache, as vLLM runs them; else the scheme.
+std::string weights_text(Quantization q) { return q == Quantization::none ? "BF16" : quantization_names.name(q); }
+std::string kv_text(KvCacheDtype k) { return k == KvCacheDtype::automatic ? "BF16" : kv_cache_dtype_names.name(k); }
+
+std::string pct(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * f);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<std::string> serving_warnings(const Scenario& sc, const ServingRun& run) {
+  std::vector<std::string> w = sc.warnings;
+  const ServingResult& r = run.result;
+  if (r.rejected_requests > 0) {
+    w.push_back(std::to_string(r.rejected_requests) +
+                " requests rejected: a prompt plus its output beyond max_model_len, or more KV blocks than the "
+                "cache holds (" +
+                std::to_string(run.capacity.num_gpu_blocks) + " blocks)");
+  }
+  const std::int64_t preempted = r.preemptions_recompute + r.preemptions_swap;
+  if (preempted > 0) {
+    w.push_back(std::to_string(preempted) +
+                " preemptions: the KV cache ran out of blocks; a lower max_num_seqs or a larger "
+                "gpu_memory_utilization avoids them");
+  }
+  if (run.capacity.max_concurrency > 0 && run.capacity.max_concurrency < 1) {
+    w.push_back("the KV cache holds less than one request of max_model_len tokens");
+  }
+  return w;
+}
+
+J serving_report_json(const Scenario& sc, const ServingRun& run) {
+  const ServingJob& job = serving_job(sc);
+  const ServingResult& r = run.result;
+  const KvCapacity& c = run.capacity;
+  J j;
+  j["kind"] = "serving";
+  j["scenario"] = sc.name;
+  j["ttft_s"] = latency_json(r.ttft_s);
+  j["tpot_s"] = latency_json(r.tpot_s);
+  j["e2e_s"] = latency_json(r.e2e_s);
+  j["queueing_s"] = latency_json(r.queueing_s);
+  j["throughput"] = J{{"requests_per_s", r.requests_per_s},
+                      {"input_tokens_per_s", r.input_tokens_per_s},
+                      {"output_tokens_per_s", r.output_tokens_per_s},
+                      {"output_tokens_per_s_per_gpu", r.output_tokens_per_s / job.deployment.gpus()}};
+  j["goodput_requests_per_s"] = r.goodput_requests_per_s;
+  j["slo_attainment"] = r.slo_attainment;
+  j["kv_cache"] = J{{"peak_utilization", r.kv_peak_utilization},
+                    {"mean_utilization", r.kv_mean_utilization},
+                    {"blocks", c.num_gpu_blocks},
+                    {"block_size", job.scheduler.block_size},
+                    {"tokens", c.tokens},
+                    {"host_blocks", c.num_cpu_blocks},
+                    {"max_concurrency", c.max_concurrency},
+                    {"prefix_hit_rate", r.prefix_hit_rate},
+                    {"prefix_hit_tokens", r.kv_stats.prefix_hit_tokens},
+                    {"evicted_blocks", r.kv_stats.evicted_blocks}};
+  j["memory_per_gpu"] = J{{"weights_bytes", c.weight_bytes},
+                          {"activation_bytes", c.activation_bytes},
+                          {"non_torch_bytes", c.non_torch_bytes},
+                          {"kv_cache_bytes", static_cast<double>(c.num_gpu_blocks) * c.block_bytes},
+                          {"capacity_bytes", job.deployment.cluster.spec.gpu.hbm_bytes}};
+  j["preemptions"] = r.preemptions_recompute + r.preemptions_swap;
+  j["preemptions_by_mode"] = J{{"recompute", r.preemptions_recompute}, {"swap", r.preemptions_swap}};
+  j["swapped_blocks"] = r.swapped_blocks;
+  j["requests"] = J{{"arrived", r.arrived_requests},    {"completed", r.completed_requests},
+                    {"rejected", r.rejected_requests},  {"input_tokens", r.input_tokens},
+                    {"output_tokens", r.output_tokens}, {"prefill_tokens_computed", r.prefill_tokens_computed}};
+  const GpuTimeSplit& g = r.gpu_time;
+  j["gpu_time_s"] = J{{"prefill", g.prefill_s}, {"decode", g.decode_s}, {"comm", g.comm_s}, {"overhead", g.overhead_s},
+                      {"draft", g.draft_s},     {"swap", g.swap_s},     {"idle", g.idle_s}};
+  j["makespan_s"] = r.makespan_s;
+  j["iterations"] = r.iterations;
+  const ServingDeployment& d = job.deployment;
+  j["replica"] = J{{"model", job.model.name},
+                   {"gpu", d.cluster.spec.gpu.name},
+                   {"gpus", d.gpus()},
+                   {"tensor_parallel_size", d.tp},
+                   {"pipeline_parallel_size", d.pp},
+                   {"expert_parallel", d.ep()},
+                   {"quantization", quantization_names.name(d.quantization)},
+                   {"kv_cache_dtype", kv_cache_dtype_names.name(d.kv_dtype)},
+                   {"cuda_graphs", d.cuda_graphs}};
+  j["warnings"] = serving_warnings(sc, run);
+  return j;
+}
+
+std::string serving_report_text(const Scenario& sc, const ServingRun& run) {
+  const ServingJob& job = serving_job(sc);
+  const ServingResult& r = run.result;
+  const KvCapacity& c = run.capacity;
+  const ServingDeployment& d = job.deployment;
+  std::string s;
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%s\n  %s on %d x %s (TP %d, PP %d), weights %s, KV cache %s\n\n", sc.name.c_str(),
+                job.model.name.c_str(), d.gpus(), d.cluster.spec.gpu.name.c_str(), d.tp, d.pp,
+                weights_text(d.quantization).c_str(), kv_text(d.kv_dtype).c_str());
+  s += buf;
+  std::snprintf(buf, sizeof buf, "  requests      %lld completed, %lld rejected, over %.1f s (%lld iterations)\n",
+                static_cast<long long>(r.completed_requests), static_cast<long long>(r.rejected_requests), r.makespan_s,
+                static_cast<long long>(r.iterations));
+  s += buf;
+  std::snprintf(buf, sizeof buf, "  throughput    %.2f req/s, %.0f input tok/s, %.0f output tok/s (%.0f per GPU)\n",
+                r.requests_per_s, r.input_tokens_per_s, r.output_tokens_per_s, r.output_tokens_per_s / d.gpus());
+  s += buf;
+  std::snprintf(buf, sizeof buf, "  goodput       %.2f req/s meeting every SLO (%s of requests)\n\n",
+                r.goodput_requests_per_s, pct(r.slo_attainment).c_str());
+  s += buf;
+  s += "  latency            p50        p90        p99       mean\n";
+  const auto row = [&](const char* name, const LatencySummary& l) {
+    std::snprintf(buf, sizeof buf, "  %-12s %10s %10s %10s %10s\n", name, ms(l.p50).c_str(), ms(l.p90).c_str(),
+                  ms(l.p99).c_str(), ms(l.mean).c_str());
+    s += buf;
+  };
+  row("TTFT", r.ttft_s);
+  row("TPOT", r.tpot_s);
+  row("end to end", r.e2e_s);
+  row("queueing", r.queueing_s);
+  std::snprintf(buf, sizeof buf,
+                "\n  KV cache      %lld blocks of %d tokens (%s per GPU, %.1fx max_model_len); peak %s, mean %s\n",
+                static_cast<long long>(c.num_gpu_blocks), job.scheduler.block_size,
+                gib(static_cast<double>(c.num_gpu_blocks) * c.block_bytes).c_str(), c.max_concurrency,
+                pct(r.kv_peak_utilization).c_str(), pct(r.kv_mean_utilization).c_str());
+  s += buf;
+  std::snprintf(buf, sizeof buf, "  memory/GPU    weights %s, activations %s, other %s of %s\n",
+                gib(c.weight_bytes).c_str(), gib(c.activation_bytes).c_str(), gib(c.non_torch_bytes).c_str(),
+                gib(d.cluster.spec.gpu.hbm_bytes).c_str());
+  s += buf;
+  std::snprintf(buf, sizeof buf,
+                "  preemptions   %lld (recompute %lld, swap %lld); prefix cache hits %s of prompt tokens\n",
+                static_cast<long long>(r.preemptions_recompute + r.preemptions_swap),
+                static_cast<long long>(r.preemptions_recompute), static_cast<long long>(r.preemptions_swap),
+                pct(r.prefix_hit_rate).c_str());
+  s += buf;
+  const GpuTimeSplit& g = r.gpu_time;
+  const double span = r.makespan_s > 0 ? r.makespan_s : 1;
+  std::snprintf(buf, sizeof buf,
+                "\n  GPU time      prefill %s, decode %s, communication %s, scheduling overhead %s, draft %s, swap %s, "
+                "idle %s\n",
+                pct(g.prefill_s / span).c_str(), pct(g.decode_s / span).c_str(), pct(g.comm_s / span).c_str(),
+                pct(g.overhead_s / span).c_str(), pct(g.draft_s / span).c_str(), pct(g.swap_s / span).c_str(),
+                pct(g.idle_s / span).c_str());
+  s += buf;
+  return s;
+}
+
+}  // namespace ctwin

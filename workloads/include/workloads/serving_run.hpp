@@ -1,0 +1,28 @@
+// One serving replica from its parts: the KV cache sized as vLLM sizes it, the traffic, the
+// iteration cost model and the scheduler, run by simulate_replica. `ctwin run`, `ctwin bench
+// serving`, `ctwin validate` and (later) sweeps and fleets all run a replica through here.
+#pragma once
+
+#include <string>
+
+#include "workloads/serving_deploy_params.hpp"
+#include "workloads/serving_memory.hpp"
+#include "workloads/serving_sim.hpp"
+#include "workloads/serving_traffic.hpp"
+
+namespace ctwin {
+
+struct ServingReplicaRun {
+  KvCapacity capacity;   // capacity.refusal says why nothing ran (the weights do not fit)
+  ServingResult result;  // empty when refused
+};
+
+enum class ServingLoop : std::uint8_t { fast, reference };
+
+// Sizes the KV cache, builds the cost model and the traffic, and simulates. Returns without
+// simulating when the replica cannot hold its weights and activations (capacity.refusal).
+ServingReplicaRun run_serving_replica(const ServingDeployment& d, const SchedulerConfig& sched,
+                                      const TrafficSpec& traffic, const ServingHooks& hooks = {},
+                                      ServingLoop loop = ServingLoop::fast);
+
+}  // namespace ctwin
