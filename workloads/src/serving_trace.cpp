@@ -4,6 +4,7 @@
 #include <functional>
 #include <queue>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 namespace ctwin {
@@ -95,18 +96,21 @@ Trace ServingTraceCollector::build(const ServingResult& res, std::int64_t kv_tot
   };
   TraceCounterTrack queue = counter("queue_length"), running = counter("running"), kv = counter("kv_blocks_used"),
                     batch = counter("batch_tokens"), kv_util = counter("kv_utilization");
-  std::string name;
+  // Batch names by (prefill tokens, decode sequences), built once each.
+  std::unordered_map<std::uint64_t, std::uint32_t> batch_name;
   std::int64_t prev_end = 0;
   for (const Iter& it : iters_) {
-    name.assign("prefill ")
-        .append(std::to_string(it.prefill_tokens))
-        .append(" tok + decode ")
-        .append(std::to_string(it.decode_seqs))
-        .append(" seq");
+    const std::uint64_t key =
+        static_cast<std::uint64_t>(it.prefill_tokens) << 32 ^ static_cast<std::uint64_t>(it.decode_seqs);
+    auto [name, fresh] = batch_name.try_emplace(key, 0);
+    if (fresh) {
+      name->second = tr.intern("prefill " + std::to_string(it.prefill_tokens) + " tok + decode " +
+                               std::to_string(it.decode_seqs) + " seq");
+    }
     TraceEvent e;
     e.start_ps = it.start_ps;
     e.dur_ps = it.end_ps - it.start_ps;
-    e.name = tr.intern(name);
+    e.name = name->second;
     e.kind = tr.intern(batch_kind(it.prefill_tokens, it.decode_seqs));
     for (const auto lane : gpu_lane) {
       e.lane = lane;
