@@ -154,10 +154,11 @@ Scenario parse_scenario(const std::string& text, const std::string& path, const 
     sc.validation.published = v.number("published");
     sc.validation.notes = v.string("notes", std::string());
     if (is_serving_metric(sc.validation.metric) != (sc.kind == JobKind::serving)) {
-      throw InputError(path, "/validation/metric", "'" + sc.validation.metric + "' for a " +
-                           std::string(job_kind_names.name(sc.kind)) + " scenario",
-                       sc.kind == JobKind::serving ? "a serving metric (ttft_mean_s, tpot_mean_s, ...)"
-                                                   : "a training metric (tflops_per_gpu, mfu, ...)");
+      throw InputError(
+          path, "/validation/metric",
+          "'" + sc.validation.metric + "' for a " + std::string(job_kind_names.name(sc.kind)) + " scenario",
+          sc.kind == JobKind::serving ? "a serving metric (ttft_mean_s, tpot_mean_s, ...)"
+                                      : "a training metric (tflops_per_gpu, mfu, ...)");
     }
   }
   return sc;
