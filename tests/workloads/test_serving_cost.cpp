@@ -147,11 +147,11 @@ TEST_CASE("MoE decode reads the distinct experts its tokens touch: E (1 - (1 - k
   CHECK(expected_distinct_experts(8, 2, 2) == rel_approx(3.5, 1e-12));
   CHECK(expected_distinct_experts(8, 2, 1000) == rel_approx(8, 1e-9));
   // Mixtral: one token reads 2 of 8 experts; 64 tokens read all 8. The extra expert weight read
-  // at 64 tokens is 6 experts x 3 x 4096 x 14336 x 2 B a layer.
+  // at 64 tokens is 6 experts x 3 x 4096 x 14336 x 2 B a layer, at the weight-read share.
   const ServingCostModel cm(deployment("mixtral-8x7b"));
   const double t1 = cm.iteration(decode(1, 100)).decode_s;
   const double t64 = cm.iteration(decode(64, 100)).decode_s;
-  const double extra = 32 * 6 * 3 * 4096.0 * 14336 * 2 / kHbm;
+  const double extra = 32 * 6 * 3 * 4096.0 * 14336 * 2 / kWeightRead / kHbm;
   CHECK(t64 - t1 == rel_approx(extra, 0.05));
 }
 
