@@ -138,7 +138,7 @@ TEST_CASE("ctwin params lists every scenario key; --markdown gives docs/scenario
         std::string::npos);
 }
 
-TEST_CASE("a serving scenario exits 2 with one line naming /kind; no /kind means training") {
+TEST_CASE("a serving scenario without /serving exits 2 with one line naming it; no /kind means training") {
   const auto d = temp_dir();
   const std::string serving = (d / "serving.json").string();
   std::ofstream(serving) << R"({"name":"s","kind":"serving","cluster":{"preset":"dgx-h100"},"model":"llama3-8b",
@@ -146,8 +146,7 @@ TEST_CASE("a serving scenario exits 2 with one line naming /kind; no /kind means
   const Run r = cli("run " + serving);
   CHECK(r.status == 2);
   CHECK(lines(r.err) == 1);
-  CHECK(r.err.find(serving + ": /kind: ") != std::string::npos);
-  CHECK(r.err.find("not built yet") != std::string::npos);
+  CHECK(r.err.find(serving + ": /serving: missing required key") != std::string::npos);
   const std::string plain = (d / "plain.json").string();
   std::ofstream(plain) << R"({"name":"p","cluster":{"preset":"dgx-h100"},"model":"llama3.2-1b",
     "training":{"global_batch":8,"seq_len":1024}})";
