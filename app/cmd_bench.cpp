@@ -16,13 +16,15 @@ int cmd_bench(const Args& args) {
       "  engine    event schedule-and-dispatch throughput, 1M pending events, vs std::priority_queue\n"
       "  network   flow-level max-min solver: all-to-all on a fat-tree, ring all-reduce on 1,024 GPUs\n"
       "  viewer    viewer frame build time and load time on a 10M-event trace\n"
-      "  training  simulation time of large training steps (405B on 16,384 GPUs)";
+      "  training  simulation time of large training steps (405B on 16,384 GPUs)\n"
+      "  serving   an hour at 100 requests/s on one Llama-3-8B replica, 16 replicas round-robin, vs the\n"
+      "            reference replica loop";
   auto p = parse_args(args, usage,
                       {{"--json", "", "print the figures as JSON on stdout"},
                        {"--quick", "", "small sizes (for a smoke test of the benchmark itself)"}});
   if (!p) return kExitOk;
   if (p->positional.size() != 1)
-    throw InputError("", "NAME", "expected exactly one benchmark name", "engine, network, viewer or training");
+    throw InputError("", "NAME", "expected exactly one benchmark name", "engine, network, viewer, training or serving");
   BenchOptions o;
   o.quick = p->has("--quick");
   o.progress = isatty(STDERR_FILENO);
@@ -36,8 +38,10 @@ int cmd_bench(const Args& args) {
     j = bench_viewer(o);
   else if (name == "training")
     j = bench_training(o);
+  else if (name == "serving")
+    j = bench_serving(o);
   else
-    throw InputError("", "NAME", "unknown benchmark '" + name + "'", "engine, network, viewer or training");
+    throw InputError("", "NAME", "unknown benchmark '" + name + "'", "engine, network, viewer, training or serving");
   if (p->has("--json")) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {

@@ -15,5 +15,6 @@ nlohmann::ordered_json bench_engine(const BenchOptions& o);    // bench/bench_en
 nlohmann::ordered_json bench_network(const BenchOptions& o);   // bench/bench_network.cpp
 nlohmann::ordered_json bench_viewer(const BenchOptions& o);    // bench/bench_viewer.cpp
 nlohmann::ordered_json bench_training(const BenchOptions& o);  // bench/bench_training.cpp
+nlohmann::ordered_json bench_serving(const BenchOptions& o);   // bench/bench_serving.cpp
 
 }  // namespace ctwin

@@ -42,6 +42,35 @@ void QuantileHistogram::add(double value) {
   ++counts_[static_cast<std::size_t>(i - offset_)];
 }
 
+void QuantileHistogram::merge(const QuantileHistogram& other) {
+  if (other.alpha_ != alpha_) throw std::invalid_argument("QuantileHistogram::merge: relative errors differ");
+  if (other.count_ == 0) return;
+  if (count_ == 0) {
+    min_ = other.min_;
+    max_ = other.max_;
+  } else {
+    min_ = std::min(min_, other.min_);
+    max_ = std::max(max_, other.max_);
+  }
+  count_ += other.count_;
+  sum_ += other.sum_;
+  zeros_ += other.zeros_;
+  if (other.counts_.empty()) return;
+  if (counts_.empty()) {
+    offset_ = other.offset_;
+    counts_ = other.counts_;
+    return;
+  }
+  const std::int32_t lo = std::min(offset_, other.offset_);
+  const std::int32_t hi = std::max(offset_ + static_cast<std::int32_t>(counts_.size()),
+                                   other.offset_ + static_cast<std::int32_t>(other.counts_.size()));
+  if (lo < offset_) counts_.insert(counts_.begin(), static_cast<std::size_t>(offset_ - lo), 0);
+  offset_ = lo;
+  counts_.resize(static_cast<std::size_t>(hi - lo), 0);
+  for (std::size_t k = 0; k < other.counts_.size(); ++k)
+    counts_[static_cast<std::size_t>(other.offset_ - offset_) + k] += other.counts_[k];
+}
+
 double QuantileHistogram::quantile(double q) const {
   if (count_ == 0) return 0;
   q = std::clamp(q, 0.0, 1.0);

@@ -138,7 +138,7 @@ TEST_CASE("ctwin params lists every scenario key; --markdown gives docs/scenario
         std::string::npos);
 }
 
-TEST_CASE("a serving scenario without /serving exits 2 with one line naming it; no /kind means training") {
+TEST_CASE("a serving scenario with a training job exits 2 with one line naming the key; no /kind means training") {
   const auto d = temp_dir();
   const std::string serving = (d / "serving.json").string();
   std::ofstream(serving) << R"({"name":"s","kind":"serving","cluster":{"preset":"dgx-h100"},"model":"llama3-8b",

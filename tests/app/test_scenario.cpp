@@ -185,8 +185,10 @@ TEST_CASE("bad scenarios each give one error naming the path, what was found and
        "/training/precision/compute", "has no FP8 tensor cores"},
       {"unknown kind", [](json& j) { j["kind"] = "inference"; }, "/kind",
        "found \"inference\"; expected one of \"training\", \"serving\""},
-      {"serving is not built yet", [](json& j) { j["kind"] = "serving"; }, "/kind",
-       "found \"serving\": serving scenarios are not built yet"},
+      {"a serving scenario needs /serving", [](json& j) { j["kind"] = "serving"; }, "/serving",
+       "missing required key; expected an object: a serving scenario needs it"},
+      {"a training scenario takes no /traffic", [](json& j) { j["traffic"] = json::object(); }, "/traffic",
+       "found in a training scenario"},
       {"catalog entry of the wrong type",
        [](json& j) {
          j["catalog"] = {{"gpus", {{"X", 3}}}};

@@ -4,9 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -154,38 +152,4 @@ TEST_CASE("serving sim: deterministic: the same input twice, the same result") {
   for (const auto& it : a.iters) seq_steps += it.shape.decode_seqs;
   const double per_step = static_cast<double>(decode_tokens_emitted) / static_cast<double>(seq_steps);
   CHECK(per_step == rel_approx(2.2, 0.08));  // capped final steps pull it a little below
-}
-
-// An hour at 100 requests/s with Azure-conversation-like lengths (prompts ~1k, outputs ~250):
-// the fast loop against the reference, timed. Skipped by default (a timing, not a check): run
-// with `test_workloads -tc="*hour*" --no-skip`.
-TEST_CASE("serving sim: an hour at 100 requests/s, timed" * doctest::skip()) {
-  std::vector<Request> rs;
-  double t = 0;
-  for (std::uint64_t i = 0; i < 360000; ++i) {
-    t += -std::log(uniform01(mix64(i * 3 + 1))) / 100;
-    const double z =
-        std::sqrt(-2 * std::log(uniform01(mix64(i * 3 + 2)))) * std::cos(6.2831853 * uniform01(mix64(i * 3 + 3)));
-    rs.push_back(req(t, static_cast<std::int32_t>(std::clamp(std::exp(6.6 + 0.8 * z), 1.0, 8000.0)),
-                     static_cast<std::int32_t>(std::clamp(std::exp(5.2 + 0.8 * z * -0.3), 1.0, 2000.0))));
-  }
-  SchedulerConfig c;
-  LinearCost cost;
-  cost.a_s = 4e-3;
-  cost.b_s = 2e-6;
-  cost.c_s = 2e-9;
-  for (bool fast : {true, false}) {
-    if (!fast && std::getenv("CTWIN_BENCH_FAST_ONLY")) break;
-    VectorSource src(rs);
-    FakeKvCache kv(30000, 16);
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto r = fast ? simulate_replica(src, kv, cost, c) : simulate_replica_reference(src, kv, cost, c);
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    MESSAGE(std::string(fast ? "fast" : "reference")
-            << ": " << r.iterations << " iterations, " << r.completed_requests << " requests, " << r.makespan_s
-            << " s simulated in " << wall << " s; mean batch "
-            << r.output_tokens / std::max<std::int64_t>(1, r.iterations) << ", preemptions "
-            << r.preemptions_recompute);
-    CHECK(r.completed_requests == 360000);
-  }
 }

@@ -18,16 +18,36 @@ struct KindColor {
 // Compute kinds warm, collectives cool, point-to-point green, housekeeping grey. The kinds
 // are the strings the simulator writes as TraceEvent::kind: OpKind's names
 // (workloads/include/workloads/compute_model.hpp) and CollectiveOp's
-// (topology/include/topology/collective.hpp); tests/viz keeps the list in step.
-constexpr std::array<KindColor, 22> kKindTable{{
-    {"gemm", rgba(230, 126, 34)},        {"grouped_gemm", rgba(176, 88, 16)},    {"attention", rgba(231, 76, 60)},
-    {"elementwise", rgba(241, 196, 15)}, {"norm", rgba(205, 170, 110)},          {"embedding", rgba(190, 110, 180)},
-    {"loss", rgba(170, 80, 130)},        {"optimizer", rgba(155, 89, 182)},      {"all_reduce", rgba(52, 152, 219)},
-    {"all_gather", rgba(26, 188, 156)},  {"reduce_scatter", rgba(72, 120, 230)}, {"reduce", rgba(110, 100, 220)},
-    {"all_to_all", rgba(0, 170, 210)},   {"broadcast", rgba(100, 180, 255)},     {"send", rgba(46, 204, 113)},
-    {"recv", rgba(39, 174, 96)},         {"send_recv", rgba(88, 214, 141)},      {"memcpy", rgba(149, 165, 166)},
-    {"prefill", rgba(236, 112, 99)},     {"decode", rgba(93, 173, 226)},         {"request", rgba(130, 224, 170)},
+// (topology/include/topology/collective.hpp), and the serving trace's batch and request kinds;
+// tests/viz keeps the list in step.
+constexpr std::array<KindColor, 25> kKindTable{{
+    {"gemm", rgba(230, 126, 34)},
+    {"grouped_gemm", rgba(176, 88, 16)},
+    {"attention", rgba(231, 76, 60)},
+    {"elementwise", rgba(241, 196, 15)},
+    {"norm", rgba(205, 170, 110)},
+    {"embedding", rgba(190, 110, 180)},
+    {"loss", rgba(170, 80, 130)},
+    {"optimizer", rgba(155, 89, 182)},
+    {"all_reduce", rgba(52, 152, 219)},
+    {"all_gather", rgba(26, 188, 156)},
+    {"reduce_scatter", rgba(72, 120, 230)},
+    {"reduce", rgba(110, 100, 220)},
+    {"all_to_all", rgba(0, 170, 210)},
+    {"broadcast", rgba(100, 180, 255)},
+    {"send", rgba(46, 204, 113)},
+    {"recv", rgba(39, 174, 96)},
+    {"send_recv", rgba(88, 214, 141)},
+    {"memcpy", rgba(149, 165, 166)},
+    {"prefill", rgba(236, 112, 99)},
+    {"decode", rgba(93, 173, 226)},
+    {"request", rgba(130, 224, 170)},
     {"idle", rgba(90, 95, 105)},
+    // Serving traces (workloads/serving_trace.hpp): a batch of both prefill and decode between
+    // their colours, a request waiting in the queue pale, a rejected one dark red.
+    {"mixed", rgba(175, 122, 197)},
+    {"queued", rgba(210, 215, 220)},
+    {"rejected", rgba(146, 43, 33)},
 }};
 
 constexpr std::array<std::uint32_t, 10> kFallback{

@@ -44,6 +44,10 @@ void TimelineModel::group_lanes() {
     groups_[g].counters.push_back(ci);
   }
 
+  // A group taller than any screen (a serving trace's request slots: one lane per request in
+  // the replica at once) starts collapsed into its utilization row; a click opens it.
+  for (auto& g : groups_) g.collapsed = g.lanes.size() > kAutoCollapseLanes;
+
   // Labels, once: drawing copies them into the frame's reused text buffer.
   for (std::uint32_t l = 0; l < nl; ++l) {
     const auto& ln = trace_.lanes[l];

@@ -80,6 +80,26 @@ constexpr SummaryLabel kSummaryLabels[] = {
     {"cp_stride", "context-parallel rank stride"},
     {"dp_stride", "data-parallel rank stride"},
     {"pp_stride", "pipeline-parallel rank stride"},
+    // Serving traces (workloads/serving_trace.hpp).
+    {"makespan_s", "makespan"},
+    {"ttft_p50_s", "time to first token p50"},
+    {"ttft_p99_s", "time to first token p99"},
+    {"tpot_p50_s", "time per output token p50"},
+    {"tpot_p99_s", "time per output token p99"},
+    {"e2e_p50_s", "end-to-end latency p50"},
+    {"e2e_p99_s", "end-to-end latency p99"},
+    {"queueing_p50_s", "queueing delay p50"},
+    {"requests_per_second", "requests per second"},
+    {"output_tokens_per_second", "output tokens per second"},
+    {"goodput_requests_per_second", "goodput (requests per second meeting every SLO)"},
+    {"slo_attainment", "SLO attainment"},
+    {"kv_peak_utilization", "KV cache peak utilization"},
+    {"kv_mean_utilization", "KV cache mean utilization"},
+    {"gpu_prefill_s", "GPU time in prefill"},
+    {"gpu_decode_s", "GPU time in decode"},
+    {"gpu_comm_s", "GPU time in communication"},
+    {"gpu_overhead_s", "GPU time in scheduling overhead"},
+    {"gpu_idle_s", "GPU idle"},
 };
 
 }  // namespace

@@ -7,21 +7,26 @@ namespace ctwin {
 
 ServingReplicaRun run_serving_replica(const ServingDeployment& d, const SchedulerConfig& sched,
                                       const TrafficSpec& traffic, const ServingHooks& hooks, ServingLoop loop) {
+  const auto source = make_traffic(traffic);
+  return run_serving_replica(d, sched, *source, traffic.seed, hooks, loop);
+}
+
+ServingReplicaRun run_serving_replica(const ServingDeployment& d, const SchedulerConfig& sched, TrafficSource& source,
+                                      std::uint64_t seed, const ServingHooks& hooks, ServingLoop loop) {
   ServingReplicaRun run;
   run.capacity = kv_capacity(d, sched);
   if (!run.capacity.refusal.empty()) return run;
   const auto kv =
       make_kv_cache(run.capacity.num_gpu_blocks, sched.block_size, run.capacity.num_cpu_blocks, sched.prefix_caching);
   const ServingCostModel cost(d);
-  const auto source = make_traffic(traffic);
   ReplicaOptions opt;
-  opt.seed = traffic.seed;
+  opt.seed = seed;
   // A swap moves one block from every GPU of the replica, each over its own PCIe link at once.
   opt.kv_block_bytes = run.capacity.block_bytes * d.gpus();
   opt.host_link_bytes_per_s = d.cluster.spec.gpu.pcie_gbyte_per_s * 1e9 * d.gpus();
   opt.hooks = hooks;
-  run.result = loop == ServingLoop::fast ? simulate_replica(*source, *kv, cost, sched, opt)
-                                         : simulate_replica_reference(*source, *kv, cost, sched, opt);
+  run.result = loop == ServingLoop::fast ? simulate_replica(source, *kv, cost, sched, opt)
+                                         : simulate_replica_reference(source, *kv, cost, sched, opt);
   return run;
 }
 

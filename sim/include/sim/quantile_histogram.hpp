@@ -15,6 +15,9 @@ class QuantileHistogram {
   explicit QuantileHistogram(double relative_error = 0.005);
 
   void add(double value);  // value >= 0 (0 and negatives count as 0)
+  // Adds every sample of `other` (same relative error, else std::invalid_argument): afterwards
+  // this histogram equals one fed both sample sets (buckets are counts, so merging is exact).
+  void merge(const QuantileHistogram& other);
   std::int64_t count() const { return count_; }
   double mean() const { return count_ ? sum_ / static_cast<double>(count_) : 0.0; }
   double min() const { return min_; }

@@ -80,6 +80,9 @@ struct Row {
   float h;
 };
 
+// Groups of more lanes than this start collapsed (256 lanes are some 5,000 pixels of rows).
+inline constexpr std::size_t kAutoCollapseLanes = 256;
+
 struct Group {
   std::uint32_t name = 0;               // interned string (TraceLane::group)
   std::vector<std::uint32_t> lanes;     // in lane order

@@ -24,5 +24,9 @@ enum class ServingLoop : std::uint8_t { fast, reference };
 ServingReplicaRun run_serving_replica(const ServingDeployment& d, const SchedulerConfig& sched,
                                       const TrafficSpec& traffic, const ServingHooks& hooks = {},
                                       ServingLoop loop = ServingLoop::fast);
+// The same replica fed by a given source (a share of a fleet's stream); seed keys its own draws.
+ServingReplicaRun run_serving_replica(const ServingDeployment& d, const SchedulerConfig& sched, TrafficSource& source,
+                                      std::uint64_t seed, const ServingHooks& hooks = {},
+                                      ServingLoop loop = ServingLoop::fast);
 
 }  // namespace ctwin
