@@ -11,9 +11,43 @@
 #include "commands.hpp"
 #include "scenario.hpp"
 #include "sim/error.hpp"
+#include "workloads/serving_run.hpp"
 #include "workloads/training_sim.hpp"
 
 namespace ctwin {
+
+double predicted_metric(const Scenario& sc, const ServingResult& r) {
+  const std::string& m = sc.validation.metric;
+  if (m == "ttft_mean_s") return r.ttft_s.mean;
+  if (m == "ttft_p50_s") return r.ttft_s.p50;
+  if (m == "tpot_mean_s") return r.tpot_s.mean;
+  if (m == "e2e_mean_s") return r.e2e_s.mean;
+  if (m == "requests_per_s") return r.requests_per_s;
+  if (m == "total_tokens_per_s") return r.input_tokens_per_s + r.output_tokens_per_s;
+  return r.output_tokens_per_s;
+}
+
+double predicted_metric(const Scenario& sc, const TrainingResult& r);
+
+namespace {
+
+// The case's prediction: a training step, or one serving replica under its traffic.
+double simulate_case(const Scenario& sc) {
+  if (sc.kind == JobKind::serving) {
+    const ServingJob& job = serving_job(sc);
+    const ServingReplicaRun run = run_serving_replica(job.deployment, job.scheduler, job.traffic);
+    if (!run.capacity.refusal.empty()) {
+      throw InputError(sc.file, "/serving", "a replica that cannot run: " + run.capacity.refusal,
+                       "a deployment whose weights fit");
+    }
+    return predicted_metric(sc, run.result);
+  }
+  const TrainingResult r = simulate_training(training_job(sc).model, training_job(sc).training,
+                                             build_cluster(sc.cluster), training_options(sc));
+  return predicted_metric(sc, r);
+}
+
+}  // namespace
 
 double predicted_metric(const Scenario& sc, const TrainingResult& r) {
   const std::string& m = sc.validation.metric;
@@ -53,7 +87,7 @@ int cmd_validate(const Args& args) {
   double worst = 0;
   int n = 0;
   if (!p->has("--json")) {
-    std::printf("%-34s %-24s %12s %12s %8s\n", "case", "metric", "published", "predicted", "error");
+    std::printf("%-44s %-22s %12s %12s %8s\n", "case", "metric", "published", "predicted", "error");
   }
   ProgressLine progress("validating");
   for (std::size_t i = 0; i < files.size(); ++i) {
@@ -62,9 +96,7 @@ int cmd_validate(const Args& args) {
     const Scenario sc = load_scenario(f, overrides);
     for (const auto& w : sc.warnings) std::fprintf(stderr, "ctwin: warning: %s: %s\n", f.c_str(), w.c_str());
     if (!sc.validation.present()) continue;
-    const TrainingResult r = simulate_training(training_job(sc).model, training_job(sc).training,
-                                               build_cluster(sc.cluster), training_options(sc));
-    const double pred = predicted_metric(sc, r);
+    const double pred = simulate_case(sc);
     const double err = (pred - sc.validation.published) / sc.validation.published;
     sum_abs += std::fabs(err);
     worst = std::max(worst, std::fabs(err));
@@ -80,7 +112,7 @@ int cmd_validate(const Args& args) {
                      {"source", sc.validation.source}});
     } else {
       progress.clear();
-      std::printf("%-34s %-24s %12.4g %12.4g %+7.1f%%\n", name.c_str(), sc.validation.metric.c_str(),
+      std::printf("%-44s %-22s %12.4g %12.4g %+7.1f%%\n", name.c_str(), sc.validation.metric.c_str(),
                   sc.validation.published, pred, 100 * err);
     }
   }

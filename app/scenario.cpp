@@ -1,4 +1,5 @@
 #include "scenario.hpp"
+
 #include <algorithm>
 
 #include <cstdio>
@@ -152,8 +153,21 @@ Scenario parse_scenario(const std::string& text, const std::string& path, const 
     sc.validation.metric = v.choice("metric");
     sc.validation.published = v.number("published");
     sc.validation.notes = v.string("notes", std::string());
+    if (is_serving_metric(sc.validation.metric) != (sc.kind == JobKind::serving)) {
+      throw InputError(
+          path, "/validation/metric",
+          "'" + sc.validation.metric + "' for a " + std::string(job_kind_names.name(sc.kind)) + " scenario",
+          sc.kind == JobKind::serving ? "a serving metric (ttft_mean_s, tpot_mean_s, ...)"
+                                      : "a training metric (tflops_per_gpu, mfu, ...)");
+    }
   }
   return sc;
+}
+
+bool is_serving_metric(std::string_view metric) {
+  // The serving metrics follow the training ones in validation_metric_choices.
+  const auto* it = std::find(std::begin(validation_metric_choices), std::end(validation_metric_choices), metric);
+  return it - std::begin(validation_metric_choices) >= 5 && it != std::end(validation_metric_choices);
 }
 
 Scenario load_scenario(const std::string& path, const std::vector<Override>& overrides) {

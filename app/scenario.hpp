@@ -38,8 +38,10 @@ inline constexpr auto job_kind_names =
 // A published measurement a validation scenario reproduces (/validation).
 struct ValidationTarget {
   std::string source;
-  // "tflops_per_gpu" (model FLOPs), "hardware_tflops_per_gpu" (with recomputation, as
-  // Megatron-LM's papers count), "step_time_s", "tokens_per_s_per_gpu", "mfu"
+  // Training: "tflops_per_gpu" (model FLOPs), "hardware_tflops_per_gpu" (with recomputation, as
+  // Megatron-LM's papers count), "step_time_s", "tokens_per_s_per_gpu", "mfu". Serving (one
+  // replica's ServingResult): "ttft_mean_s", "ttft_p50_s", "tpot_mean_s" (the mean ITL for fixed
+  // output lengths), "e2e_mean_s", "output_tokens_per_s", "requests_per_s", "total_tokens_per_s".
   std::string metric;
   double published = 0;
   std::string notes;
@@ -86,8 +88,20 @@ TrainingOptions training_options(const Scenario& sc);
 // /network/algo and /network/protocol names, as NCCL_ALGO and NCCL_PROTO take them.
 inline constexpr std::string_view nccl_algo_choices[] = {"auto", "ring", "tree", "nvls", "collnet"};
 inline constexpr std::string_view nccl_protocol_choices[] = {"auto", "ll", "ll128", "simple"};
-inline constexpr std::string_view validation_metric_choices[] = {"tflops_per_gpu", "hardware_tflops_per_gpu",
-                                                                 "step_time_s", "tokens_per_s_per_gpu", "mfu"};
+inline constexpr std::string_view validation_metric_choices[] = {"tflops_per_gpu",
+                                                                 "hardware_tflops_per_gpu",
+                                                                 "step_time_s",
+                                                                 "tokens_per_s_per_gpu",
+                                                                 "mfu",
+                                                                 "ttft_mean_s",
+                                                                 "ttft_p50_s",
+                                                                 "tpot_mean_s",
+                                                                 "e2e_mean_s",
+                                                                 "output_tokens_per_s",
+                                                                 "requests_per_s",
+                                                                 "total_tokens_per_s"};
+// Whether a validation metric is read from a serving run (else from a training step).
+bool is_serving_metric(std::string_view metric);
 
 // The top level of a scenario, filling Scenario.
 inline constexpr ParamDecl scenario_params[] = {

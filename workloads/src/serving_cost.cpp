@@ -83,9 +83,11 @@ double ServingCostModel::layer_shared_s(double T, bool moe) const {
   const CostModel& cm = *d_.cost_model;
   const CostModel& gm = *d_.gemm_cost_model;
   const double h = dims.hidden, tp = d_.tp;
-  // A GEMM (T x k) @ (k x n) at the quantization's weight bytes and peak; weights read once.
+  // A GEMM (T x k) @ (k x n) at the quantization's weight bytes and peak; weights read once, at
+  // the profile's weight-read share of the streaming rate (what bounds small-batch decode).
+  const double wread = 1 / d_.overhead.weight_read_efficiency;
   auto gemm = [&](double rows, double k, double n) {
-    OpCost op{OpKind::gemm, 2 * rows * k * n, w_bytes_ * k * n + kAct * (rows * k + rows * n), rows, n, k};
+    OpCost op{OpKind::gemm, 2 * rows * k * n, wread * w_bytes_ * k * n + kAct * (rows * k + rows * n), rows, n, k};
     return gm.op_seconds(op);
   };
   auto stream = [&](OpKind kind, double bytes) { return cm.op_seconds(OpCost{kind, 0, bytes}); };
@@ -123,7 +125,7 @@ double ServingCostModel::layer_shared_s(double T, bool moe) const {
     auto grouped = [&](double kk, double n) {
       OpCost op{OpKind::grouped_gemm,
                 2 * rows * kk * n,
-                w_bytes_ * touched * kk * n + kAct * (rows * kk + rows * n),
+                wread * w_bytes_ * touched * kk * n + kAct * (rows * kk + rows * n),
                 rows,
                 n,
                 kk};

@@ -44,6 +44,9 @@ struct ProfileServing {
   double ngram_lookup_us = 2;                 // n-gram proposer: per decode sequence per step
   double non_torch_gib = 0.35;                // CUDA context and allocator state outside torch
   double nccl_gib = 0.25;                     // with tensor or pipeline parallelism: NCCL buffers
+  // The share of the streaming HBM rate (compute.hbm_efficiency) a serving GEMM reaches reading
+  // its weights: small-batch decode GEMMs (GEMV-like, split-K) stream below the elementwise rate.
+  double weight_read_efficiency = 1;
 };
 
 struct Profile {
