@@ -29,6 +29,8 @@
 #include "viz/timeline_model.hpp"
 #include "workloads/model_json.hpp"
 #include "workloads/profile.hpp"
+#include "workloads/serving_memory.hpp"
+#include "workloads/serving_run.hpp"
 #include "workloads/serving_traffic.hpp"
 #include "workloads/training_sim.hpp"
 
@@ -53,9 +55,39 @@ inline bool tiny_enough(const Scenario& sc) {
   return gpus <= 4096 && replica <= 64 && work <= 20000;
 }
 
-// The library behind `ctwin run`: parse, validate, build the cluster, simulate a tiny step.
+// Bounds of a fuzzed serving run: milliseconds, not the hour a scenario may ask for.
+inline constexpr std::int64_t kFuzzServingRequests = 200;
+inline constexpr std::int64_t kFuzzServingIterations = 100000;
+inline constexpr std::int64_t kFuzzServingBlocks = std::int64_t{1} << 20;  // GPU and host each
+
+struct StopServing {};  // thrown by the iteration hook at the bound
+
+// A serving scenario as `ctwin run` simulates it, its traffic cut to kFuzzServingRequests and the
+// run stopped after kFuzzServingIterations iterations; a KV cache of more blocks than the bound
+// (its arrays are allocated up front) stops after validation and sizing.
+inline void run_serving_scenario(const Scenario& sc) {
+  const ServingJob& job = serving_job(sc);
+  TrafficSpec traffic = job.traffic;
+  if (traffic.requests < 0 || traffic.requests > kFuzzServingRequests) traffic.requests = kFuzzServingRequests;
+  const KvCapacity cap = kv_capacity(job.deployment, job.scheduler);
+  if (!cap.refusal.empty() || cap.num_gpu_blocks > kFuzzServingBlocks || cap.num_cpu_blocks > kFuzzServingBlocks)
+    return;
+  std::int64_t iterations = 0;
+  ServingHooks hooks;
+  hooks.on_iteration = [&iterations](const IterationRecord&) {
+    if (++iterations >= kFuzzServingIterations) throw StopServing{};
+  };
+  try {
+    (void)run_serving_replica(job.deployment, job.scheduler, traffic, hooks);
+  } catch (const StopServing&) {
+  }
+}
+
+// The library behind `ctwin run`: parse, validate, build the cluster, simulate a tiny step (or a
+// tiny serving run).
 inline void run_scenario(std::string_view bytes, const std::string& path) {
   const Scenario sc = parse_scenario(std::string(bytes), path);
+  if (sc.kind == JobKind::serving) return run_serving_scenario(sc);
   if (!tiny_enough(sc)) return;
   const Cluster cluster = build_cluster(sc.cluster);
   TrainingOptions opt = training_options(sc);

@@ -162,23 +162,26 @@ TEST_CASE("empirical lengths from an inline list or a file beside the scenario")
                d.p);
     FAIL("no error");
   } catch (const InputError& e) {
-    CHECK(e.path == "line 3");
-    CHECK(e.file == (d.p / "bad.txt").string());
+    // At the key naming the file, the file's own line in the message (the field only: "7x").
+    CHECK(e.file == "scenario.json");
+    CHECK(e.path == "/traffic/input_tokens/file");
+    CHECK(e.problem == (d.p / "bad.txt").string() + ", line 3: found \"7x\"");
   }
   CHECK(error_path(R"({"requests": 5, "arrival": {"process": "offline"},
       "input_tokens": {"dist": "empirical", "file": "missing.txt"}, "output_tokens": {"dist": "fixed", "value": 1}})",
                    d.p) == "/traffic/input_tokens/file");
 }
 
-TEST_CASE("a bad trace row is an error at the CSV, row and column") {
+TEST_CASE("a bad trace row is an error at /traffic/arrival/file naming the CSV, row and column") {
   TempDir d;
   d.write("t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6,3,4\n2023-11-16 18:15:47,x,4\n");
   try {
     (void)load(R"({"arrival": {"process": "trace", "file": "t.csv"}})", d.p);
     FAIL("no error");
   } catch (const InputError& e) {
-    CHECK(e.file == (d.p / "t.csv").string());
-    CHECK(e.path == "row 2, column ContextTokens");
+    CHECK(e.file == "scenario.json");
+    CHECK(e.path == "/traffic/arrival/file");
+    CHECK(e.problem == (d.p / "t.csv").string() + ", row 2, column ContextTokens: found \"x\"");
   }
 }
 

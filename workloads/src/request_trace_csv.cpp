@@ -34,7 +34,8 @@ struct Cursor {
 std::string quoted(std::string_view s) {
   constexpr std::size_t kShown = 40;
   std::string q = "\"";
-  q.append(s.substr(0, kShown));
+  // Control bytes (a binary file, a stray \r) shown as '?': the error stays one printable line.
+  for (const char ch : s.substr(0, kShown)) q.push_back(static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f ? '?' : ch);
   q.append(s.size() > kShown ? "...\"" : "\"");
   return q;
 }

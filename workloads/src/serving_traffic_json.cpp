@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <string_view>
 
 #include "sim/error.hpp"
 #include "workloads/serving_traffic_params.hpp"
@@ -20,6 +21,18 @@ std::vector<ParamTable> traffic_param_tables() {
 }
 
 namespace {
+
+// A data file's defect is reported at the scenario key that names the file, the data file's own
+// place (row, line) in the message: the user sees both what to fix and where it was referenced.
+template <class Parse>
+auto parse_data_file(const JsonObject& o, const char* key, Parse parse) {
+  try {
+    return parse();
+  } catch (const InputError& e) {
+    throw InputError(o.file(), o.child(key), e.file + (e.path.empty() ? "" : ", " + e.path) + ": " + e.problem,
+                     e.expected);
+  }
+}
 
 std::string resolve(const std::string& name, const std::filesystem::path& base_dir) {
   const std::filesystem::path p(name);
@@ -114,10 +127,10 @@ ArrivalSpec read_arrival(const JsonObject& o, const std::filesystem::path& base_
       break;
     case ArrivalProcess::trace: {
       const std::string path = resolve(r.string("file"), base_dir);
+      const std::string text = read_input_file(path, trace_file, o.child("file"),
+                                               "a CSV with the header TIMESTAMP,ContextTokens,GeneratedTokens");
       a.trace = std::make_shared<const std::vector<TraceRow>>(
-          parse_request_trace(read_input_file(path, trace_file, o.child("file"),
-                                              "a CSV with the header TIMESTAMP,ContextTokens,GeneratedTokens"),
-                              path));
+          parse_data_file(o, "file", [&] { return parse_request_trace(text, path); }));
       if (r.has("rate_per_s") && r.has("time_scale")) {
         o.fail("rate_per_s", "found both rate_per_s and time_scale", "one of them");
       }
@@ -192,8 +205,9 @@ LengthSpec read_length(const JsonObject& o, const std::string& file, const std::
         l.samples = std::make_shared<const std::vector<std::int32_t>>(read_values(o));
       } else {
         const std::string path = resolve(r.string("file"), base_dir);
+        const std::string text = read_input_file(path, file, o.child("file"), "a text file of token lengths");
         l.samples = std::make_shared<const std::vector<std::int32_t>>(
-            parse_length_samples(read_input_file(path, file, o.child("file"), "a text file of token lengths"), path));
+            parse_data_file(o, "file", [&] { return parse_length_samples(text, path); }));
       }
       break;
     }
@@ -237,8 +251,12 @@ std::vector<std::int32_t> parse_length_samples(const std::string& text, const st
       const bool sep = i == text.size() || text[i] == '\n' || text[i] == ' ' || text[i] == '\t' || text[i] == '\r' ||
                        text[i] == ',' || text[i] == '#';
       if (i == start || !sep || v < 1 || v > kMaxTrafficTokens) {
-        throw InputError(file, "line " + std::to_string(line),
-                         "found \"" + text.substr(start, std::min<std::size_t>(20, text.size() - start)) + "\"",
+        // The offending field only (up to its separator, at most 20 characters): one line of error.
+        std::size_t end = start;
+        while (end < text.size() && end - start < 20 &&
+               std::string_view(" \t\r\n,#").find(text[end]) == std::string_view::npos)
+          ++end;
+        throw InputError(file, "line " + std::to_string(line), "found \"" + text.substr(start, end - start) + "\"",
                          expected);
       }
       out.push_back(static_cast<std::int32_t>(v));

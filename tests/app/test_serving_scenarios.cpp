@@ -1,0 +1,105 @@
+// The shipped serving scenarios (scenarios/serving-*.json, docs/serving.md) run, account for every
+// request, and show what each was shipped to show, checked against closed forms where one exists.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "ctwin_cli.hpp"
+#include "tolerance.hpp"
+
+namespace ctwin {
+namespace {
+
+nlohmann::json run_json(const std::string& scenario) {
+  const auto r = test::cli("run " + scenario + " --json");
+  CAPTURE(scenario);
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("serving scenarios shipped: each runs and accounts for every request") {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(CTWIN_SOURCE_DIR) / "scenarios")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("serving-", 0) != 0) continue;
+    ++n;
+    const auto j = run_json("scenarios/" + name);
+    CAPTURE(name);
+    CHECK(j["kind"] == "serving");
+    const auto& q = j["requests"];
+    CHECK(q["completed"].get<std::int64_t>() + q["rejected"].get<std::int64_t>() == q["arrived"].get<std::int64_t>());
+    CHECK(q["completed"].get<std::int64_t>() > 0);
+    CHECK(j["ttft_s"]["p50"].get<double>() <= j["ttft_s"]["p99"].get<double>());
+    CHECK(j["kv_cache"]["peak_utilization"].get<double>() <= 1.0);
+  }
+  CHECK(n >= 11);
+}
+
+TEST_CASE("serving scenarios shipped: the Azure-layout trace rejects exactly the rows beyond 8192 tokens") {
+  // Independent count from the CSV: ContextTokens + GeneratedTokens > Llama-3-8B's 8192 context.
+  std::ifstream csv(std::string(CTWIN_SOURCE_DIR) + "/scenarios/data/azure-conv-sample.csv");
+  std::string line;
+  std::getline(csv, line);  // header
+  std::int64_t rows = 0, too_long = 0;
+  while (std::getline(csv, line)) {
+    std::istringstream fields(line);
+    std::string stamp, ctx, gen;
+    std::getline(fields, stamp, ',');
+    std::getline(fields, ctx, ',');
+    std::getline(fields, gen, ',');
+    ++rows;
+    if (std::stoll(ctx) + std::stoll(gen) > 8192) ++too_long;
+  }
+  REQUIRE(too_long > 0);
+  const auto j = run_json("scenarios/serving-azure-trace.json");
+  CHECK(j["requests"]["arrived"] == rows);
+  CHECK(j["requests"]["rejected"] == too_long);
+}
+
+TEST_CASE("serving scenarios shipped: prefix caching hits the shared share of the prompt tokens") {
+  // 90% of requests start with a 2000-token system prompt (125 full blocks of 16, all cacheable
+  // after each group's first use); own input lognormal, median 300, sigma 0.8: mean
+  // 300 exp(0.32) = 412.7. Hit share = 0.9 * 2000 / (0.9 * 2000 + 412.7) = 0.8135.
+  const auto j = run_json("scenarios/serving-prefix-caching.json");
+  const double expected = 0.9 * 2000 / (0.9 * 2000 + 300 * std::exp(0.8 * 0.8 / 2));
+  CHECK(j["kv_cache"]["prefix_hit_rate"].get<double>() == test::rel_approx(expected, 0.02));
+  const auto off = run_json("scenarios/serving-prefix-caching.json --set /serving/enable_prefix_caching=false");
+  CHECK(off["kv_cache"]["prefix_hit_rate"].get<double>() == 0);
+  CHECK(off["ttft_s"]["p50"].get<double>() > 10 * j["ttft_s"]["p50"].get<double>());
+}
+
+TEST_CASE("serving scenarios shipped: closed-loop throughput follows the interactive response-time law") {
+  // N users with think time Z: X = N / (R + Z) (Little's law on the closed loop), R the mean
+  // end-to-end latency. Edge effects of a 300 s run (the start together, the drain) stay within 5%.
+  const auto j = run_json("scenarios/serving-closed-loop.json");
+  const double r_s = j["e2e_s"]["mean"];
+  CHECK(j["throughput"]["requests_per_s"].get<double>() == test::rel_approx(64 / (r_s + 2.0), 0.05));
+}
+
+TEST_CASE("serving scenarios shipped: speculative decoding and FP8 cut TPOT, chunked prefill its tail") {
+  const auto spec_on = run_json("scenarios/serving-speculative-on.json");
+  const auto spec_off = run_json("scenarios/serving-speculative-off.json");
+  // k = 4 at 0.7 gives (1 - 0.7^5) / (1 - 0.7) = 2.77 tokens per target step: TPOT at most
+  // 1 / 2.77 of the plain one plus the draft's and the wider verification's cost.
+  const double gain = spec_off["tpot_s"]["p50"].get<double>() / spec_on["tpot_s"]["p50"].get<double>();
+  CHECK(gain > 1.5);
+  CHECK(gain < (1 - std::pow(0.7, 5)) / (1 - 0.7));
+  const auto fp8 = run_json("scenarios/serving-llama3-70b-tp4-fp8.json");
+  const auto bf16 = run_json("scenarios/serving-llama3-70b-tp4-bf16.json");
+  CHECK(fp8["tpot_s"]["p50"].get<double>() < bf16["tpot_s"]["p50"].get<double>());
+  // FP8 KV halves the bytes per block and weights take half as much: more than twice the blocks.
+  CHECK(fp8["kv_cache"]["blocks"].get<double>() > 2 * bf16["kv_cache"]["blocks"].get<double>());
+  const auto chunked = run_json("scenarios/serving-llama3-70b-tp8-chunked.json");
+  const auto whole = run_json("scenarios/serving-llama3-70b-tp8-no-chunked.json");
+  CHECK(chunked["tpot_s"]["p99"].get<double>() < whole["tpot_s"]["p99"].get<double>());
+}
+
+}  // namespace ctwin
