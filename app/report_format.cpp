@@ -5,6 +5,18 @@
 
 namespace ctwin {
 
+std::string format_gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+std::string format_ms(double seconds, int decimals) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f ms", decimals, seconds * 1e3);
+  return buf;
+}
+
 std::string human_number(double v) {
   char buf[64];
   const double a = std::fabs(v);

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "report_format.hpp"
+
 #include "workloads/model.hpp"
 
 namespace ctwin {
@@ -14,18 +16,9 @@ J latency_json(const LatencySummary& l) {
   return J{{"p50", l.p50}, {"p90", l.p90}, {"p99", l.p99}, {"mean", l.mean}, {"count", l.count}};
 }
 
-std::string gib(double b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
-  return buf;
-}
-
+std::string gib(double b) { return format_gib(b); }
 // Latencies read best in milliseconds, whatever their size.
-std::string ms(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f ms", s * 1e3);
-  return buf;
-}
+std::string ms(double s) { return format_ms(s, 1); }
 
 // "BF16" for unquantized weights and an "auto" KV cache, as vLLM runs them; else the scheme.
 std::string weights_text(Quantization q) { return q == Quantization::none ? "BF16" : quantization_names.name(q); }

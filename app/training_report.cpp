@@ -131,17 +131,8 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
 
 namespace {
 
-std::string gib(double b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
-  return buf;
-}
-
-std::string ms(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
-  return buf;
-}
+std::string gib(double b) { return format_gib(b); }
+std::string ms(double s) { return format_ms(s, 3); }
 
 std::string pct(double part, double whole) {
   char buf[32];

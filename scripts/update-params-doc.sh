@@ -6,13 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 gen=$(mktemp)
-trap 'rm -f "$gen"' EXIT
+out=$(mktemp docs/.scenarios.md.XXXXXX)  # beside it: the rename at the end replaces it whole
+trap 'rm -f "$gen" "$out"' EXIT
 "$build/ctwin" params --markdown >"$gen"
-python3 - "$gen" <<'PY'
-import sys
-doc_path = "docs/scenarios.md"
-doc = open(doc_path).read()
-begin, end = "<!-- BEGIN ctwin params --markdown -->\n", "<!-- END ctwin params --markdown -->"
-b, e = doc.index(begin), doc.index(end)
-open(doc_path, "w").write(doc[:b + len(begin)] + open(sys.argv[1]).read() + doc[e:])
-PY
+# Keep the begin marker's line and everything from the end marker on; the table goes between.
+awk -v gen="$gen" '
+  /^<!-- BEGIN ctwin params --markdown -->$/ { print; while ((getline line < gen) > 0) print line; skip = 1; next }
+  /^<!-- END ctwin params --markdown -->/ { skip = 0 }
+  !skip { print }
+' docs/scenarios.md >"$out"
+chmod 644 "$out"
+mv "$out" docs/scenarios.md

@@ -32,6 +32,7 @@
 #include "workloads/serving_memory.hpp"
 #include "workloads/serving_run.hpp"
 #include "workloads/serving_traffic.hpp"
+#include "workloads/serving_traffic_params.hpp"
 #include "workloads/training_sim.hpp"
 
 namespace ctwin::fuzz {
@@ -174,6 +175,12 @@ inline void run_chrome_trace(std::string_view bytes) {
 // A request trace in the Azure layout: parsed, then replayed (at a time scale from its first byte,
 // so scaled arrival arithmetic is reached too) for up to 100,000 requests.
 inline void run_request_trace(std::string_view bytes) {
+  // The other data file /traffic reads, a list of lengths (an empirical distribution's file),
+  // from the same bytes: both are lines of numbers, so one corpus serves both.
+  try {
+    (void)parse_length_samples(std::string(bytes), "fuzz.txt");
+  } catch (const InputError&) {
+  }
   TrafficSpec s;
   s.arrival.process = ArrivalProcess::trace;
   s.arrival.trace = std::make_shared<const std::vector<TraceRow>>(parse_request_trace(std::string(bytes), "fuzz.csv"));

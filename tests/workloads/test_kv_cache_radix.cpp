@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kv_requests.hpp"
 #include "workloads/kv_cache.hpp"
 
 using namespace ctwin;
@@ -13,16 +14,9 @@ using namespace ctwin;
 namespace {
 
 Request req(std::int64_t id, std::int32_t prompt, std::int32_t shared = 0, std::int64_t group = -1) {
-  Request r;
-  r.id = id;
-  r.prompt_tokens = prompt;
-  r.output_tokens = 8;
-  r.shared_prefix_tokens = shared;
-  r.prefix_group = group;
-  return r;
+  return test::kv_request(id, prompt, shared, group);
 }
-
-std::int64_t free_blocks(const KvCache& c) { return c.num_blocks() - c.used_blocks() - c.cached_blocks(); }
+using test::free_blocks;
 
 }  // namespace
 

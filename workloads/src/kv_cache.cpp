@@ -11,9 +11,6 @@
 
 namespace ctwin {
 
-std::unique_ptr<PrefixKvCache> make_radix_kv_cache(std::int64_t num_blocks, int block_size,
-                                                   std::int64_t num_host_blocks);
-
 namespace {
 
 // A block's token identity: owner is 2*prefix_group+1 for a shared-prefix block, 2*request id
@@ -331,7 +328,7 @@ std::unique_ptr<PrefixKvCache> make_kv_cache(std::int64_t num_blocks, int block_
                                              PrefixCaching mode) {
   if (num_blocks < 0 || num_blocks > INT32_MAX || block_size < 1 || num_host_blocks < 0)
     throw std::invalid_argument("kv cache: needs 0 <= num_blocks < 2^31, block_size >= 1, num_host_blocks >= 0");
-  if (mode == PrefixCaching::radix) return make_radix_kv_cache(num_blocks, block_size, num_host_blocks);
+  if (mode == PrefixCaching::radix) return detail::make_radix_kv_cache(num_blocks, block_size, num_host_blocks);
   return std::make_unique<BlockKvCache>(num_blocks, block_size, num_host_blocks, mode == PrefixCaching::hash_lru);
 }
 

@@ -14,9 +14,6 @@
 
 namespace ctwin {
 
-std::unique_ptr<PrefixKvCache> make_radix_kv_cache(std::int64_t num_blocks, int block_size,
-                                                   std::int64_t num_host_blocks);
-
 namespace {
 
 constexpr std::int32_t root = 0;
@@ -374,8 +371,8 @@ class RadixKvCache final : public PrefixKvCache {
 
 }  // namespace
 
-std::unique_ptr<PrefixKvCache> make_radix_kv_cache(std::int64_t num_blocks, int block_size,
-                                                   std::int64_t num_host_blocks) {
+std::unique_ptr<PrefixKvCache> detail::make_radix_kv_cache(std::int64_t num_blocks, int block_size,
+                                                           std::int64_t num_host_blocks) {
   return std::make_unique<RadixKvCache>(num_blocks, block_size, num_host_blocks);
 }
 

@@ -169,22 +169,18 @@ ServingCostModel::Parts ServingCostModel::forward(const BatchShape& b, bool lm_h
   Parts p;
   const ModelSpec& m = d_.model;
   const CostModel& cm = *d_.cost_model;
-  if (dense_layers_ > 0) {
+  // Layers of one kind cost the same: price one, count it `layers` times.
+  const auto add_layers = [&](int layers, bool moe) {
+    if (layers == 0) return;
     Parts one;
-    layer(b, false, one);
-    p.shared += dense_layers_ * one.shared;
-    p.prefill_attention += dense_layers_ * one.prefill_attention;
-    p.decode_attention += dense_layers_ * one.decode_attention;
-    p.comm += dense_layers_ * one.comm;
-  }
-  if (moe_layers_ > 0) {
-    Parts one;
-    layer(b, true, one);
-    p.shared += moe_layers_ * one.shared;
-    p.prefill_attention += moe_layers_ * one.prefill_attention;
-    p.decode_attention += moe_layers_ * one.decode_attention;
-    p.comm += moe_layers_ * one.comm;
-  }
+    layer(b, moe, one);
+    p.shared += layers * one.shared;
+    p.prefill_attention += layers * one.prefill_attention;
+    p.decode_attention += layers * one.decode_attention;
+    p.comm += layers * one.comm;
+  };
+  add_layers(dense_layers_, false);
+  add_layers(moe_layers_, true);
   const double T = static_cast<double>(b.tokens()), h = static_cast<double>(m.hidden), tp = d_.tp;
   // Embedding (first stage): vocab-parallel lookup summed over TP.
   p.shared += cm.op_seconds(OpCost{OpKind::embedding, 0, kAct * 2 * T * h});
