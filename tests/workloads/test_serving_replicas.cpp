@@ -173,3 +173,29 @@ TEST_CASE("16 replicas at 16x the rate: each is one replica at 1x fed its round-
     CHECK(got.tpot_s.mean == rel_approx(one.tpot_s.mean, 1e-12));
   }
 }
+
+// The replicas run on worker threads: one thread and three give the same fleet, to the bit.
+TEST_CASE("replicas: the result does not depend on the thread count") {
+  const ServingDeployment d = llama8b_h100();
+  const TrafficSpec t = traffic(5 * 8, 15);
+  const ServingReplicasRun one = run_serving_replicas(d, scheduler(), t, 5, ServingLoop::fast, 1);
+  const ServingReplicasRun three = run_serving_replicas(d, scheduler(), t, 5, ServingLoop::fast, 3);
+  REQUIRE(one.replicas.size() == 5);
+  REQUIRE(three.replicas.size() == 5);
+  for (std::size_t k = 0; k < 5; ++k) {
+    CAPTURE(k);
+    CHECK(one.replicas[k].iterations == three.replicas[k].iterations);
+    CHECK(one.replicas[k].makespan_s == three.replicas[k].makespan_s);
+    CHECK(one.replicas[k].ttft_s.p99 == three.replicas[k].ttft_s.p99);
+  }
+  const ServingResult &a = one.merged, &b = three.merged;
+  CHECK(a.completed_requests == b.completed_requests);
+  CHECK(a.ttft_s.p50 == b.ttft_s.p50);
+  CHECK(a.tpot_s.p90 == b.tpot_s.p90);
+  CHECK(a.e2e_s.p99 == b.e2e_s.p99);
+  CHECK(a.e2e_s.mean == b.e2e_s.mean);
+  CHECK(a.goodput_requests_per_s == b.goodput_requests_per_s);
+  CHECK(a.kv_mean_utilization == b.kv_mean_utilization);
+  CHECK_THROWS_AS(run_serving_replicas(d, scheduler(), t, 2, ServingLoop::fast, -1), std::invalid_argument);
+}
+

@@ -416,3 +416,60 @@ TEST_CASE("a next arrival past the duration ends the traffic even when it lies b
   s.requests = 100;
   CHECK_THROWS_AS(drain(*make_traffic(s)), TimeOverflow);
 }
+
+// skip(n) drops exactly the requests n pops would return: afterwards the stream goes on with the
+// same requests (ids, arrivals, lengths, groups, classes) for every arrival process, with
+// sessions (which skip by popping) and with a trace, and it stops at the stream's end.
+TEST_CASE("skip(n) leaves the stream where n pops leave it, for every arrival process") {
+  std::vector<TrafficSpec> specs;
+  for (const ArrivalProcess p : {ArrivalProcess::poisson, ArrivalProcess::gamma, ArrivalProcess::constant,
+                                 ArrivalProcess::offline, ArrivalProcess::steps, ArrivalProcess::diurnal}) {
+    TrafficSpec s = base(p, 200);
+    s.arrival.rate_per_s = 5;
+    s.arrival.cv = 2;
+    s.arrival.steps = {{0, 5}, {10, 20}};
+    s.arrival.min_rate_per_s = 1;
+    s.arrival.max_rate_per_s = 9;
+    s.arrival.period_s = 30;
+    s.input.dist = LengthDist::lognormal;
+    s.input.mu = 5;
+    s.input.sigma = 1;
+    s.input.min = 1;
+    s.input.max = 4000;
+    s.prefix = {.shared_tokens = 64, .share_ratio = 0.5, .groups = 3};
+    s.classes = {RequestClass{.name = "a", .share = 0.3}, RequestClass{.name = "b", .share = 0.7}};
+    specs.push_back(s);
+  }
+  TrafficSpec sessions = specs.front();
+  sessions.sessions = {.turns = 3, .active = 4};
+  specs.push_back(sessions);
+  TrafficSpec trace = base(ArrivalProcess::trace, -1);
+  std::vector<TraceRow> rows;
+  for (int i = 0; i < 50; ++i) rows.push_back({seconds(0.25 * i), 10 + i, 1 + i % 7});
+  trace.arrival.trace = std::make_shared<const std::vector<TraceRow>>(rows);
+  specs.push_back(trace);
+  for (std::size_t k = 0; k < specs.size(); ++k) {
+    CAPTURE(k);
+    const auto all = drain(*make_traffic(specs[k]));
+    REQUIRE(all.size() >= 50);
+    auto src = make_traffic(specs[k]);
+    std::size_t at = 0;
+    for (const std::int64_t n : {0, 1, 7, 3, 15}) {
+      CHECK(src->skip(n) == n);
+      at += static_cast<std::size_t>(n);
+      REQUIRE(src->next_arrival());
+      const Request r = src->pop();
+      const Request& want = all[at++];
+      CHECK(r.id == want.id);
+      CHECK(r.arrival == want.arrival);
+      CHECK(r.prompt_tokens == want.prompt_tokens);
+      CHECK(r.output_tokens == want.output_tokens);
+      CHECK(r.prefix_group == want.prefix_group);
+      CHECK(r.shared_prefix_tokens == want.shared_prefix_tokens);
+      CHECK(r.cls == want.cls);
+    }
+    const auto left = static_cast<std::int64_t>(all.size() - at);
+    CHECK(src->skip(left + 5) == left);  // only what is left
+    CHECK_FALSE(src->next_arrival());
+  }
+}

@@ -1,12 +1,12 @@
-// The block pool and the none and hash_lru modes of the paged KV cache (kv_cache.hpp).
+// The block pool of the hash_lru mode of the paged KV cache (kv_cache.hpp).
 #include "workloads/kv_cache.hpp"
 
 #include <algorithm>
 #include <stdexcept>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "flat_id_map.hpp"
 #include "sim/random.hpp"
 
 namespace ctwin {
@@ -104,19 +104,18 @@ struct Sequence {
 
 class BlockKvCache final : public PrefixKvCache {
  public:
-  BlockKvCache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks, bool caching)
+  BlockKvCache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks)
       : block_size_(block_size),
         num_host_blocks_(num_host_blocks),
-        caching_(caching),
         blocks_(static_cast<std::size_t>(num_blocks)),
-        map_(caching ? blocks_.size() : 0) {
+        map_(blocks_.size()) {
     free_.reserve(blocks_.size());
     for (std::int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<std::int32_t>(b));
     scratch_.reserve(256);
   }
 
   std::int64_t cached_prefix_tokens(const Request& r, std::int64_t context_tokens) const override {
-    if (!caching_ || context_tokens <= 1) return 0;
+    if (context_tokens <= 1) return 0;
     const std::int64_t limit = (context_tokens - 1) / block_size_;
     std::int64_t n = 0;
     while (n < limit && map_.find(block_key(r, n, block_size_)) >= 0) ++n;
@@ -124,19 +123,19 @@ class BlockKvCache final : public PrefixKvCache {
   }
 
   bool allocate(const Request& r, std::int64_t tokens) override {
-    auto it = seqs_.find(r.id);
-    if (it != seqs_.end() && it->second.host_blocks > 0)
+    Sequence* it = seqs_.find(r.id);
+    if (it && it->host_blocks > 0)
       throw std::logic_error("kv cache: allocate on a swapped-out request");
-    const std::int64_t have_tokens = it == seqs_.end() ? 0 : it->second.tokens;
+    const std::int64_t have_tokens = it ? it->tokens : 0;
     if (tokens <= have_tokens) return true;
-    const std::int64_t have = it == seqs_.end() ? 0 : static_cast<std::int64_t>(it->second.blocks.size());
+    const std::int64_t have = it ? static_cast<std::int64_t>(it->blocks.size()) : 0;
     const std::int64_t want = ceil_blocks(tokens);
     // A first call takes the cached prefix: its blocks leave the LRU queue, so they cannot also
     // be counted as room for the new ones.
     scratch_.clear();
     std::int64_t hit_blocks = 0, hit_unreferenced = 0;
-    const bool first = it == seqs_.end() || have == 0;
-    if (first && caching_) {
+    const bool first = !it || have == 0;
+    if (first) {
       hit_blocks = cached_prefix_tokens(r, std::max<std::int64_t>(r.prompt_tokens, tokens)) / block_size_;
       for (std::int64_t i = 0; i < hit_blocks; ++i) {
         const std::int32_t b = map_.find(block_key(r, i, block_size_));
@@ -152,7 +151,7 @@ class BlockKvCache final : public PrefixKvCache {
       stats_.prefix_query_tokens += std::max<std::int64_t>(r.prompt_tokens, tokens);
       stats_.prefix_hit_tokens += hit_blocks * block_size_;
     }
-    Sequence& s = it != seqs_.end() ? it->second : new_sequence(r.id);
+    Sequence& s = it ? *it : new_sequence(r.id);
     for (const std::int32_t b : scratch_) {
       Block& blk = blocks_[static_cast<std::size_t>(b)];
       if (blk.refs == 0) {
@@ -166,16 +165,14 @@ class BlockKvCache final : public PrefixKvCache {
     for (std::int64_t i = 0; i < fresh; ++i) s.blocks.push_back(take_block());
     // Full blocks become findable as soon as they are allocated (vLLM caches full blocks when
     // they are scheduled); a key already held by another block keeps that one.
-    if (caching_) {
-      const std::int64_t full_before = std::max(have_tokens / block_size_, hit_blocks);
-      const std::int64_t full_after = std::max(tokens, hit_blocks * block_size_) / block_size_;
-      for (std::int64_t i = full_before; i < full_after; ++i) {
-        const std::int32_t b = s.blocks[static_cast<std::size_t>(i)];
-        const BlockKey key = block_key(r, i, block_size_);
-        if (map_.insert(key, b)) {
-          blocks_[static_cast<std::size_t>(b)].hashed = true;
-          blocks_[static_cast<std::size_t>(b)].key = key;
-        }
+    const std::int64_t full_before = std::max(have_tokens / block_size_, hit_blocks);
+    const std::int64_t full_after = std::max(tokens, hit_blocks * block_size_) / block_size_;
+    for (std::int64_t i = full_before; i < full_after; ++i) {
+      const std::int32_t b = s.blocks[static_cast<std::size_t>(i)];
+      const BlockKey key = block_key(r, i, block_size_);
+      if (map_.insert(key, b)) {
+        blocks_[static_cast<std::size_t>(b)].hashed = true;
+        blocks_[static_cast<std::size_t>(b)].key = key;
       }
     }
     s.tokens = std::max(tokens, hit_blocks * block_size_);
@@ -183,17 +180,17 @@ class BlockKvCache final : public PrefixKvCache {
   }
 
   void release(const Request& r) override {
-    auto it = seqs_.find(r.id);
-    if (it == seqs_.end()) return;
-    drop_blocks(it->second);
-    spare_.push_back(std::move(it->second.blocks));
-    seqs_.erase(it);
+    Sequence* it = seqs_.find(r.id);
+    if (!it) return;
+    drop_blocks(*it);
+    spare_.push_back(std::move(it->blocks));
+    seqs_.erase(r.id);
   }
 
   std::optional<std::int64_t> swap_out(const Request& r) override {
-    auto it = seqs_.find(r.id);
-    if (it == seqs_.end() || it->second.host_blocks > 0) return std::int64_t{0};
-    Sequence& s = it->second;
+    Sequence* it = seqs_.find(r.id);
+    if (!it || it->host_blocks > 0) return std::int64_t{0};
+    Sequence& s = *it;
     const auto n = static_cast<std::int64_t>(s.blocks.size());
     if (used_host_ + n > num_host_blocks_) return std::nullopt;
     drop_blocks(s);
@@ -203,20 +200,18 @@ class BlockKvCache final : public PrefixKvCache {
   }
 
   std::optional<std::int64_t> swap_in(const Request& r) override {
-    auto it = seqs_.find(r.id);
-    if (it == seqs_.end() || it->second.host_blocks == 0) return std::int64_t{0};
-    Sequence& s = it->second;
+    Sequence* it = seqs_.find(r.id);
+    if (!it || it->host_blocks == 0) return std::int64_t{0};
+    Sequence& s = *it;
     const std::int64_t n = s.host_blocks;
     if (n > static_cast<std::int64_t>(free_.size()) + cached_) return std::nullopt;
     for (std::int64_t i = 0; i < n; ++i) s.blocks.push_back(take_block());
-    if (caching_) {
-      for (std::int64_t i = 0; i < s.tokens / block_size_; ++i) {
-        const std::int32_t b = s.blocks[static_cast<std::size_t>(i)];
-        const BlockKey key = block_key(r, i, block_size_);
-        if (map_.insert(key, b)) {
-          blocks_[static_cast<std::size_t>(b)].hashed = true;
-          blocks_[static_cast<std::size_t>(b)].key = key;
-        }
+    for (std::int64_t i = 0; i < s.tokens / block_size_; ++i) {
+      const std::int32_t b = s.blocks[static_cast<std::size_t>(i)];
+      const BlockKey key = block_key(r, i, block_size_);
+      if (map_.insert(key, b)) {
+        blocks_[static_cast<std::size_t>(b)].hashed = true;
+        blocks_[static_cast<std::size_t>(b)].key = key;
       }
     }
     s.host_blocks = 0;
@@ -231,8 +226,8 @@ class BlockKvCache final : public PrefixKvCache {
   std::int64_t num_host_blocks() const override { return num_host_blocks_; }
   std::int64_t used_host_blocks() const override { return used_host_; }
   std::int64_t blocks_of(const Request& r) const override {
-    auto it = seqs_.find(r.id);
-    return it == seqs_.end() ? 0 : static_cast<std::int64_t>(it->second.blocks.size());
+    const Sequence* it = seqs_.find(r.id);
+    return it ? static_cast<std::int64_t>(it->blocks.size()) : 0;
   }
   const KvCacheStats& stats() const override { return stats_; }
 
@@ -310,12 +305,11 @@ class BlockKvCache final : public PrefixKvCache {
 
   int block_size_;
   std::int64_t num_host_blocks_;
-  bool caching_;
   std::vector<Block> blocks_;
   std::vector<std::int32_t> free_;  // unreferenced blocks holding nothing findable
   std::int32_t lru_head_ = nil, lru_tail_ = nil;
   BlockIndex map_;  // findable full blocks
-  std::unordered_map<std::int64_t, Sequence> seqs_;
+  detail::FlatIdMap<Sequence> seqs_;
   std::vector<std::vector<std::int32_t>> spare_;  // block lists of released sequences, reused
   std::vector<std::int32_t> scratch_;
   std::int64_t used_ = 0, cached_ = 0, used_host_ = 0;
@@ -329,7 +323,8 @@ std::unique_ptr<PrefixKvCache> make_kv_cache(std::int64_t num_blocks, int block_
   if (num_blocks < 0 || num_blocks > INT32_MAX || block_size < 1 || num_host_blocks < 0)
     throw std::invalid_argument("kv cache: needs 0 <= num_blocks < 2^31, block_size >= 1, num_host_blocks >= 0");
   if (mode == PrefixCaching::radix) return detail::make_radix_kv_cache(num_blocks, block_size, num_host_blocks);
-  return std::make_unique<BlockKvCache>(num_blocks, block_size, num_host_blocks, mode == PrefixCaching::hash_lru);
+  if (mode == PrefixCaching::none) return detail::make_counting_kv_cache(num_blocks, block_size, num_host_blocks);
+  return std::make_unique<BlockKvCache>(num_blocks, block_size, num_host_blocks);
 }
 
 }  // namespace ctwin

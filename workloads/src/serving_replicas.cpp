@@ -1,7 +1,10 @@
 #include "workloads/serving_replicas.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <stdexcept>
+#include <thread>
 
 namespace ctwin {
 
@@ -9,16 +12,18 @@ RoundRobinShare::RoundRobinShare(std::unique_ptr<TrafficSource> stream, int repl
     : stream_(std::move(stream)), replicas_(replicas) {
   if (replicas < 1 || replica < 0 || replica >= replicas)
     throw std::invalid_argument("RoundRobinShare: replica must be in [0, replicas)");
-  skip(replica);
+  stream_->skip(replica);
 }
 
-void RoundRobinShare::skip(int n) {
-  for (int i = 0; i < n && stream_->next_arrival(); ++i) stream_->pop();
+std::int64_t RoundRobinShare::skip(std::int64_t n) {
+  std::int64_t k = 0;
+  for (; k < n && next_arrival(); ++k) stream_->skip(replicas_);  // its own, then the others'
+  return k;
 }
 
 Request RoundRobinShare::pop() {
   const Request r = stream_->pop();
-  skip(replicas_ - 1);  // the next replicas_ - 1 requests belong to the other replicas
+  stream_->skip(replicas_ - 1);  // the next replicas_ - 1 requests belong to the other replicas
   return r;
 }
 
@@ -106,23 +111,46 @@ ServingResult merge_serving_results(const std::vector<ServingResult>& replicas,
 }
 
 ServingReplicasRun run_serving_replicas(const ServingDeployment& d, const SchedulerConfig& sched,
-                                        const TrafficSpec& traffic, int replicas, ServingLoop loop) {
-  ServingReplicasRun run;
+                                        const TrafficSpec& traffic, int replicas, ServingLoop loop, int threads) {
+  if (threads < 0) throw std::invalid_argument("run_serving_replicas: threads must be >= 0");
   auto shares = make_round_robin_shares(traffic, replicas);
-  ServingLatencyHistograms merged;
-  for (auto& share : shares) {
-    ServingLatencyHistograms h;
-    ServingHooks hooks;
-    hooks.on_request = [&h](const RequestRecord& r) { h.record(r); };
-    ServingReplicaRun one = run_serving_replica(d, sched, *share, traffic.seed, hooks, loop);
-    run.capacity = one.capacity;
-    if (!one.capacity.refusal.empty()) {
-      run.replicas.clear();
-      return run;
+  const auto n = static_cast<std::size_t>(replicas);
+  std::vector<ServingReplicaRun> runs(n);
+  std::vector<ServingLatencyHistograms> hists(n);
+  std::vector<std::exception_ptr> errors(n);
+  // Replicas are independent: workers take them in index order, each with its own copy of the
+  // deployment (nothing mutable is shared), and the results land at their index, so the merge
+  // below is the same whatever the thread count or timing.
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    const ServingDeployment mine = d;
+    for (std::size_t k; (k = next.fetch_add(1)) < n;) {
+      try {
+        ServingHooks hooks;
+        hooks.on_request = [&h = hists[k]](const RequestRecord& r) { h.record(r); };
+        runs[k] = run_serving_replica(mine, sched, *shares[k], traffic.seed, hooks, loop);
+      } catch (...) {
+        errors[k] = std::current_exception();
+      }
+      shares[k].reset();  // its generator's state is no longer needed
     }
-    share.reset();  // its generator's state is no longer needed
-    run.replicas.push_back(std::move(one.result));
-    merged.merge(h);
+  };
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const auto workers = std::min<std::size_t>(n, threads > 0 ? static_cast<std::size_t>(threads) : hw);
+  std::vector<std::thread> pool;
+  for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+
+  ServingReplicasRun run;
+  run.capacity = runs.front().capacity;
+  if (!run.capacity.refusal.empty()) return run;  // identical replicas: all refused alike
+  ServingLatencyHistograms merged;
+  for (std::size_t k = 0; k < n; ++k) {
+    run.replicas.push_back(std::move(runs[k].result));
+    merged.merge(hists[k]);
   }
   run.merged = merge_serving_results(run.replicas, merged);
   return run;

@@ -1,6 +1,8 @@
 #include "workloads/serving_sim.hpp"
 
 #include <algorithm>
+#include <array>
+#include <deque>
 #include <queue>
 #include <set>
 #include <stdexcept>
@@ -40,6 +42,38 @@ struct Entry {  // a waiting or running request, ordered by service key
   bool operator>(const Entry& o) const { return o.key < key; }
 };
 
+// The waiting queue, lowest service key first. Arrivals under FCFS come in rising key order
+// and go to a FIFO run; a key below the run's last (a preempted request, a higher priority) goes
+// to a heap beside it. With 10^5 requests waiting a heap alone misses the cache on every level.
+class WaitingQueue {
+ public:
+  void push(const Entry& e) {
+    if (run_.empty() || run_.back() < e) {
+      run_.push_back(e);
+    } else {
+      heap_.push(e);
+    }
+  }
+  bool empty() const { return run_.empty() && heap_.empty(); }
+  std::size_t size() const { return run_.size() + heap_.size(); }
+  const Entry& top() const {
+    if (heap_.empty()) return run_.front();
+    if (run_.empty() || heap_.top() < run_.front()) return heap_.top();
+    return run_.front();
+  }
+  void pop() {
+    if (!heap_.empty() && (run_.empty() || heap_.top() < run_.front())) {
+      heap_.pop();
+    } else {
+      run_.pop_front();
+    }
+  }
+
+ private:
+  std::deque<Entry> run_;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap_;
+};
+
 struct StepEvent {  // fast path: at decode step `step`, slot needs a block or finishes
   std::int64_t step;
   std::int32_t slot;
@@ -47,6 +81,47 @@ struct StepEvent {  // fast path: at decode step `step`, slot needs a block or f
   bool operator>(const StepEvent& o) const { return step > o.step; }  // same step: sorted after popping
 };
 using EventHeap = std::priority_queue<StepEvent, std::vector<StepEvent>, std::greater<>>;
+
+// Fast path: the block-allocation events. Nearly all fall within a block's worth of steps, so
+// they go to a ring of per-step buckets (O(1) in and out, where a heap of hundreds of entries
+// costs a sift each); the rare farther (or already due) ones go to a heap beside it.
+class StepCalendar {
+ public:
+  void push(const StepEvent& e, std::int64_t now) {
+    const std::int64_t ahead = e.step - (now + 1);
+    if (ahead >= 1 && ahead < kRing) {
+      ring_[static_cast<std::size_t>(e.step & (kRing - 1))].push_back(e);
+    } else {
+      far_.push(e);
+    }
+  }
+  // Every event at step now + 1 or before, appended to out (unordered).
+  template <class F>
+  void take_due(std::int64_t now, F&& out) {
+    const std::int64_t target = now + 1;
+    // A bucket holds one step's events as long as every step is visited; one pushed a lap later
+    // (a step skipped, which the loop never does) stays for its own turn.
+    auto& b = ring_[static_cast<std::size_t>(target & (kRing - 1))];
+    std::size_t kept = 0;
+    for (const StepEvent& e : b) {
+      if (e.step <= target) {
+        out(e);
+      } else {
+        b[kept++] = e;
+      }
+    }
+    b.resize(kept);
+    while (!far_.empty() && far_.top().step <= target) {
+      out(far_.top());
+      far_.pop();
+    }
+  }
+
+ private:
+  static constexpr std::int64_t kRing = 64;
+  std::array<std::vector<StepEvent>, kRing> ring_;
+  EventHeap far_;
+};
 
 template <bool kFast>
 class Replica {
@@ -161,7 +236,7 @@ class Replica {
     // Step s needs prompt + generated-before-s tokens: beyond cap_tokens first at this step.
     const std::int64_t alloc_step =
         std::max(step_ + 1, l.sync_step + l.cap_tokens - (l.r.prompt_tokens + l.generated) + 2);
-    if (alloc_step <= l.sync_step + l.r.output_tokens - l.generated) alloc_events_.push({alloc_step, s, l.epoch});
+    if (alloc_step <= l.sync_step + l.r.output_tokens - l.generated) alloc_events_.push({alloc_step, s, l.epoch}, step_);
   }
 
   // ---- preemption
@@ -286,11 +361,9 @@ class Replica {
   void schedule_decodes() {
     if constexpr (kFast) {
       due_.clear();
-      while (!alloc_events_.empty() && alloc_events_.top().step <= step_ + 1) {
-        const StepEvent e = alloc_events_.top();
-        alloc_events_.pop();
+      alloc_events_.take_due(step_, [&](const StepEvent& e) {
         if (slots_[e.slot].epoch == e.epoch && slots_[e.slot].decoding) due_.push_back({slots_[e.slot].key, e.slot});
-      }
+      });
       std::sort(due_.begin(), due_.end());
       for (const Entry& e : due_) {
         Live& l = slots_[e.slot];
@@ -503,14 +576,15 @@ class Replica {
 
   std::vector<Live> slots_;
   std::vector<std::int32_t> free_;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> waiting_;
+  WaitingQueue waiting_;
   std::set<Entry> running_;     // all admitted, in service order (the back is preempted first)
   std::set<Entry> prefilling_;  // of which still prefilling
   std::vector<Entry> due_, done_;
   std::int64_t decoders_ = 0;
   std::int64_t step_ = 0;     // decode steps run so far
   std::int64_t ctx_sum_ = 0;  // fast: sum over decoders of prompt + generated
-  EventHeap alloc_events_, finish_events_;
+  StepCalendar alloc_events_;
+  EventHeap finish_events_;
   bool preempted_ = false;
   double swap_s_ = 0;
   double kv_time_ = 0;

@@ -118,6 +118,19 @@ class Generated final : public TrafficSource {
     return r;
   }
 
+  // Open loop without sessions: a request's draws are keyed by its id, so skipping one only
+  // draws its arrival. Sessions carry state from turn to turn and a closed loop waits for its
+  // requests' completions: those pop.
+  std::int64_t skip(std::int64_t n) override {
+    if (sessions_on_ || s_.arrival.process == ArrivalProcess::closed_loop) return TrafficSource::skip(n);
+    std::int64_t k = 0;
+    for (; k < n && next_arrival(); ++k) {
+      ++issued_;
+      advance();
+    }
+    return k;
+  }
+
   void completed(const Request& r, Time t) override {
     if (s_.arrival.process != ArrivalProcess::closed_loop || r.client < 0) return;
     --outstanding_;

@@ -40,6 +40,9 @@ namespace detail {
 // The radix mode's cache (radix_cache.cpp); make_kv_cache checks the sizes before calling it.
 std::unique_ptr<PrefixKvCache> make_radix_kv_cache(std::int64_t num_blocks, int block_size,
                                                    std::int64_t num_host_blocks);
+// The none mode's (kv_cache_counting.cpp): blocks counted, not named.
+std::unique_ptr<PrefixKvCache> make_counting_kv_cache(std::int64_t num_blocks, int block_size,
+                                                      std::int64_t num_host_blocks);
 }  // namespace detail
 
 }  // namespace ctwin

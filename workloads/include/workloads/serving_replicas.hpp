@@ -16,19 +16,20 @@ namespace ctwin {
 
 // Replica `replica` of `replicas`'s share of a stream: the stream's requests replica,
 // replica + replicas, ... (by position, which is the request id for make_traffic's sources).
-// Each replica reads its own copy of the stream and skips the others' requests: O(1) memory, no
-// buffering, N times the generation work. Open-loop streams only: a closed-loop source would
+// Each replica reads its own copy of the stream and skips the others' requests
+// (TrafficSource::skip: their arrivals only, for make_traffic's open-loop generators): O(1)
+// memory, no buffering. Open-loop streams only: a closed-loop source would
 // wait for completions that happen on other replicas (make_round_robin_shares refuses one).
 class RoundRobinShare final : public TrafficSource {
  public:
   RoundRobinShare(std::unique_ptr<TrafficSource> stream, int replica, int replicas);
   std::optional<Time> next_arrival() const override { return stream_->next_arrival(); }
   Request pop() override;
+  std::int64_t skip(std::int64_t n) override;
   bool exhausted() const override { return stream_->exhausted(); }
   const std::vector<RequestClass>& classes() const override { return stream_->classes(); }
 
  private:
-  void skip(int n);
   std::unique_ptr<TrafficSource> stream_;
   int replicas_;
 };
@@ -61,9 +62,12 @@ struct ServingReplicasRun {
   ServingResult merged;
 };
 
-// `replicas` copies of the deployment behind a round-robin split of `traffic`, simulated one
-// after another with the given loop.
+// `replicas` copies of the deployment behind a round-robin split of `traffic`, simulated with
+// the given loop on `threads` threads (0: one per hardware thread, at most one per replica). The
+// result does not depend on the thread count. An exception of a replica is rethrown (the lowest
+// replica's) after all have stopped.
 ServingReplicasRun run_serving_replicas(const ServingDeployment& d, const SchedulerConfig& sched,
-                                        const TrafficSpec& traffic, int replicas, ServingLoop loop = ServingLoop::fast);
+                                        const TrafficSpec& traffic, int replicas, ServingLoop loop = ServingLoop::fast,
+                                        int threads = 0);
 
 }  // namespace ctwin

@@ -61,6 +61,14 @@ class TrafficSource {
     (void)r;
     (void)t;
   }
+  // Drops the next n requests unseen (fewer when the stream ends first); how many it dropped.
+  // A round-robin share skips the other replicas' requests with it; a generator that can draw a
+  // request's arrival without its lengths makes it cheap.
+  virtual std::int64_t skip(std::int64_t n) {
+    std::int64_t k = 0;
+    for (; k < n && next_arrival(); ++k) pop();
+    return k;
+  }
   // No request will ever come again.
   virtual bool exhausted() const = 0;
   // The classes requests refer to by index (at least one).
