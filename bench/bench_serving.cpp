@@ -196,8 +196,8 @@ nlohmann::ordered_json bench_serving(const BenchOptions& o) {
     for (const auto share = std::move(make_round_robin_shares(t, replicas)[0]); share->next_arrival();) share->pop();
     const double share_cpu = cpu_s() - s0;
     f["stream_requests"] = n;
-    f["stream_generation_cpu_s"] = g;       // the whole stream, every request popped
-    f["one_share_read_cpu_s"] = share_cpu;  // one replica's share read from its own copy
+    f["stream_generation_cpu_s"] = g;                      // the whole stream, every request popped
+    f["one_share_read_cpu_s"] = share_cpu;                 // one replica's share read from its own copy
     f["split_overhead_cpu_s"] = share_cpu * replicas - g;  // all shares against one stream read once
   }
   j["round_robin"] = f;

@@ -155,76 +155,77 @@ struct ReferenceCache {
 
 TEST_CASE("kv cache hash_lru and none agree with a slow reference model over random operations") {
   for (const PrefixCaching mode : {PrefixCaching::hash_lru, PrefixCaching::none})
-  for (const std::uint64_t seed : {1u, 2u, 3u, 4u, 5u, 6u}) {
-    CAPTURE(prefix_caching_names.name(mode));
-    CAPTURE(seed);
-    const int bs = 1 + static_cast<int>(mix64(seed) % 4);  // 1..4 tokens a block
-    const int nblocks = 12 + static_cast<int>(mix64(seed + 99) % 20);
-    auto fast = make_kv_cache(nblocks, bs, 8, mode);
-    ReferenceCache ref(nblocks, bs, 8);
-    ref.naming = mode == PrefixCaching::hash_lru;
-    std::vector<Request> known;  // every request made so far (released ones may resume)
-    std::int64_t allocations_ok = 0, allocations_failed = 0, evictions_seen = 0;
-    for (std::uint64_t step = 0; step < 3000; ++step) {
-      const auto u = [&](std::uint64_t purpose, std::uint64_t n) {
-        return mix64(seed * 1000003 + step * 17 + purpose) % n;
-      };
-      const auto op = u(0, 10);
-      if (known.empty() || op < 2) {  // a new request
-        Request r;
-        r.id = static_cast<std::int64_t>(known.size());
-        r.prompt_tokens = 1 + static_cast<std::int32_t>(u(1, 24));
-        r.output_tokens = 8;
-        r.prefix_group = static_cast<std::int64_t>(u(2, 4)) - 1;
-        r.shared_prefix_tokens = static_cast<std::int32_t>(u(3, static_cast<std::uint64_t>(r.prompt_tokens) + 1));
-        known.push_back(r);
+    for (const std::uint64_t seed : {1u, 2u, 3u, 4u, 5u, 6u}) {
+      CAPTURE(prefix_caching_names.name(mode));
+      CAPTURE(seed);
+      const int bs = 1 + static_cast<int>(mix64(seed) % 4);  // 1..4 tokens a block
+      const int nblocks = 12 + static_cast<int>(mix64(seed + 99) % 20);
+      auto fast = make_kv_cache(nblocks, bs, 8, mode);
+      ReferenceCache ref(nblocks, bs, 8);
+      ref.naming = mode == PrefixCaching::hash_lru;
+      std::vector<Request> known;  // every request made so far (released ones may resume)
+      std::int64_t allocations_ok = 0, allocations_failed = 0, evictions_seen = 0;
+      for (std::uint64_t step = 0; step < 3000; ++step) {
+        const auto u = [&](std::uint64_t purpose, std::uint64_t n) {
+          return mix64(seed * 1000003 + step * 17 + purpose) % n;
+        };
+        const auto op = u(0, 10);
+        if (known.empty() || op < 2) {  // a new request
+          Request r;
+          r.id = static_cast<std::int64_t>(known.size());
+          r.prompt_tokens = 1 + static_cast<std::int32_t>(u(1, 24));
+          r.output_tokens = 8;
+          r.prefix_group = static_cast<std::int64_t>(u(2, 4)) - 1;
+          r.shared_prefix_tokens = static_cast<std::int32_t>(u(3, static_cast<std::uint64_t>(r.prompt_tokens) + 1));
+          known.push_back(r);
+        }
+        // Growth goes to any request (a released one resumes); release and swap to a held one.
+        std::int64_t pick = static_cast<std::int64_t>(u(4, known.size()));
+        if (op >= 6 && !ref.seqs.empty())
+          pick = std::next(ref.seqs.begin(), static_cast<long>(u(8, ref.seqs.size())))->first;
+        const Request& r = known[static_cast<std::size_t>(pick)];
+        CAPTURE(step);
+        CAPTURE(r.id);
+        const std::int64_t held = ref.seqs.count(r.id) ? ref.seqs[r.id].tokens : 0;
+        const bool swapped = ref.seqs.count(r.id) && ref.seqs[r.id].host > 0;
+        if (op < 6 && !swapped) {  // grow by a chunk (a first call: from the prefix found)
+          const std::int64_t base = held > 0 ? held : ref.prefix(r, r.prompt_tokens);
+          const std::int64_t tokens = base + 1 + static_cast<std::int64_t>(u(5, 8));
+          const bool ok = ref.allocate(r, tokens);
+          CHECK(fast->allocate(r, tokens) == ok);
+          allocations_ok += ok;
+          allocations_failed += !ok;
+        } else if (op < 9 || !ref.seqs.count(r.id)) {
+          ref.release(r);
+          fast->release(r);
+        } else if (swapped) {
+          CHECK(fast->swap_in(r) == ref.swap_in(r));
+        } else {
+          CHECK(fast->swap_out(r) == ref.swap_out(r));
+        }
+        REQUIRE(fast->used_blocks() == ref.used());
+        REQUIRE(fast->cached_blocks() == ref.cached());
+        REQUIRE(fast->num_blocks() - fast->used_blocks() - fast->cached_blocks() == ref.nameless_free());
+        REQUIRE(fast->used_host_blocks() == ref.host_used);
+        REQUIRE(fast->stats().prefix_hit_tokens == ref.stats.prefix_hit_tokens);
+        REQUIRE(fast->stats().prefix_query_tokens == ref.stats.prefix_query_tokens);
+        REQUIRE(fast->stats().evicted_blocks == ref.stats.evicted_blocks);
+        CHECK(fast->blocks_of(r) ==
+              (ref.seqs.count(r.id) ? static_cast<std::int64_t>(ref.seqs[r.id].blocks.size()) : 0));
+        const Request& q = known[u(6, known.size())];
+        const std::int64_t context = q.prompt_tokens + static_cast<std::int64_t>(u(7, 20));
+        REQUIRE(fast->cached_prefix_tokens(q, context) == ref.prefix(q, context));
       }
-      // Growth goes to any request (a released one resumes); release and swap to a held one.
-      std::int64_t pick = static_cast<std::int64_t>(u(4, known.size()));
-      if (op >= 6 && !ref.seqs.empty())
-        pick = std::next(ref.seqs.begin(), static_cast<long>(u(8, ref.seqs.size())))->first;
-      const Request& r = known[static_cast<std::size_t>(pick)];
-      CAPTURE(step);
-      CAPTURE(r.id);
-      const std::int64_t held = ref.seqs.count(r.id) ? ref.seqs[r.id].tokens : 0;
-      const bool swapped = ref.seqs.count(r.id) && ref.seqs[r.id].host > 0;
-      if (op < 6 && !swapped) {  // grow by a chunk (a first call: from the prefix found)
-        const std::int64_t base = held > 0 ? held : ref.prefix(r, r.prompt_tokens);
-        const std::int64_t tokens = base + 1 + static_cast<std::int64_t>(u(5, 8));
-        const bool ok = ref.allocate(r, tokens);
-        CHECK(fast->allocate(r, tokens) == ok);
-        allocations_ok += ok;
-        allocations_failed += !ok;
-      } else if (op < 9 || !ref.seqs.count(r.id)) {
-        ref.release(r);
-        fast->release(r);
-      } else if (swapped) {
-        CHECK(fast->swap_in(r) == ref.swap_in(r));
-      } else {
-        CHECK(fast->swap_out(r) == ref.swap_out(r));
+      evictions_seen += ref.stats.evicted_blocks;
+      // The sequence exercised what it is meant to: hits, evictions and successful growth (and
+      // failed growth: the pool ran full).
+      if (ref.naming) {
+        CHECK(ref.stats.prefix_hit_tokens > 0);
+        CHECK(evictions_seen > 0);
       }
-      REQUIRE(fast->used_blocks() == ref.used());
-      REQUIRE(fast->cached_blocks() == ref.cached());
-      REQUIRE(fast->num_blocks() - fast->used_blocks() - fast->cached_blocks() == ref.nameless_free());
-      REQUIRE(fast->used_host_blocks() == ref.host_used);
-      REQUIRE(fast->stats().prefix_hit_tokens == ref.stats.prefix_hit_tokens);
-      REQUIRE(fast->stats().prefix_query_tokens == ref.stats.prefix_query_tokens);
-      REQUIRE(fast->stats().evicted_blocks == ref.stats.evicted_blocks);
-      CHECK(fast->blocks_of(r) == (ref.seqs.count(r.id) ? static_cast<std::int64_t>(ref.seqs[r.id].blocks.size()) : 0));
-      const Request& q = known[u(6, known.size())];
-      const std::int64_t context = q.prompt_tokens + static_cast<std::int64_t>(u(7, 20));
-      REQUIRE(fast->cached_prefix_tokens(q, context) == ref.prefix(q, context));
+      CHECK(allocations_ok > 300);
+      CHECK(allocations_failed > 0);
     }
-    evictions_seen += ref.stats.evicted_blocks;
-    // The sequence exercised what it is meant to: hits, evictions and successful growth (and
-    // failed growth: the pool ran full).
-    if (ref.naming) {
-      CHECK(ref.stats.prefix_hit_tokens > 0);
-      CHECK(evictions_seen > 0);
-    }
-    CHECK(allocations_ok > 300);
-    CHECK(allocations_failed > 0);
-  }
 }
 
 // Random traffic on radix: with room for everything (nothing evicted) it finds exactly what

@@ -198,4 +198,3 @@ TEST_CASE("replicas: the result does not depend on the thread count") {
   CHECK(a.kv_mean_utilization == b.kv_mean_utilization);
   CHECK_THROWS_AS(run_serving_replicas(d, scheduler(), t, 2, ServingLoop::fast, -1), std::invalid_argument);
 }
-

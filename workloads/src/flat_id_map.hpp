@@ -69,7 +69,9 @@ class FlatIdMap {
   };
   std::size_t mask() const { return slots_.size() - 1; }
   std::size_t next(std::size_t i) const { return (i + 1) & mask(); }
-  std::size_t home(std::int64_t id) const { return static_cast<std::size_t>(mix64(static_cast<std::uint64_t>(id))) & mask(); }
+  std::size_t home(std::int64_t id) const {
+    return static_cast<std::size_t>(mix64(static_cast<std::uint64_t>(id))) & mask();
+  }
   void grow() {
     std::vector<Slot> old(slots_.size() * 2);
     old.swap(slots_);

@@ -124,8 +124,7 @@ class BlockKvCache final : public PrefixKvCache {
 
   bool allocate(const Request& r, std::int64_t tokens) override {
     Sequence* it = seqs_.find(r.id);
-    if (it && it->host_blocks > 0)
-      throw std::logic_error("kv cache: allocate on a swapped-out request");
+    if (it && it->host_blocks > 0) throw std::logic_error("kv cache: allocate on a swapped-out request");
     const std::int64_t have_tokens = it ? it->tokens : 0;
     if (tokens <= have_tokens) return true;
     const std::int64_t have = it ? static_cast<std::int64_t>(it->blocks.size()) : 0;

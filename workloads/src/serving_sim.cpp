@@ -236,7 +236,8 @@ class Replica {
     // Step s needs prompt + generated-before-s tokens: beyond cap_tokens first at this step.
     const std::int64_t alloc_step =
         std::max(step_ + 1, l.sync_step + l.cap_tokens - (l.r.prompt_tokens + l.generated) + 2);
-    if (alloc_step <= l.sync_step + l.r.output_tokens - l.generated) alloc_events_.push({alloc_step, s, l.epoch}, step_);
+    if (alloc_step <= l.sync_step + l.r.output_tokens - l.generated)
+      alloc_events_.push({alloc_step, s, l.epoch}, step_);
   }
 
   // ---- preemption
