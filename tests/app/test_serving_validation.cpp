@@ -53,11 +53,7 @@ TEST_CASE("serving validation: every case is within 15% of its published figure,
     const double err = case_error(name);
     CAPTURE(name);
     CAPTURE(err);
-    // Known outside the band: TRT-LLM v0.5's (2023) FP8 prefill on H100 runs unfused activation
-    // quantization the v1.0 engine of the FP8 offline set fuses; one set of defaults fits the
-    // newer engine, so this case is kept with its error (-15.8%, docs/validation.md).
-    const bool known_outlier = std::string(name) == "serving-t1-llama2-7b-h100-fp8-ttft";
-    CHECK(std::fabs(err) <= (known_outlier ? 0.17 : 0.15));
+    CHECK(std::fabs(err) <= 0.15);
     sum += std::fabs(err);
     ++n;
   };

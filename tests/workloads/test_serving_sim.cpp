@@ -291,3 +291,29 @@ TEST_CASE("serving sim: speculative decoding with certain acceptance emits 1 + k
   c.acceptance_rate = 0;
   CHECK(run({req(0, 100, 9)}, c).res.iterations == 9);
 }
+
+// The request overhead (API server, tokenizer) delays when the scheduler sees a request: TTFT
+// and end-to-end grow by it, queueing (from the scheduler) and TPOT do not, and a second
+// request arriving during the first's overhead joins the same first iteration.
+TEST_CASE("serving sim: a request overhead is in TTFT and e2e, not in queueing or TPOT") {
+  const LinearCost m;
+  for (const bool reference : {false, true}) {
+    CAPTURE(reference);
+    ReplicaOptions o;
+    o.request_overhead = seconds(0.002);
+    const auto r =
+        run({req(0.25, 100, 5), req(0.2505, 60, 1)}, SchedulerConfig{}, 1000, 0, {RequestClass{}}, o, reference);
+    // First iteration at 0.252: request 0 alone (request 1 is seen at 0.2525).
+    const double t1 = m.prefill(100, 100);
+    REQUIRE(r.iters.size() >= 2);
+    CHECK(r.iters[0].start.seconds() == rel_approx(0.252, 1e-12));
+    CHECK(r.iters[0].shape.prefill_tokens == 100);
+    CHECK(r.recs.at(0).first_token.seconds() == rel_approx(0.252 + t1, kTol));
+    CHECK(r.recs.at(0).received.seconds() == rel_approx(0.252, 1e-12));
+    CHECK((r.recs.at(0).first_token - r.recs.at(0).request.arrival).seconds() == rel_approx(0.002 + t1, kTol));
+    // Request 1 waits at the scheduler from 0.2525 to the end of the first iteration.
+    CHECK(r.recs.at(1).first_scheduled.seconds() == rel_approx(0.252 + t1, kTol));
+    CHECK(r.res.queueing_s.mean == rel_approx((0.252 + t1 - 0.2525) / 2, 1e-6));
+    CHECK(r.res.gpu_time.idle_s == rel_approx(0.252, 1e-9));
+  }
+}

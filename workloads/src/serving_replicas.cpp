@@ -42,7 +42,7 @@ void ServingLatencyHistograms::record(const RequestRecord& r) {
   // As simulate_replica's finish(): TPOT over requests with at least two tokens.
   ttft_s.add((r.first_token - r.request.arrival).seconds());
   e2e_s.add((r.finish - r.request.arrival).seconds());
-  queueing_s.add((r.first_scheduled - r.request.arrival).seconds());
+  queueing_s.add((r.first_scheduled - r.received).seconds());
   if (r.request.output_tokens > 1)
     tpot_s.add((r.finish - r.first_token).seconds() / static_cast<double>(r.request.output_tokens - 1));
   met_slo += r.met_slo ? 1 : 0;

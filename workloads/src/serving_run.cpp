@@ -25,6 +25,7 @@ ServingReplicaRun run_serving_replica(const ServingDeployment& d, const Schedule
   opt.kv_block_bytes = run.capacity.block_bytes * d.gpus();
   opt.host_link_bytes_per_s = d.cluster.spec.gpu.pcie_gbyte_per_s * 1e9 * d.gpus();
   opt.hooks = hooks;
+  opt.request_overhead = seconds(d.overhead.request_overhead_us * 1e-6);
   run.result = loop == ServingLoop::fast ? simulate_replica(source, *kv, cost, sched, opt)
                                          : simulate_replica_reference(source, *kv, cost, sched, opt);
   return run;

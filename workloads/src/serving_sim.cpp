@@ -142,8 +142,9 @@ class Replica {
     while (true) {
       admit_arrivals(t);
       if (running_.empty() && waiting_.empty()) {
-        const auto next = src_.next_arrival();
-        if (!next) break;  // exhausted, or a closed loop with nobody left to send
+        auto next = src_.next_arrival();
+        if (!next) break;              // exhausted, or a closed loop with nobody left to send
+        *next += o_.request_overhead;  // when the scheduler sees it
         res_.gpu_time.idle_s += (std::max(*next, t) - t).seconds();
         t = std::max(*next, t);
         continue;
@@ -161,7 +162,7 @@ class Replica {
   void admit_arrivals(Time t) {
     while (true) {
       const auto a = src_.next_arrival();
-      if (!a || *a > t) return;
+      if (!a || *a + o_.request_overhead > t) return;
       const Request r = src_.pop();
       ++res_.arrived_requests;
       if (rejection_reason(r, c_, kv_.num_blocks())) {
@@ -526,7 +527,7 @@ class Replica {
     const double e2e = (end - l.r.arrival).seconds();
     ttft_.add(ttft);
     e2e_.add(e2e);
-    queue_.add((l.first_scheduled - l.r.arrival).seconds());
+    queue_.add((l.first_scheduled - l.r.arrival - o_.request_overhead).seconds());
     double tpot = 0;
     if (l.r.output_tokens > 1) {
       tpot = (end - l.first_token).seconds() / static_cast<double>(l.r.output_tokens - 1);
@@ -537,7 +538,8 @@ class Replica {
                      (c.e2e_slo_s <= 0 || e2e <= c.e2e_slo_s);
     met_ += met ? 1 : 0;
     if (o_.hooks.on_request)
-      o_.hooks.on_request(RequestRecord{l.r, false, l.first_scheduled, l.first_token, end, l.preemptions, met});
+      o_.hooks.on_request(RequestRecord{l.r, false, l.first_scheduled, l.first_token, end, l.preemptions, met,
+                                        l.r.arrival + o_.request_overhead});
     src_.completed(l.r, end);
     ++l.epoch;
     free_.push_back(e.slot);

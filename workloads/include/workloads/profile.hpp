@@ -41,6 +41,7 @@ struct ProfileServing {
   double iteration_overhead_eager_us = 1000;  // per iteration, kernels launched one by one
   double iteration_overhead_graph_us = 300;   // per iteration replayed as a captured CUDA graph
   double per_sequence_overhead_us = 4;        // per sequence in the batch (inputs, sampling, output)
+  double request_overhead_us = 0;             // per request, before the scheduler sees it (API, tokenizer)
   double ngram_lookup_us = 2;                 // n-gram proposer: per decode sequence per step
   double non_torch_gib = 0.35;                // CUDA context and allocator state outside torch
   double nccl_gib = 0.25;                     // with tensor or pipeline parallelism: NCCL buffers

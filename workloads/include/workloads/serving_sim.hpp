@@ -33,6 +33,7 @@ struct RequestRecord {
   Time finish{};
   std::int32_t preemptions = 0;
   bool met_slo = false;
+  Time received{};  // when the scheduler saw it: arrival + ReplicaOptions::request_overhead
 };
 
 // Null by default: a run without hooks pays one branch per iteration and request.
@@ -45,6 +46,10 @@ struct ReplicaOptions {
   std::uint64_t seed = 1;            // speculative acceptance draws
   double kv_block_bytes = 0;         // one KV block over all the replica's GPUs (swap transfers)
   double host_link_bytes_per_s = 0;  // GPU <-> host rate for swap (PCIe); > 0 with swap preemption
+  // Host time from a request's arrival (the client sends it) until the scheduler sees it: API
+  // server, tokenization, the engine's request setup. In TTFT and end-to-end latency, not in
+  // queueing (which starts at the scheduler), no GPU time.
+  Time request_overhead{0};
   ServingHooks hooks;
 };
 
