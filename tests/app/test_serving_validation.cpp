@@ -37,10 +37,15 @@ const char* const kLatencyCases[] = {"serving-t1-llama2-7b-h100-fp8-ttft",    "s
                                      "serving-t4-llama31-8b-h100-32qps-ttft", "serving-t4-llama31-8b-h100-32qps-itl",
                                      "serving-v1-llama3-8b-h200-batch8"};
 const char* const kFp8OfflineCases[] = {
-    "serving-t6-llama31-8b-fp8-h100-128-128",  "serving-t6-llama31-8b-fp8-h100-128-2048",
+    "serving-t6-llama31-8b-fp8-h100-128-128", "serving-t6-llama31-8b-fp8-h100-128-2048",
     "serving-t6-llama31-8b-fp8-h100-2048-128", "serving-t6-llama31-8b-fp8-h100-2048-2048",
-    "serving-t6-llama31-8b-fp8-h200-128-128",  "serving-t6-llama31-8b-fp8-h200-128-2048",
-    "serving-t6-llama31-8b-fp8-h200-2048-128", "serving-t6-llama31-8b-fp8-h200-2048-2048"};
+    "serving-t6-llama31-8b-fp8-h200-128-128", "serving-t6-llama31-8b-fp8-h200-128-2048",
+    "serving-t6-llama31-8b-fp8-h200-2048-128", "serving-t6-llama31-8b-fp8-h200-2048-2048",
+    // Llama-3.3-70B: TP2 on H100 (the TP all-reduce in every layer) and TP1 on H200.
+    "serving-t7-llama33-70b-fp8-h100-tp2-128-128", "serving-t7-llama33-70b-fp8-h100-tp2-128-2048",
+    "serving-t7-llama33-70b-fp8-h100-tp2-2048-128", "serving-t7-llama33-70b-fp8-h100-tp2-2048-2048",
+    "serving-t7-llama33-70b-fp8-h200-128-128", "serving-t7-llama33-70b-fp8-h200-128-2048",
+    "serving-t7-llama33-70b-fp8-h200-2048-128", "serving-t7-llama33-70b-fp8-h200-2048-2048"};
 const char* const kA100OfflineCases[] = {"serving-t8-llama31-8b-a100-128-128", "serving-t8-llama31-8b-a100-128-2048",
                                          "serving-t8-llama31-8b-a100-2048-128", "serving-t8-llama31-8b-a100-2048-2048"};
 
