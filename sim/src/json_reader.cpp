@@ -129,9 +129,9 @@ void JsonObject::only(const std::vector<std::string>& names) const {
     const std::string guess = k.size() <= kShownChars ? closest(k, names) : std::string();
     std::string known;
     for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-    if (!guess.empty()) {
-      fail(k, "unknown key; did you mean \"" + guess + "\"?", "one of " + known);
-    }
+    // With a near miss the suggestion is the answer; the whole list (dozens of keys in /serving)
+    // would bury it.
+    if (!guess.empty()) fail(k, "unknown key; did you mean \"" + guess + "\"?", "a key of this object (ctwin params)");
     fail(k, "unknown key", "one of " + known);
   }
 }

@@ -317,3 +317,28 @@ TEST_CASE("serving sim: a request overhead is in TTFT and e2e, not in queueing o
     CHECK(r.res.gpu_time.idle_s == rel_approx(0.252, 1e-9));
   }
 }
+
+// TensorRT-LLM's guaranteed_no_evict: a request starts only when its whole prompt + output fits,
+// reserved up front. 10 blocks of 16: request 0 (100 + 40, 139 tokens: 9 blocks) leaves one
+// block, so request 1 (20 + 5: 2 blocks) waits for it to finish; under max_utilization it starts
+// at once beside it (7 + 2 blocks).
+TEST_CASE("serving sim: guaranteed_no_evict admits only what fits to the end and never preempts") {
+  for (const bool reference : {false, true}) {
+    CAPTURE(reference);
+    SchedulerConfig c;
+    c.capacity = CapacityPolicy::guaranteed_no_evict;
+    const auto r = run({req(0, 100, 40), req(0, 20, 5)}, c, 10, 0, {RequestClass{}}, ReplicaOptions{}, reference);
+    CHECK(r.res.completed_requests == 2);
+    CHECK(r.res.preemptions_recompute == 0);
+    REQUIRE(!r.iters.empty());
+    CHECK(r.iters[0].shape.prefill_seqs == 1);
+    CHECK(r.iters[0].kv_used_blocks == 9);  // the whole reservation at once
+    CHECK(r.recs.at(1).first_scheduled == r.recs.at(0).finish);
+    CHECK(r.res.iterations == 40 + 5);
+    CHECK(r.res.kv_peak_utilization == rel_approx(0.9, 1e-12));
+    SchedulerConfig m;
+    const auto u = run({req(0, 100, 40), req(0, 20, 5)}, m, 10, 0, {RequestClass{}}, ReplicaOptions{}, reference);
+    CHECK(u.iters[0].shape.prefill_seqs == 2);  // both start at once
+    CHECK(u.recs.at(1).first_scheduled == Time{0});
+  }
+}

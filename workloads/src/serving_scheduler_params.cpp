@@ -22,6 +22,7 @@ SchedulerConfig read_scheduler_config(const JsonObject& o) {
   c.policy = r.choice("scheduling_policy", scheduling_policy_names);
   c.preemption = r.choice("preemption_mode", preemption_mode_names);
   c.batching = r.choice("batching", batching_mode_names);
+  c.capacity = r.choice("capacity_scheduler_policy", capacity_policy_names);
   c.num_speculative_tokens = static_cast<int>(r.integer("num_speculative_tokens"));
   c.acceptance_rate = r.number("acceptance_rate");
   if (o.has("acceptance_per_position")) {

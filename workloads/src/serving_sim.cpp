@@ -411,9 +411,14 @@ class Replica {
       // budget (a recomputed prompt + output), else it could never run.
       if (!c_.enable_chunked_prefill && chunk < todo) chunk = first ? todo : 0;
       if (chunk <= 0) break;
-      if (!kv_.allocate(l.r, cached + chunk)) break;
+      // Guaranteed no evict: its whole context to the last token reserved now, so it never
+      // asks for a block again.
+      const std::int64_t reserve = c_.capacity == CapacityPolicy::guaranteed_no_evict
+                                       ? std::max(cached + chunk, max_kv_tokens(l.r, k_))
+                                       : cached + chunk;
+      if (!kv_.allocate(l.r, reserve)) break;
       waiting_.pop();
-      l.cap_tokens = (cached + chunk + bs_ - 1) / bs_ * bs_;
+      l.cap_tokens = (reserve + bs_ - 1) / bs_ * bs_;
       l.chunk = chunk;
       budget -= chunk;
       if (l.first_scheduled == kUnset) l.first_scheduled = t;

@@ -91,6 +91,13 @@ inline constexpr ParamDecl serving_scheduler_params[] = {
      .doc = "when KV blocks run out: drop and recompute, or swap to host memory",
      .source = "vLLM v0 preemption_mode",
      .choices = preemption_mode_names.names},
+    {.key = "capacity_scheduler_policy",
+     .type = ParamType::choice,
+     .def_name = "max_utilization",
+     .doc = "max_utilization: admit when the next chunk fits, preempt when blocks run out (vLLM); "
+            "guaranteed_no_evict: admit only when prompt + output fit, reserved up front, never preempt",
+     .source = "TensorRT-LLM CapacitySchedulerPolicy (GUARANTEED_NO_EVICT is its default)",
+     .choices = capacity_policy_names.names},
     {.key = "batching",
      .type = ParamType::choice,
      .def_name = "continuous",

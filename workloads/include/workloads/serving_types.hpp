@@ -121,6 +121,11 @@ class IterationCostModel {
 enum class BatchingMode : std::uint8_t { continuous, static_batching };
 enum class SchedulingPolicy : std::uint8_t { fcfs, priority };
 enum class PreemptionMode : std::uint8_t { recompute, swap };
+// When a waiting request may start (TensorRT-LLM's capacity_scheduler_policy): max_utilization
+// admits it once its next chunk fits and preempts when blocks run out (vLLM's policy);
+// guaranteed_no_evict admits it only when its whole prompt + output fits, reserved up front, so
+// nothing is ever preempted (TRT-LLM's default).
+enum class CapacityPolicy : std::uint8_t { max_utilization, guaranteed_no_evict };
 // none; vLLM's hashed full blocks with LRU eviction; SGLang's RadixAttention (token radix tree).
 enum class PrefixCaching : std::uint8_t { none, hash_lru, radix };
 
@@ -130,6 +135,9 @@ inline constexpr auto scheduling_policy_names =
     make_names<SchedulingPolicy>({{SchedulingPolicy::fcfs, "fcfs"}, {SchedulingPolicy::priority, "priority"}});
 inline constexpr auto preemption_mode_names =
     make_names<PreemptionMode>({{PreemptionMode::recompute, "recompute"}, {PreemptionMode::swap, "swap"}});
+inline constexpr auto capacity_policy_names =
+    make_names<CapacityPolicy>({{CapacityPolicy::max_utilization, "max_utilization"},
+                                {CapacityPolicy::guaranteed_no_evict, "guaranteed_no_evict"}});
 inline constexpr auto prefix_caching_names = make_names<PrefixCaching>(
     {{PrefixCaching::none, "none"}, {PrefixCaching::hash_lru, "hash_lru"}, {PrefixCaching::radix, "radix"}});
 
@@ -145,6 +153,7 @@ struct SchedulerConfig {
   BatchingMode batching = BatchingMode::continuous;
   SchedulingPolicy policy = SchedulingPolicy::fcfs;
   PreemptionMode preemption = PreemptionMode::recompute;
+  CapacityPolicy capacity = CapacityPolicy::max_utilization;
   // Speculative decoding (0: off): proposed tokens per step and the chance each is accepted
   // (per position when given; else one rate for all).
   int num_speculative_tokens = 0;
