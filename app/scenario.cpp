@@ -125,6 +125,10 @@ void apply_override(Json& root, const Override& ov, const std::string& path) {
   }
 }
 
+namespace {
+Scenario parse_scenario_json(Json& root, const std::string& path);
+}  // namespace
+
 Scenario parse_scenario(const std::string& text, const std::string& path, const std::vector<Override>& overrides) {
   Json root = parse_json(text, path);
   if (!root.is_object()) throw InputError(path, "/", "found " + shown(root), "a JSON object");
@@ -133,6 +137,20 @@ Scenario parse_scenario(const std::string& text, const std::string& path, const 
     apply_override(root, ov, path);
     normalise_model(root);
   }
+  try {
+    return parse_scenario_json(root, path);
+  } catch (const InputError& e) {
+    // A bad value a --set put there: say so, or the user looks for it in the file.
+    for (const auto& ov : overrides) {
+      if (e.file != path || !(e.path == ov.pointer || e.path.rfind(ov.pointer + "/", 0) == 0)) continue;
+      throw InputError(e.file, e.path, e.problem + " (set by --set " + ov.pointer + "=" + ov.value + ")", e.expected);
+    }
+    throw;
+  }
+}
+
+namespace {
+Scenario parse_scenario_json(Json& root, const std::string& path) {
   const JsonObject top(root, "", path);
   const ParamReader r(top, scenario_params);
   Scenario sc;
@@ -163,6 +181,7 @@ Scenario parse_scenario(const std::string& text, const std::string& path, const 
   }
   return sc;
 }
+}  // namespace
 
 bool is_serving_metric(std::string_view metric) {
   // The serving metrics follow the training ones in validation_metric_choices.

@@ -103,6 +103,14 @@ TEST_CASE("a bad serving key through --set is refused naming the scenario and th
   check_refused(cli("run " + sc + " --set /traffic/arrival/rate_per_s='\"fast\"' --json"), sc,
                 "/traffic/arrival/rate_per_s");
   check_refused(cli("run " + sc + " --set /serving/quantization='\"fp4\"' --json"), sc, "/serving/quantization");
+  // The message says the value came from the command line, not the file.
+  CHECK(cli("run " + sc + " --set /serving/max_num_seqs=0").err.find("(set by --set /serving/max_num_seqs=0)") !=
+        std::string::npos);
+  CHECK(cli("run " + sc + " --set /serving='{\"max_num_seq\": 3}'").err.find("(set by --set /serving=") !=
+        std::string::npos);
+  // A bad key of the file itself, beside an unrelated --set: no mention of --set.
+  const std::string bad = "tests/app/scenarios/bad/serving-unknown-key.json";
+  CHECK(cli("run " + bad + " --set /serving/max_num_seqs=8").err.find("set by") == std::string::npos);
 }
 
 TEST_CASE("serving: requests beyond max_model_len are rejected and counted, the run exits 0") {
