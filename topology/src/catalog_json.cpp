@@ -14,6 +14,8 @@ GpuSpec gpu_from_json(const JsonObject& o, const std::string& name, std::vector<
   g.bf16_tflops = r.number("bf16_tflops");
   g.fp16_tflops = r.number("fp16_tflops", g.bf16_tflops);
   g.fp8_tflops = r.number("fp8_tflops");
+  g.fp4_tflops = r.number("fp4_tflops");
+  g.int8_tops = r.number("int8_tops", g.fp8_tflops > 0 ? g.fp8_tflops : 2 * g.bf16_tflops);
   g.tf32_tflops = r.number("tf32_tflops");
   g.hbm_bytes = r.number("hbm_bytes");
   g.hbm_gbyte_per_s = r.bandwidth("hbm_gbyte_per_s", std::nullopt, warnings);

@@ -107,6 +107,8 @@ nlohmann::ordered_json cluster_to_json(const ClusterSpec& c) {
                              {"bf16_tflops", g.bf16_tflops},
                              {"fp16_tflops", g.fp16_tflops},
                              {"fp8_tflops", g.fp8_tflops},
+                             {"fp4_tflops", g.fp4_tflops},
+                             {"int8_tops", g.int8_tops},
                              {"tf32_tflops", g.tf32_tflops},
                              {"hbm_bytes", g.hbm_bytes},
                              {"hbm_gbyte_per_s", g.hbm_gbyte_per_s},

@@ -34,13 +34,9 @@ double gemm_peak_flops(const GpuSpec& gpu, Quantization q) {
     case Quantization::fp8:
       return gpu.peak_flops(Dtype::fp8);
     case Quantization::int8:
-      // Dense INT8 TOPS from NVIDIA's datasheets: equal to FP8 on H100/H200/B200/L40S (1979,
-      // 1979, 4500, 733), twice BF16 on A100 (624 against 312), which has no FP8.
-      return gpu.fp8_tflops > 0 ? gpu.peak_flops(Dtype::fp8) : 2 * gpu.peak_flops(Dtype::bf16);
+      return gpu.int8_tops * 1e12;  // the GPU catalog's, with its source
     case Quantization::fp4:
-      // Blackwell (NVLink 5) only: DGX B200 datasheet, 144 PFLOPS FP4 with sparsity over 8 GPUs
-      // = 9 PFLOPS dense per GPU, twice its FP8.
-      return gpu.nvlink_gen >= 5 ? 2 * gpu.peak_flops(Dtype::fp8) : 0;
+      return gpu.fp4_tflops * 1e12;  // 0 before Blackwell
   }
   return 0;
 }

@@ -18,6 +18,8 @@ struct GpuSpec {
   double bf16_tflops = 0;  // dense tensor-core peak
   double fp16_tflops = 0;
   double fp8_tflops = 0;  // 0 where unsupported
+  double fp4_tflops = 0;  // NVFP4, 0 where unsupported (before Blackwell)
+  double int8_tops = 0;   // dense INT8
   double tf32_tflops = 0;
   double hbm_bytes = 0;
   double hbm_gbyte_per_s = 0;     // GB/s
