@@ -11,6 +11,7 @@
 
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -101,6 +102,33 @@ TEST_CASE("GPU catalog: dense tensor-core peaks match NVIDIA's datasheets") {
     // peak_flops is what the compute model uses.
     CHECK(g.peak_flops(Dtype::bf16) == rel_approx(r.bf16 * 1e12, 0.001));
   }
+}
+
+TEST_CASE("GPU catalog: INT8 and FP4 peaks match the datasheets; a GPU without int8_tops gets FP8's or twice BF16") {
+  // Datasheets quote INT8 with sparsity: A100 1,248 TOPS, H100 SXM 3,958, H100 PCIe 3,026,
+  // H200 3,958, L40S 1,466; HGX B200 72 POPS over 8 GPUs. FP4: DGX B200 144 PFLOPS over 8 GPUs.
+  const std::pair<const char*, std::pair<double, double>> rows[] = {
+      {"A100-SXM-80GB", {624, 0}}, {"H100-SXM", {1979, 0}}, {"H100-PCIe", {1513, 0}},
+      {"H200", {1979, 0}},         {"B200", {4500, 9000}},  {"L40S", {733, 0}}};
+  for (const auto& [name, v] : rows) {
+    CAPTURE(name);
+    CHECK(gpu(name).int8_tops == rel_approx(v.first, 0.001));
+    if (v.second == 0) {
+      CHECK(gpu(name).fp4_tflops == 0);
+    } else {
+      CHECK(gpu(name).fp4_tflops == rel_approx(v.second, 0.001));
+    }
+  }
+  // A scenario's own GPU without the key: its FP8 peak, or twice BF16 without FP8 (as A100).
+  const auto own = [](const char* text) {
+    const Json j = Json::parse(text);
+    return gpu_from_json(JsonObject(j, "/catalog/gpus/X", "s.json"), "X");
+  };
+  CHECK(own(R"({"bf16_tflops": 300, "fp8_tflops": 600, "hbm_bytes": 8e10, "hbm_gbyte_per_s": 2000})").int8_tops ==
+        rel_approx(600, 1e-12));
+  CHECK(own(R"({"bf16_tflops": 300, "hbm_bytes": 8e10, "hbm_gbyte_per_s": 2000})").int8_tops == rel_approx(600, 1e-12));
+  CHECK(own(R"({"bf16_tflops": 300, "int8_tops": 450, "hbm_bytes": 8e10, "hbm_gbyte_per_s": 2000})").int8_tops ==
+        rel_approx(450, 1e-12));
 }
 
 TEST_CASE("GPU catalog: memory is nvidia-smi's total and the datasheet's bandwidth") {
