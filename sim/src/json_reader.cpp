@@ -118,6 +118,11 @@ void JsonObject::fail(const std::string& key, const std::string& problem, const 
   throw InputError(file_, key.empty() ? path_ : child(k), problem, expected);
 }
 
+const Json& JsonObject::raw(const std::string& key) const {
+  if (!j_.contains(key)) fail(key, "missing required key", "the key, as ctwin params documents it");
+  return j_.at(key);
+}
+
 void JsonObject::only(std::initializer_list<const char*> allowed) const {
   only(std::vector<std::string>(allowed.begin(), allowed.end()));
 }

@@ -64,8 +64,9 @@ std::vector<std::string> arrival_keys(ArrivalProcess p) {
 }
 
 std::vector<RateStep> read_steps(const JsonObject& o) {
-  const Json& v = o.raw("steps");
   const std::string expected = "[[t_s, rate_per_s], ...]: t_s from 0 ascending (at most 1e6 s), rates 0 to 1e7/s";
+  if (!o.has("steps")) o.fail("steps", "missing required key", expected);
+  const Json& v = o.raw("steps");
   if (!v.is_array() || v.empty() || v.size() > 100000) o.fail("steps", "found " + shown(v), expected);
   std::vector<RateStep> steps;
   for (std::size_t i = 0; i < v.size(); ++i) {

@@ -35,7 +35,9 @@ class JsonObject {
   const std::string& file() const { return file_; }
   std::string child(const std::string& key) const { return path_ + "/" + key; }
   bool has(const std::string& key) const { return j_.contains(key); }
-  const Json& raw(const std::string& key) const { return j_.at(key); }
+  // The value at key as is; a missing key is an InputError ("missing required key"), never a
+  // JSON library exception.
+  const Json& raw(const std::string& key) const;
 
   // Every key must be one of `allowed`; keys starting with '_' are comments.
   void only(std::initializer_list<const char*> allowed) const;
