@@ -115,6 +115,20 @@ TEST_CASE("an unknown key a megabyte long is named by its first characters, with
   }
 }
 
+TEST_CASE("raw() of a missing key is an InputError naming its pointer, not a JSON library exception") {
+  const Json j{{"a", 1}};
+  const JsonObject o(j, "/top", "f.json");
+  CHECK(o.raw("a") == 1);
+  try {
+    (void)o.raw("b");
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(e.file == "f.json");
+    CHECK(e.path == "/top/b");
+    CHECK(e.problem == "missing required key");
+  }
+}
+
 TEST_CASE("read_input_file refuses a directory, a device, a missing file and one over 64 MiB, naming the file") {
   auto problem = [](const std::string& path) {
     try {
