@@ -117,7 +117,8 @@ TEST_CASE("an unknown key a megabyte long is named by its first characters, with
 
 TEST_CASE("raw() of a missing key is an InputError naming its pointer, not a JSON library exception") {
   const Json j{{"a", 1}};
-  const JsonObject o(j, "/top", "f.json");
+  const std::string file = "f.json";  // JsonObject keeps a reference to it
+  const JsonObject o(j, "/top", file);
   CHECK(o.raw("a") == 1);
   try {
     (void)o.raw("b");
