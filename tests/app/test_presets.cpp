@@ -110,7 +110,9 @@ TEST_CASE("GPU catalog: INT8 and FP4 peaks match the datasheets; a GPU without i
   const std::pair<const char*, std::pair<double, double>> rows[] = {
       {"A100-SXM-80GB", {624, 0}}, {"H100-SXM", {1979, 0}}, {"H100-PCIe", {1513, 0}},
       {"H200", {1979, 0}},         {"B200", {4500, 9000}},  {"L40S", {733, 0}}};
-  for (const auto& [name, v] : rows) {
+  for (const auto& row : rows) {
+    const std::string name = row.first;  // a structured binding cannot be captured (clang 14)
+    const auto& v = row.second;
     CAPTURE(name);
     CHECK(gpu(name).int8_tops == rel_approx(v.first, 0.001));
     if (v.second == 0) {
