@@ -20,13 +20,14 @@
 namespace ctwin {
 namespace {
 
-// The resident set now, MiB (/proc/self/status VmRSS; 0 where there is none).
+// The process's peak resident set so far, MiB (getrusage).
 double peak_rss_mib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // KiB on Linux
 }
 
+// The resident set now, MiB (/proc/self/status VmRSS; 0 where there is none).
 double rss_mib() {
   std::ifstream f("/proc/self/status");
   std::string line;

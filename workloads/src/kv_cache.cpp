@@ -2,11 +2,12 @@
 #include "workloads/kv_cache.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 #include <vector>
 
-#include "flat_id_map.hpp"
+#include "flat_map.hpp"
 #include "sim/random.hpp"
 
 namespace ctwin {
@@ -20,67 +21,15 @@ struct BlockKey {
   std::int64_t index = 0;
   bool operator==(const BlockKey&) const = default;
 };
-struct BlockKeyHash {
-  std::size_t operator()(const BlockKey& k) const {
-    return static_cast<std::size_t>(
-        mix64(static_cast<std::uint64_t>(k.owner) ^ mix64(static_cast<std::uint64_t>(k.index))));
+struct BlockKeyTraits {
+  static constexpr BlockKey empty() { return {std::numeric_limits<std::int64_t>::min(), 0}; }
+  static std::uint64_t hash(const BlockKey& k) {
+    return mix64(static_cast<std::uint64_t>(k.owner) * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(k.index));
   }
 };
-
-// Block key -> block, open addressing with linear probing over a power-of-two table at most
-// half full (it never holds more keys than blocks), deleting by backward shift: no allocation
-// after construction and one or two cache lines a lookup.
-class BlockIndex {
- public:
-  explicit BlockIndex(std::size_t max_keys) {
-    std::size_t cap = 16;
-    while (cap < 2 * max_keys) cap *= 2;
-    slots_.resize(cap);
-    mask_ = cap - 1;
-  }
-  std::int32_t find(const BlockKey& k) const {
-    for (std::size_t i = home(k);; i = (i + 1) & mask_) {
-      const Slot& s = slots_[i];
-      if (s.block < 0) return -1;
-      if (s.key == k) return s.block;
-    }
-  }
-  // Inserts k -> b unless k is present; true when inserted.
-  bool insert(const BlockKey& k, std::int32_t b) {
-    std::size_t i = home(k);
-    for (; slots_[i].block >= 0; i = (i + 1) & mask_)
-      if (slots_[i].key == k) return false;
-    slots_[i] = {k, b};
-    return true;
-  }
-  void erase(const BlockKey& k) {
-    std::size_t i = home(k);
-    while (!(slots_[i].key == k && slots_[i].block >= 0)) i = (i + 1) & mask_;
-    // Pull later entries of the probe run back over the hole, unless their home lies after it.
-    for (std::size_t j = (i + 1) & mask_;; j = (j + 1) & mask_) {
-      if (slots_[j].block < 0) break;
-      const std::size_t h = home(slots_[j].key);
-      if (((j - h) & mask_) >= ((j - i) & mask_)) {
-        slots_[i] = slots_[j];
-        i = j;
-      }
-    }
-    slots_[i].block = -1;
-  }
-
- private:
-  struct Slot {
-    BlockKey key;
-    std::int32_t block = -1;
-  };
-  std::size_t home(const BlockKey& k) const {
-    return static_cast<std::size_t>(mix64(static_cast<std::uint64_t>(k.owner) * 0x9e3779b97f4a7c15ull +
-                                          static_cast<std::uint64_t>(k.index))) &
-           mask_;
-  }
-  std::vector<Slot> slots_;
-  std::size_t mask_ = 0;
-};
+// Block key -> block of the findable full blocks; sized for every block at construction, so it
+// never allocates afterwards.
+using BlockIndex = detail::FlatMap<BlockKey, std::int32_t, BlockKeyTraits>;
 
 BlockKey block_key(const Request& r, std::int64_t i, int block_size) {
   if (r.prefix_group >= 0 && (i + 1) * block_size <= r.shared_prefix_tokens) return {2 * r.prefix_group + 1, i};
@@ -105,10 +54,8 @@ struct Sequence {
 class BlockKvCache final : public PrefixKvCache {
  public:
   BlockKvCache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks)
-      : block_size_(block_size),
-        num_host_blocks_(num_host_blocks),
-        blocks_(static_cast<std::size_t>(num_blocks)),
-        map_(blocks_.size()) {
+      : block_size_(block_size), num_host_blocks_(num_host_blocks), blocks_(static_cast<std::size_t>(num_blocks)) {
+    map_.reserve(blocks_.size());
     free_.reserve(blocks_.size());
     for (std::int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<std::int32_t>(b));
     scratch_.reserve(256);
@@ -118,7 +65,7 @@ class BlockKvCache final : public PrefixKvCache {
     if (context_tokens <= 1) return 0;
     const std::int64_t limit = (context_tokens - 1) / block_size_;
     std::int64_t n = 0;
-    while (n < limit && map_.find(block_key(r, n, block_size_)) >= 0) ++n;
+    while (n < limit && map_.find(block_key(r, n, block_size_))) ++n;
     return n * block_size_;
   }
 
@@ -137,7 +84,7 @@ class BlockKvCache final : public PrefixKvCache {
     if (first) {
       hit_blocks = cached_prefix_tokens(r, std::max<std::int64_t>(r.prompt_tokens, tokens)) / block_size_;
       for (std::int64_t i = 0; i < hit_blocks; ++i) {
-        const std::int32_t b = map_.find(block_key(r, i, block_size_));
+        const std::int32_t b = *map_.find(block_key(r, i, block_size_));
         scratch_.push_back(b);
         if (blocks_[static_cast<std::size_t>(b)].refs == 0) ++hit_unreferenced;
       }

@@ -4,7 +4,7 @@
 // O(1) per call whatever the request's length.
 #include <stdexcept>
 
-#include "flat_id_map.hpp"
+#include "flat_map.hpp"
 #include "workloads/kv_cache.hpp"
 
 namespace ctwin {

@@ -118,17 +118,17 @@ ServingReplicasRun run_serving_replicas(const ServingDeployment& d, const Schedu
   std::vector<ServingReplicaRun> runs(n);
   std::vector<ServingLatencyHistograms> hists(n);
   std::vector<std::exception_ptr> errors(n);
-  // Replicas are independent: workers take them in index order, each with its own copy of the
-  // deployment (nothing mutable is shared), and the results land at their index, so the merge
-  // below is the same whatever the thread count or timing.
+  // Replicas are independent: workers take them in index order, each replica builds its own KV
+  // cache and cost model (whose memo tables are the only mutable state; the deployment is only
+  // read), and the results land at their index, so the merge below is the same whatever the
+  // thread count or timing.
   std::atomic<std::size_t> next{0};
   const auto work = [&] {
-    const ServingDeployment mine = d;
     for (std::size_t k; (k = next.fetch_add(1)) < n;) {
       try {
         ServingHooks hooks;
         hooks.on_request = [&h = hists[k]](const RequestRecord& r) { h.record(r); };
-        runs[k] = run_serving_replica(mine, sched, *shares[k], traffic.seed, hooks, loop);
+        runs[k] = run_serving_replica(d, sched, *shares[k], traffic.seed, hooks, loop);
       } catch (...) {
         errors[k] = std::current_exception();
       }

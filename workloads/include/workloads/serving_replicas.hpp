@@ -64,7 +64,8 @@ struct ServingReplicasRun {
 
 // `replicas` copies of the deployment behind a round-robin split of `traffic`, simulated with
 // the given loop on `threads` threads (0: one per hardware thread, at most one per replica). The
-// result does not depend on the thread count. An exception of a replica is rethrown (the lowest
+// result does not depend on the thread count. The deployment's cost models are called from
+// every thread (the roofline is pure). An exception of a replica is rethrown (the lowest
 // replica's) after all have stopped.
 ServingReplicasRun run_serving_replicas(const ServingDeployment& d, const SchedulerConfig& sched,
                                         const TrafficSpec& traffic, int replicas, ServingLoop loop = ServingLoop::fast,
