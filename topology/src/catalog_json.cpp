@@ -24,6 +24,7 @@ GpuSpec gpu_from_json(const JsonObject& o, const std::string& name, std::vector<
   g.pcie_gen = static_cast<int>(r.integer("pcie_gen"));
   g.pcie_gbyte_per_s = r.bandwidth("pcie_gbyte_per_s", std::nullopt, warnings);
   g.gemm_efficiency = r.number("gemm_efficiency");
+  g.fp8_gemm_efficiency = r.number("fp8_gemm_efficiency");
   g.hbm_efficiency = r.number("hbm_efficiency");
   g.kernel_launch_us = r.number("kernel_launch_us");
   g.source = r.string("source", std::string());

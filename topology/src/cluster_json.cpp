@@ -117,6 +117,7 @@ nlohmann::ordered_json cluster_to_json(const ClusterSpec& c) {
                              {"pcie_gen", g.pcie_gen},
                              {"pcie_gbyte_per_s", g.pcie_gbyte_per_s},
                              {"gemm_efficiency", g.gemm_efficiency},
+                             {"fp8_gemm_efficiency", g.fp8_gemm_efficiency},
                              {"hbm_efficiency", g.hbm_efficiency},
                              {"kernel_launch_us", g.kernel_launch_us},
                              {"source", g.source}};

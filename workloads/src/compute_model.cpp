@@ -33,6 +33,7 @@ ComputeModel default_compute_model(const GpuSpec& gpu, Dtype dtype) {
   // carries, and a scenario may override there, come from the GpuSpec.
   Profile p = builtin_profile(gpu.name);
   p.compute.gemm_efficiency = gpu.gemm_efficiency;
+  p.compute.fp8_gemm_efficiency = gpu.fp8_gemm_efficiency;
   p.compute.hbm_efficiency = gpu.hbm_efficiency;
   p.compute.kernel_launch_us = gpu.kernel_launch_us;
   return compute_model(p, gpu, dtype);
@@ -42,11 +43,27 @@ CostModelPtr default_cost_model(const GpuSpec& gpu, Dtype dtype) {
   return std::make_shared<RooflineCostModel>(default_compute_model(gpu, dtype));
 }
 
+namespace {
+
+// The tensor-core peak an op runs at: its own dtype's where it carries one, else the model's.
+double op_peak_flops(const ComputeModel& cm, Dtype d) {
+  if (d == cm.dtype) return cm.peak_flops;
+  const double peak = d == Dtype::fp8 ? cm.fp8_peak_flops : cm.bf16_peak_flops;
+  return peak > 0 ? peak : cm.peak_flops;
+}
+
+}  // namespace
+
 double op_seconds(const ComputeModel& cm, const OpCost& op) {
+  const Dtype dtype = op.dtype.value_or(cm.dtype);
+  const double peak = op_peak_flops(cm, dtype);
   double eff = 1.0;
   if (op.kind == OpKind::gemm || op.kind == OpKind::grouped_gemm) {
     const bool grouped = op.kind == OpKind::grouped_gemm;
-    eff = cm.gemm_efficiency * (grouped ? cm.grouped_gemm_efficiency : 1.0);
+    const bool fp8 = dtype == Dtype::fp8;
+    double base = fp8 ? cm.fp8_gemm_efficiency : cm.gemm_efficiency;
+    if (fp8 && op.split_accumulator) base *= cm.fp8_split_accumulator_efficiency;
+    eff = base * (grouped ? cm.grouped_gemm_efficiency : 1.0);
     const double m = grouped ? op.m / op.groups : op.m;
     for (double d : {m, op.n, op.k}) {
       if (d > 0) eff *= d / (d + cm.gemm_knee);
@@ -54,7 +71,7 @@ double op_seconds(const ComputeModel& cm, const OpCost& op) {
   } else if (op.kind == OpKind::attention) {
     eff = cm.attention_efficiency;
   }
-  const double t_compute = op.flops > 0 && cm.peak_flops > 0 ? op.flops / (cm.peak_flops * eff) : 0;
+  const double t_compute = op.flops > 0 && peak > 0 ? op.flops / (peak * eff) : 0;
   const double t_memory = op.bytes > 0 ? op.bytes / (cm.hbm_bytes_per_s * cm.hbm_efficiency) : 0;
   return std::max(t_compute, t_memory) + cm.launch_s;
 }

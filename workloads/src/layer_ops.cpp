@@ -1,6 +1,7 @@
 #include "workloads/layer_ops.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include "workloads/model_dims.hpp"
 
@@ -38,6 +39,7 @@ LayerShape layer_shape(const ModelSpec&, const TrainingConfig& cfg) {
   s.cp_ring = cfg.parallel.cp_comm == Parallelism::CpComm::ring;
   s.bytes_per_elem = cfg.precision.weight_bytes;
   s.dtype = cfg.precision.compute;
+  s.microbatches = std::max(1, cfg.grad_accum());
   return s;
 }
 
@@ -49,6 +51,13 @@ LayerItem gemm(std::string name, double tokens, double k, double n, double e) {
   it.name = std::move(name);
   it.fwd = OpCost{OpKind::gemm, 2 * tokens * k * n, e * (tokens * k + k * n + tokens * n), tokens, n, k};
   it.bwd = OpCost{OpKind::gemm, 4 * tokens * k * n, 2 * e * (tokens * k + k * n + tokens * n), tokens, n, k};
+  return it;
+}
+
+// A linear layer's GEMM (FP8 under FP8 training).
+LayerItem linear(std::string name, double tokens, double k, double n, double e) {
+  LayerItem it = gemm(std::move(name), tokens, k, n, e);
+  it.linear = true;
   return it;
 }
 
@@ -127,16 +136,16 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
     // Low-rank projections: x -> q latent -> q; x -> kv latent -> k_nope, v (DeepSeek-V2 MLA).
     const double ql = m.mla.q_lora_rank > 0 ? m.mla.q_lora_rank : 0;
     if (ql > 0) {
-      items.push_back(gemm("q_down", T, h, ql, e));
-      items.push_back(gemm("q_up", T, ql, q_dim / t, e));
+      items.push_back(linear("q_down", T, h, ql, e));
+      items.push_back(linear("q_up", T, ql, q_dim / t, e));
     } else {
-      items.push_back(gemm("q_proj", T, h, q_dim / t, e));
+      items.push_back(linear("q_proj", T, h, q_dim / t, e));
     }
-    items.push_back(gemm("kv_down", T, h, m.mla.kv_lora_rank + m.mla.qk_rope_head_dim, e));
-    items.push_back(gemm("kv_up", T, m.mla.kv_lora_rank,
-                         m.heads * static_cast<double>(m.mla.qk_nope_head_dim + m.mla.v_head_dim) / t, e));
+    items.push_back(linear("kv_down", T, h, m.mla.kv_lora_rank + m.mla.qk_rope_head_dim, e));
+    items.push_back(linear("kv_up", T, m.mla.kv_lora_rank,
+                           m.heads * static_cast<double>(m.mla.qk_nope_head_dim + m.mla.v_head_dim) / t, e));
   } else {
-    items.push_back(gemm("qkv", T, h, (q_dim + 2 * kv_dim) / t, e));
+    items.push_back(linear("qkv", T, h, (q_dim + 2 * kv_dim) / t, e));
   }
   // Ring attention needs blockwise (flash) attention; unfused attention gathers K/V instead.
   const bool ring = s.cp > 1 && s.cp_ring && s.flash;
@@ -203,7 +212,7 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
       items.push_back(pv);
     }
   }
-  items.push_back(gemm("attn_out", T, o_in / t, h, e));
+  items.push_back(linear("attn_out", T, o_in / t, h, e));
   if (t > 1) items.push_back(comm_g(s, h));
   items.push_back(streaming("attn_residual", OpKind::elementwise, 2 * T_local * h, T_local * h, e));
   items.push_back(streaming("mlp_norm", OpKind::norm, T_local * h, T_local * h, e));
@@ -212,7 +221,7 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
   auto mlp = [&](const std::string& prefix, double tokens, double ffn, double groups = 0) {
     const double up_n = (swiglu ? 2 : 1) * ffn / t;
     auto matmul = [&](const std::string& name, double k, double n) {
-      LayerItem g = gemm(name, tokens, k, n, e);
+      LayerItem g = linear(name, tokens, k, n, e);
       if (groups > 0) {
         // Every expert's weights are read once per GEMM, not once for the whole group.
         g.fwd.kind = g.bwd.kind = OpKind::grouped_gemm;
@@ -225,6 +234,7 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
     matmul(prefix + "up", h, up_n);
     items.push_back(
         streaming(prefix + (swiglu ? "swiglu" : "gelu"), OpKind::elementwise, tokens * up_n, tokens * ffn / t, e));
+    items.back().fuses_fp8_cast = true;
     matmul(prefix + "down", ffn / t, h);
   };
   if (t > 1) items.push_back(comm_f(s, h));
@@ -276,6 +286,7 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
   }
   if (t > 1) items.push_back(comm_g(s, h));
   items.push_back(streaming("mlp_residual", OpKind::elementwise, 2 * T_local * h, T_local * h, e));
+  if (s.dtype == Dtype::fp8) return fp8_training_items(std::move(items), s);
   return items;
 }
 
@@ -286,6 +297,7 @@ std::vector<LayerItem> embedding_items(const ModelSpec& m, const LayerShape& s) 
   // Vocab-parallel: each TP rank looks up its rows only, so the partial outputs are summed, g's
   // all-reduce (reduce-scatter with SP), as Megatron's VocabParallelEmbedding does.
   if (s.tp > 1) items.push_back(comm_g(s, h));
+  if (s.dtype == Dtype::fp8) return fp8_training_items(std::move(items), s);
   return items;
 }
 
@@ -298,6 +310,7 @@ std::vector<LayerItem> head_items(const ModelSpec& m, const LayerShape& s) {
   items.push_back(gemm("lm_head", s.tokens, h, v / t, s.bytes_per_elem));
   // Cross-entropy reads the logits and writes FP32 softmax statistics and gradients.
   items.push_back(streaming("cross_entropy", OpKind::loss, s.tokens * v / t, s.tokens * v / t * 2, s.bytes_per_elem));
+  if (s.dtype == Dtype::fp8) return fp8_training_items(std::move(items), s);  // the LM head stays BF16
   return items;
 }
 
@@ -311,6 +324,67 @@ LayerItem generic_layer_item(const GenericLayer& l, const TrainingConfig& cfg) {
   it.fwd = OpCost{OpKind::gemm, l.fwd_flops * b, bytes};
   it.bwd = OpCost{OpKind::gemm, 2 * l.fwd_flops * b, 2 * bytes};
   return it;
+}
+
+namespace {
+
+// The compute item before (step -1) or after (+1) index i, skipping communication; null at the ends.
+const LayerItem* compute_neighbour(const std::vector<LayerItem>& items, std::size_t i, int step) {
+  for (auto j = static_cast<std::ptrdiff_t>(i) + step; j >= 0 && j < static_cast<std::ptrdiff_t>(items.size());
+       j += step) {
+    if (!items[static_cast<std::size_t>(j)].is_comm) return &items[static_cast<std::size_t>(j)];
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<LayerItem> fp8_training_items(std::vector<LayerItem> items, const LayerShape& s) {
+  const double e = s.bytes_per_elem;
+  std::vector<LayerItem> out;
+  out.reserve(2 * items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    LayerItem it = items[i];
+    if (it.is_comm) {
+      out.push_back(std::move(it));
+      continue;
+    }
+    if (!it.linear) {
+      it.fwd.dtype = it.bwd.dtype = Dtype::bf16;  // attention, norms, LM head, router: BF16
+      out.push_back(std::move(it));
+      continue;
+    }
+    // (T x k) @ (k x n) per group: FP8 operands (1 byte), BF16 output; backward twice the traffic.
+    const double T = it.fwd.m, k = it.fwd.k, n = it.fwd.n, weights = it.fwd.groups * k * n;
+    it.fwd.dtype = it.bwd.dtype = Dtype::fp8;
+    it.bwd.split_accumulator = true;  // TE's dgrad and wgrad: _2X_ACC_DGRAD, _2X_ACC_WGRAD
+    it.fwd.bytes = T * k + weights + e * T * n;
+    it.bwd.bytes = 2 * it.fwd.bytes;
+    // TE fuses the input cast into the norm before (LayerNormLinear, LayerNormMLP) or the
+    // activation (fc2); the FP8 input's transpose for wgrad then runs in backward (read 1, write
+    // 1 byte). Unfused, forward runs cast_transpose: read e, write 1 + 1 bytes per element.
+    const LayerItem* before = compute_neighbour(items, i, -1);
+    const LayerItem* after = compute_neighbour(items, i, +1);
+    const bool input_fused = before != nullptr && (before->fwd.kind == OpKind::norm || before->fuses_fp8_cast);
+    // The output gradient's cast_transpose (read e, write 1 + 1), fused into the activation's
+    // backward when one follows (fc1: dgelu / dswiglu with cast_transpose).
+    const bool grad_fused = after != nullptr && after->fuses_fp8_cast;
+    LayerItem cast;
+    cast.name = it.name + "_fp8_cast";
+    cast.fwd = OpCost{OpKind::elementwise, 0, input_fused ? 0 : (e + 2) * T * k};
+    cast.bwd = OpCost{OpKind::elementwise, 0, (grad_fused ? 0 : (e + 2) * T * n) + (input_fused ? 2 * T * k : 0)};
+    // Weights: cast and transposed once per step (Megatron's is_first_microbatch caches them),
+    // read e, write 1 + 1 bytes, spread over the step's micro-batches.
+    cast.fwd.bytes += (e + 2) * weights / s.microbatches;
+    cast.fwd.dtype = cast.bwd.dtype = Dtype::bf16;
+    // Before the collectives that lead into the GEMM, so a TP collective still overlaps the GEMM
+    // (tp_comm_overlap) rather than the cast.
+    auto at = out.end();
+    while (at != out.begin() && std::prev(at)->is_comm) --at;
+    out.insert(at, std::move(cast));
+    out.push_back(std::move(it));
+  }
+  return out;
 }
 
 double forward_flops(const std::vector<LayerItem>& items) {

@@ -53,6 +53,12 @@ double activation_bytes_per_layer(const ModelSpec& m, const TrainingConfig& cfg,
   if (cfg.attention == AttentionKernel::standard && cfg.recompute == Recompute::none) {
     split += (cfg.dropout ? 5 : 2) * a * s * s * b;
   }
+  if (cfg.precision.compute == Dtype::fp8) {
+    // Transformer Engine saves the linear layers' inputs for wgrad as FP8 (1 byte): the QKV and
+    // MLP inputs, the attention output and fc2's input (docs/fidelity-fp8.md).
+    replicated -= (e - 1) * 2 * s * b * h;
+    split -= (e - 1) * s * b * (q_dim + ffn * tokens_factor);
+  }
   return sp ? (replicated + split) / t : replicated + split / t;
 }
 
@@ -113,6 +119,15 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
   const double params = stage_params(m, cfg, stage);
   const double dp = p.dp;
   mb.weights = params * pr.weight_bytes / (p.zero_stage >= 3 ? dp : 1);
+  if (pr.compute == Dtype::fp8 && p.zero_stage < 3 && !m.is_generic()) {
+    // Transformer Engine caches each linear layer's FP8 weight and its transpose (1 byte each)
+    // for the step; embedding, LM head and norms stay BF16 (docs/fidelity-fp8.md).
+    const double t = p.tp, vocab_shard = static_cast<double>(m.vocab) * static_cast<double>(m.hidden) / t;
+    double linear = params - 2 * model_dims(m).norm_params * pipeline_split(m.layers, p).stage_layers(stage);
+    if (stage == 0) linear -= vocab_shard + (m.learned_positions ? static_cast<double>(m.max_seq) * m.hidden : 0);
+    if (stage == p.pp - 1) linear -= model_dims(m).norm_params + ((!m.tied_embeddings || p.pp > 1) ? vocab_shard : 0);
+    mb.weights += 2 * std::max(0.0, linear);
+  }
   mb.grads = params * pr.grad_bytes / (p.zero_stage >= 2 ? dp : 1);
   mb.optimizer = params * (pr.master_bytes + pr.optimizer_state_bytes) / (p.zero_stage >= 1 ? dp : 1);
   const int layers = m.is_generic() ? static_cast<int>(m.generic_layers.size()) : m.layers;

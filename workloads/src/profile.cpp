@@ -27,6 +27,15 @@ const std::vector<ProfileKey>& profile_keys() {
        "Fraction of the dense tensor peak a large GEMM of the step sustains",
        "fitted per GPU generation to published end-to-end runs (docs/validation.md)",
        [](Profile& p) { return &p.compute.gemm_efficiency; }},
+      {"/compute/fp8_gemm_efficiency", 1, 0.01, 1, "fraction",
+       "Fraction of the dense FP8 peak a large FP8 GEMM with fast accumulation sustains",
+       "serving FP8 validation on H100/H200 (docs/fidelity-fp8.md): the BF16 share",
+       [](Profile& p) { return &p.compute.fp8_gemm_efficiency; }},
+      {"/compute/fp8_split_accumulator_efficiency", 1, 0.01, 1, "fraction",
+       "An FP8 GEMM with split (FP32-promoted) accumulation over one with fast accumulation: Transformer "
+       "Engine's dgrad and wgrad GEMMs on Hopper",
+       "fitted to published H100 FP8 training runs (docs/fidelity-fp8.md)",
+       [](Profile& p) { return &p.compute.fp8_split_accumulator_efficiency; }},
       {"/compute/attention_ratio", 1, 0.01, 2, "fraction",
        "Flash attention's efficiency over the GEMM efficiency",
        "FlashAttention-2 (Dao 2023): 50-73% of A100 peak forward against ~80% for cuBLAS GEMMs",
@@ -260,7 +269,13 @@ Profile builtin_profile(const std::string& gpu_name) {
 
 ComputeModel compute_model(const Profile& p, const GpuSpec& gpu, Dtype dtype) {
   ComputeModel cm;
+  cm.dtype = dtype;
   cm.peak_flops = gpu.peak_flops(dtype);
+  // FP8 training runs only the linear layers' GEMMs in FP8; the rest at the 16-bit peak.
+  cm.bf16_peak_flops = gpu.peak_flops(dtype == Dtype::fp16 ? Dtype::fp16 : Dtype::bf16);
+  cm.fp8_peak_flops = gpu.peak_flops(Dtype::fp8);
+  cm.fp8_gemm_efficiency = p.compute.fp8_gemm_efficiency;
+  cm.fp8_split_accumulator_efficiency = p.compute.fp8_split_accumulator_efficiency;
   cm.hbm_bytes_per_s = gpu.hbm_gbyte_per_s * 1e9;
   cm.gemm_efficiency = p.compute.gemm_efficiency;
   cm.attention_efficiency = p.compute.gemm_efficiency * p.compute.attention_ratio;

@@ -28,6 +28,8 @@ struct GpuSpec {
   int pcie_gen = 4;
   double pcie_gbyte_per_s = 0;    // x16, per direction, GB/s
   double gemm_efficiency = 0.75;  // fraction of peak a large GEMM reaches
+  // Fraction of the FP8 peak a large FP8 GEMM reaches (FP8 training's linear layers, W8A8 serving).
+  double fp8_gemm_efficiency = 0.75;
   double hbm_efficiency = 0.85;   // fraction of HBM bandwidth a streaming kernel reaches
   double kernel_launch_us = 2.0;  // fixed cost per kernel (launch and tail)
   std::string source;

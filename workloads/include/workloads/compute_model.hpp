@@ -26,6 +26,10 @@ struct OpCost {
   // The dtype the kernel computes in; unset: the step's compute dtype (the roofline prices every
   // op at the dtype it was built for; a measured or learned model may tell them apart).
   std::optional<Dtype> dtype = std::nullopt;
+  // An FP8 GEMM that promotes its partial sums to FP32 at intervals instead of the tensor
+  // cores' fast accumulation: Transformer Engine's dgrad and wgrad on Hopper (_2X_ACC_DGRAD,
+  // _2X_ACC_WGRAD); its forward GEMM (and serving's) uses fast accumulation.
+  bool split_accumulator = false;
   // Attention geometry (OpKind::attention; 0 otherwise), per kernel on this GPU, summed over
   // sequences: query tokens, (query, key) pairs scored (causal: about half of query x key), and
   // key/value tokens read. Prefill and decode attention differ here at the same FLOPs.
@@ -35,6 +39,8 @@ struct OpCost {
 };
 
 struct ComputeModel {
+  // The dtype an op without its own computes in; peak_flops is its dense tensor-core peak.
+  Dtype dtype = Dtype::bf16;
   double peak_flops = 0;              // dense tensor-core peak for the compute dtype, FLOP/s
   double hbm_bytes_per_s = 0;         // HBM bandwidth, bytes/s
   double gemm_efficiency = 0.75;      // fraction of peak a large GEMM sustains
@@ -49,6 +55,17 @@ struct ComputeModel {
   // dropless training, the busiest expert setting the pace. One value for every GPU, fitted
   // across the two MoE validation cases (docs/validation.md); calibratable.
   double grouped_gemm_efficiency = 0.75;
+  // Ops that carry their own dtype (FP8 training: the linear layers' GEMMs in FP8, attention and
+  // the LM head in BF16) run at that dtype's peak; 0: peak_flops.
+  double bf16_peak_flops = 0;
+  double fp8_peak_flops = 0;
+  // An FP8 GEMM's fraction of the FP8 peak with fast accumulation, in place of gemm_efficiency.
+  // Per GPU (catalog fp8_gemm_efficiency, profile /compute/fp8_gemm_efficiency); on Hopper the
+  // serving FP8 cases hold it at the BF16 share (docs/fidelity-fp8.md).
+  double fp8_gemm_efficiency = 0.75;
+  // An FP8 GEMM with split accumulation (OpCost::split_accumulator) sustains this fraction of
+  // what fast accumulation does. Fitted in docs/fidelity-fp8.md; calibratable.
+  double fp8_split_accumulator_efficiency = 0.78;
 };
 
 ComputeModel default_compute_model(const GpuSpec& gpu, Dtype dtype);

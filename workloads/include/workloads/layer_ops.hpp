@@ -37,6 +37,12 @@ struct LayerItem {
   // Unfused attention's core (QK^T, softmax(-dropout), PV): what selective recomputation runs
   // again in backward instead of storing the s x s scores.
   bool attention_core = false;
+  // A linear layer's GEMM (QKV and the other projections, the MLP's): FP8 training runs it in
+  // FP8 (Transformer Engine's Linear / LayerNormLinear / LayerNormMLP); the rest stays BF16.
+  bool linear = false;
+  // An activation Transformer Engine fuses the FP8 casts into (its output's in forward, the
+  // gradient's in backward), as norms fuse the next GEMM's input cast.
+  bool fuses_fp8_cast = false;
 };
 
 struct LayerShape {
@@ -50,6 +56,8 @@ struct LayerShape {
   bool cp_ring = true;  // with cp > 1: ring attention, else all-gather of K/V
   double bytes_per_elem = 2;
   Dtype dtype = Dtype::bf16;  // the compute dtype
+  // Micro-batches per step on this rank: FP8 training casts the weights once per step.
+  double microbatches = 1;
 };
 
 LayerShape layer_shape(const ModelSpec& m, const TrainingConfig& cfg);
@@ -88,6 +96,11 @@ std::vector<LayerItem> head_items(const ModelSpec& m, const LayerShape& s);
 // A generic model's layer for one micro-batch: a tensor-core kernel of its FLOPs reading its
 // weights and writing its activations; backward costs twice the forward.
 LayerItem generic_layer_item(const GenericLayer& l, const TrainingConfig& cfg);
+
+// FP8 training (Transformer Engine, per-tensor scaling): the linear GEMMs in FP8 on 1-byte
+// operands, every other op tagged BF16, and before each FP8 GEMM the cast kernels TE runs
+// (layer_ops.cpp says which). Returns the items with the casts inserted.
+std::vector<LayerItem> fp8_training_items(std::vector<LayerItem> items, const LayerShape& s);
 
 // Forward FLOPs of one layer for one micro-batch on this GPU (sum over compute items).
 double forward_flops(const std::vector<LayerItem>& items);

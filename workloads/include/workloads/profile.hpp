@@ -17,12 +17,14 @@
 namespace ctwin {
 
 struct ProfileCompute {
-  double gemm_efficiency = 0.75;          // fraction of dense peak a large GEMM sustains
-  double attention_ratio = 0.75;          // flash attention's efficiency over the GEMM efficiency
-  double hbm_efficiency = 0.85;           // fraction of HBM bandwidth streaming kernels sustain
-  double kernel_launch_us = 2.0;          // fixed cost per kernel
-  double gemm_knee = 64;                  // a GEMM dimension d scales efficiency by d / (d + knee)
-  double grouped_gemm_efficiency = 0.75;  // grouped (MoE) GEMM over one GEMM of the same shape
+  double gemm_efficiency = 0.75;                   // fraction of dense peak a large GEMM sustains
+  double attention_ratio = 0.75;                   // flash attention's efficiency over the GEMM efficiency
+  double hbm_efficiency = 0.85;                    // fraction of HBM bandwidth streaming kernels sustain
+  double kernel_launch_us = 2.0;                   // fixed cost per kernel
+  double gemm_knee = 64;                           // a GEMM dimension d scales efficiency by d / (d + knee)
+  double grouped_gemm_efficiency = 0.75;           // grouped (MoE) GEMM over one GEMM of the same shape
+  double fp8_gemm_efficiency = 0.75;               // fraction of the dense FP8 peak a large FP8 GEMM sustains
+  double fp8_split_accumulator_efficiency = 0.78;  // FP8 GEMM with split accumulation over fast
 };
 
 struct ProfileLinks {
