@@ -14,7 +14,9 @@ LinkId FlowNetwork::add_link(double bytes_per_s) {
   return LinkId(static_cast<std::uint32_t>(links_.size() - 1));
 }
 
-FlowId FlowNetwork::start(std::vector<LinkId> path, double bytes, std::function<void()> on_done, Time latency) {
+FlowId FlowNetwork::start(std::vector<LinkId> path, double bytes, std::function<void()> on_done, Time latency,
+                          double max_bytes_per_s) {
+  if (!(max_bytes_per_s > 0)) throw std::invalid_argument("FlowNetwork::start: rate bound must be positive");
   const auto f = static_cast<std::uint32_t>(flows_.size());
   Flow fl;
   for (LinkId l : path) {
@@ -22,6 +24,7 @@ FlowId FlowNetwork::start(std::vector<LinkId> path, double bytes, std::function<
     fl.links.push_back(l.value);
   }
   fl.remaining = std::max(0.0, bytes);
+  fl.max_rate = max_bytes_per_s;
   fl.on_done = std::move(on_done);
   flows_.push_back(std::move(fl));
   mark_flow_.push_back(0);
@@ -119,7 +122,9 @@ void FlowNetwork::reshare(const std::vector<std::uint32_t>& seeds) {
     fl.updated = now;
     fl.rate = -1;  // unfrozen
   }
-  // Progressive filling: the most constrained link fixes its flows at its fair share.
+  // Progressive filling: the most constrained link fixes its flows at its fair share, unless a
+  // flow's own bound is lower still, which fixes that flow first (a bounded flow is a link of its
+  // own that only it crosses).
   std::sort(comp_links.begin(), comp_links.end());  // deterministic order
   std::vector<double> left(comp_links.size());
   std::vector<std::uint32_t> unfrozen(comp_links.size());
@@ -127,6 +132,24 @@ void FlowNetwork::reshare(const std::vector<std::uint32_t>& seeds) {
     left[i] = links_[comp_links[i]].capacity;
     unfrozen[i] = static_cast<std::uint32_t>(links_[comp_links[i]].flows.size());
   }
+  // Bounded flows by bound, ties by id (deterministic).
+  std::vector<std::uint32_t> bounded;
+  for (std::uint32_t f : comp_flows) {
+    if (std::isfinite(flows_[f].max_rate)) bounded.push_back(f);
+  }
+  std::sort(bounded.begin(), bounded.end(), [this](std::uint32_t a, std::uint32_t b) {
+    return flows_[a].max_rate != flows_[b].max_rate ? flows_[a].max_rate < flows_[b].max_rate : a < b;
+  });
+  std::size_t next_bounded = 0;
+  auto freeze = [&](Flow& fl, double rate) {
+    fl.rate = rate;
+    for (std::uint32_t l : fl.links) {
+      const auto it = std::lower_bound(comp_links.begin(), comp_links.end(), l);
+      const std::size_t i = static_cast<std::size_t>(it - comp_links.begin());
+      left[i] = std::max(0.0, left[i] - rate);
+      --unfrozen[i];
+    }
+  };
   std::size_t frozen = 0;
   while (frozen < comp_flows.size()) {
     std::size_t best = comp_links.size();
@@ -139,18 +162,18 @@ void FlowNetwork::reshare(const std::vector<std::uint32_t>& seeds) {
         best = i;
       }
     }
+    while (next_bounded < bounded.size() && flows_[bounded[next_bounded]].rate >= 0) ++next_bounded;
+    if (next_bounded < bounded.size() && flows_[bounded[next_bounded]].max_rate <= share) {
+      freeze(flows_[bounded[next_bounded]], flows_[bounded[next_bounded]].max_rate);
+      ++frozen;
+      continue;
+    }
     if (best == comp_links.size()) break;
     for (std::uint32_t f : links_[comp_links[best]].flows) {
       Flow& fl = flows_[f];
       if (fl.rate >= 0) continue;
-      fl.rate = share;
+      freeze(fl, share);
       ++frozen;
-      for (std::uint32_t l : fl.links) {
-        const auto it = std::lower_bound(comp_links.begin(), comp_links.end(), l);
-        const std::size_t i = static_cast<std::size_t>(it - comp_links.begin());
-        left[i] = std::max(0.0, left[i] - share);
-        --unfrozen[i];
-      }
     }
   }
   // New completion times.

@@ -94,3 +94,40 @@ TEST_CASE("max-min with unequal capacities: bottlenecks freeze in order of their
   CHECK(net.rate_bytes_per_s(a) == rel_approx(2, 1e-9));
   CHECK(net.rate_bytes_per_s(c) == rel_approx(2, 1e-9));
 }
+
+TEST_CASE("a flow's own rate bound caps it and leaves the rest of the link to the others") {
+  // 1 GB/s link; a is bounded at 0.2 GB/s and moves 0.4 GB, b is unbounded and moves 1.6 GB.
+  // Progressive filling fixes a at its bound (below the 0.5 fair share); b takes the other
+  // 0.8 GB/s. a ends at 0.4 / 0.2 = 2 s, with b at 1.6 GB done: b ends at 2 s too.
+  Engine e;
+  FlowNetwork net(e);
+  auto l = net.add_link(1e9);
+  Time a{}, b{};
+  net.start(
+      {l}, 0.4e9, [&] { a = e.now(); }, {}, 0.2e9);
+  net.start({l}, 1.6e9, [&] { b = e.now(); });
+  e.run();
+  CHECK(a.seconds() == rel_approx(2.0, 1e-9));
+  CHECK(b.seconds() == rel_approx(2.0, 1e-9));
+  // A bound above the fair share does not bind: two flows of 1 GB, one bounded at 0.9 GB/s,
+  // share equally and both end at 2 s.
+  Engine e2;
+  FlowNetwork net2(e2);
+  auto l2 = net2.add_link(1e9);
+  Time c{}, d{};
+  net2.start(
+      {l2}, 1e9, [&] { c = e2.now(); }, {}, 0.9e9);
+  net2.start({l2}, 1e9, [&] { d = e2.now(); });
+  e2.run();
+  CHECK(c.seconds() == rel_approx(2.0, 1e-9));
+  CHECK(d.seconds() == rel_approx(2.0, 1e-9));
+  // A bounded flow alone on a wide link moves at its bound: 1 GB at 0.25 GB/s on 100 GB/s is 4 s.
+  Engine e3;
+  FlowNetwork net3(e3);
+  auto l3 = net3.add_link(100e9);
+  Time g{};
+  net3.start(
+      {l3}, 1e9, [&] { g = e3.now(); }, {}, 0.25e9);
+  e3.run();
+  CHECK(g.seconds() == rel_approx(4.0, 1e-9));
+}

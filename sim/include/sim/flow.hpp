@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "sim/engine.hpp"
@@ -33,8 +34,12 @@ class FlowNetwork {
   LinkId add_link(double bytes_per_s);
 
   // Starts moving `bytes` along `path` after `latency`; on_done runs when the last byte lands.
-  // A path of no links completes after the latency alone.
-  FlowId start(std::vector<LinkId> path, double bytes, std::function<void()> on_done, Time latency = {});
+  // A path of no links completes after the latency alone. `max_bytes_per_s` bounds the flow's own
+  // rate (a variable's upper bound in the max-min program, as SimGrid's): what the sender itself
+  // cannot exceed whatever the links offer (one NCCL channel's copy rate, a protocol's ceiling).
+  // The capacity it leaves unused goes to the other flows on its links.
+  FlowId start(std::vector<LinkId> path, double bytes, std::function<void()> on_done, Time latency = {},
+               double max_bytes_per_s = std::numeric_limits<double>::infinity());
 
   double rate_bytes_per_s(FlowId f) const { return flows_.at(f.value).rate; }
   std::size_t active_flows() const { return active_; }
@@ -48,8 +53,9 @@ class FlowNetwork {
   };
   struct Flow {
     std::vector<std::uint32_t> links;
-    double remaining = 0;  // bytes
-    double rate = 0;       // bytes per second
+    double remaining = 0;                                       // bytes
+    double rate = 0;                                            // bytes per second
+    double max_rate = std::numeric_limits<double>::infinity();  // the flow's own bound
     Time updated{};
     EventId done;
     std::function<void()> on_done;
