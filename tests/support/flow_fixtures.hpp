@@ -37,12 +37,13 @@ inline CollectiveCall call_on(CollectiveOp op, int first, int count, double byte
 }
 
 // Runs the calls concurrently at flow fidelity; returns each one's completion time.
-inline std::vector<double> run_flows(const ClusterSpec& spec, const std::vector<CollectiveCall>& calls) {
+inline std::vector<double> run_flows(const ClusterSpec& spec, const std::vector<CollectiveCall>& calls,
+                                     const CollectiveOptions& options = {}) {
   Engine e;
   FlowNetwork net(e);
   const Cluster cl = build_cluster(spec);
   ClusterNetwork routes(cl, net);
-  CollectiveFlows coll(e, net, routes, cl);
+  CollectiveFlows coll(e, net, routes, cl, options);
   std::vector<double> done(calls.size(), -1);
   for (std::size_t i = 0; i < calls.size(); ++i) coll.start(calls[i], [&done, &e, i] { done[i] = e.now().seconds(); });
   e.run();

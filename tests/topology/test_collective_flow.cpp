@@ -54,8 +54,9 @@ TEST_CASE("two all-reduces on the same GPUs share every link: each takes twice t
   const ClusterSpec s = h100(1);
   const double bytes = 1 << 30;
   const auto one = call_on(CollectiveOp::all_reduce, 0, 8, bytes);
-  // NCCL's ring Simple latency: base 8.4 us plus 14 steps of an NVLink hop (0.6 + 2.8 us).
-  const double lat = (8.4 + 2 * 7 * (0.6 + 2.8)) * 1e-6, bw_time = 2.0 * 7 / 8 * bytes / 450e9;
+  // NCCL's ring Simple latency: base 8.4 us plus 14 steps, each 6 slices (1 GiB / 8 / 24 channels
+  // = 5.59 MB a step, 3 chunks of 2 MiB, 2 slices each) of an NVLink hop (0.6 + 2.8 us).
+  const double lat = (8.4 + 6 * 2 * 7 * (0.6 + 2.8)) * 1e-6, bw_time = 2.0 * 7 / 8 * bytes / 450e9;
   const auto alone = run_flows(s, {one});
   const auto both = run_flows(s, {one, one});
   CHECK(alone[0] == rel_approx(lat + bw_time, 1e-6));
@@ -284,4 +285,45 @@ TEST_CASE("CollectiveRunner: analytical mode ends at estimate_collective's time;
     CHECK(t[0] == rel_approx(lat + 2 * 1.75 * (1 << 28) / 450e9, 1e-6));
     CHECK(t[1] == rel_approx(t[0], 1e-9));
   }
+}
+
+TEST_CASE("on the ramp the fidelities still agree: fewer channels and LL's ceiling as per-flow rate bounds") {
+  // Sizes where NCCL runs fewer than its 24 channels (LL below 24 x 32 KiB, LL128 below
+  // 24 x 5 KiB) or the ring moves several slices a step; each protocol forced once and the tuner
+  // once. The flow fidelity bounds every channel's flow at the plan's rate / channels, so an idle
+  // node gives the analytical time to the clock.
+  const ClusterSpec s = h100(1);
+  for (const Protocol p : {Protocol::automatic, Protocol::ll, Protocol::ll128, Protocol::simple}) {
+    for (const CollectiveOp op : {CollectiveOp::all_reduce, CollectiveOp::all_gather, CollectiveOp::reduce_scatter}) {
+      for (const double bytes : {4096.0, 65536.0, 262144.0, 4.0 * (1 << 20), 64.0 * (1 << 20)}) {
+        CAPTURE(to_string(p));
+        CAPTURE(to_string(op));
+        CAPTURE(bytes);
+        CollectiveOptions o;
+        o.algo = CollectiveAlgo::ring;
+        o.protocol = p;
+        const auto call = call_on(op, 0, 8, bytes);
+        const double analytic = estimate_collective(build_cluster(s), call, o).time.seconds();
+        const double flow = run_flows(s, {call}, o)[0];
+        CHECK(flow == abs_approx(analytic, 2e-12));  // seconds
+      }
+    }
+  }
+}
+
+TEST_CASE("a channel-bounded small all-gather leaves the rest of the NVLink port to a concurrent large one") {
+  // 64 KiB all-gather at LL runs on 2 of 24 channels (64 KiB < 3 x 32 KiB): its flows are bounded
+  // at 2/24 of LL's rate, far below the port. A 1 GiB all-gather started with it on the same GPUs
+  // takes the rest of every port: it ends no later than 1% after it would alone.
+  const ClusterSpec s = h100(1);
+  CollectiveOptions ll;
+  ll.algo = CollectiveAlgo::ring;
+  ll.protocol = Protocol::ll;
+  const auto small = call_on(CollectiveOp::all_gather, 0, 8, 65536);
+  const auto big = call_on(CollectiveOp::all_gather, 0, 8, 1 << 30);
+  const double big_alone = run_flows(s, {big}, ll)[0];
+  const auto both = run_flows(s, {small, big}, ll);
+  CHECK(both[1] <= big_alone * 1.01);
+  // The small one keeps its own, channel-bounded time.
+  CHECK(both[0] == rel_approx(estimate_collective(build_cluster(s), small, ll).time.seconds(), 0.01));
 }

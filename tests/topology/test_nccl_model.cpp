@@ -49,8 +49,9 @@ TEST_CASE("the cluster's NcclModel sets ring latencies: replaced base and NVLink
   const double S = 1e9;
   const CollectiveCall call = all_reduce(s, S);
   const CollectivePlan p = plan_collective(build_cluster(s), call, forced(CollectiveAlgo::ring, Protocol::simple));
-  // 2(n-1) = 14 ring steps, each an NVLink hop of 0.6 + 5 us, after the 20 us base.
-  CHECK(p.latency_s == rel_approx((20 + 14 * (0.6 + 5)) * 1e-6, 1e-12));
+  // 2(n-1) = 14 ring steps, each 6 slices (1e9 / 8 / 24 channels = 5.2 MB a step, 3 chunks of
+  // 2 MiB, 2 slices each) of an NVLink hop of 0.6 + 5 us, after the 20 us base.
+  CHECK(p.latency_s == rel_approx((20 + 6 * 14 * (0.6 + 5)) * 1e-6, 1e-12));
   // Bandwidth is untouched: 2(7/8) S over 450 x 20.6/25 GB/s.
   CHECK(p.bandwidth_s == rel_approx(2 * 7.0 / 8 * S / (450 * 20.6 / 25 * 1e9), 1e-12));
   const CollectiveEstimate e =
@@ -64,13 +65,16 @@ TEST_CASE("the cluster's NcclModel sets the multi-node net overhead factor and r
   const CollectiveCall call = all_reduce(s, 1e8);
   const CollectivePlan p = plan_collective(build_cluster(s), call, forced(CollectiveAlgo::ring, Protocol::simple));
   // 30 steps, 2 of them crossing nodes (2.7 + 11.3 us); the other 28 cost max(0.6 + 2.8, 5 x 1 us).
-  CHECK(p.latency_s == rel_approx((8.4 + 28 * 5.0 + 2 * (2.7 + 11.3)) * 1e-6, 1e-12));
+  // A step moves 2 x 15/16 x 1e8 / 30 / 24 channels = 260 kB, one chunk of 2 slices: the 28
+  // intra-node steps wait one more NVLink hop (0.6 + 2.8 us) each.
+  CHECK(p.latency_s == rel_approx((8.4 + 28 * 5.0 + 2 * (2.7 + 11.3) + 28 * 3.4) * 1e-6, 1e-12));
 
-  s.nccl.ring_ll_efficiency = 0.5;
+  s.nccl.ring_ll_efficiency = 0.3;
   const CollectivePlan ll = plan_collective(build_cluster(s), call, forced(CollectiveAlgo::ring, Protocol::ll));
-  CHECK(ll.efficiency == rel_approx(0.5, 1e-15));
-  // Ring bandwidth: 8 channels x min(50 x 0.96, 450 x 20.6/25 / 8) = 8 x 46.35 GB/s.
-  CHECK(ll.bandwidth_s == rel_approx(2 * 15.0 / 16 * 1e8 / (8 * (450 * 20.6 / 25 / 8) * 0.5 * 1e9), 1e-12));
+  CHECK(ll.efficiency == rel_approx(0.3, 1e-15));
+  // Ring bandwidth: 8 channels x min(50 x 0.96, 450 x 20.6/25 / 8) = 8 x 46.35 GB/s, 0.3 of it
+  // (111 GB/s) under LL's Hopper ceiling of 141 GB/s.
+  CHECK(ll.bandwidth_s == rel_approx(2 * 15.0 / 16 * 1e8 / (8 * (450 * 20.6 / 25 / 8) * 0.3 * 1e9), 1e-12));
 }
 
 TEST_CASE("the cluster's NcclModel sets tree latencies and the tree derating") {

@@ -174,6 +174,9 @@ double ring_steps(CollectiveOp op, int n) {
 
 struct Candidate {
   double latency_s = 0, efficiency = 1, bandwidth_s = 0;
+  double tuner_s = -1;  // NCCL's tuner's prediction; < 0: the same as latency_s + bandwidth_s
+  int channels = 0;
+  double rate_cap_gbps = std::numeric_limits<double>::infinity();
 };
 
 // Node-level egress of NCCL's double binary tree, in units of the buffer: the most any node sends.
@@ -307,7 +310,16 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       out.efficiency = p == Protocol::ll      ? (quarter ? nm.ring_ll_efficiency : nm.ring_ll_copy_efficiency)
                        : p == Protocol::ll128 ? nm.ring_ll128_efficiency
                                               : 1.0;
-      out.bandwidth_s = bus_factor(call.op, sh.n) * S / (ring_bw(s, sh) * out.efficiency * 1e9);
+      // NCCL's tuner ceilings on the whole ring (tuning.cc): LL's bus bandwidth at most llMaxBw,
+      // LL128's at most perChMaxRingLL128Bw per channel.
+      const int arch = nccl_arch_index(s.gpu);
+      const int N = std::max(1, nm.channels);
+      double full = ring_bw(s, sh) * out.efficiency;
+      if (p == Protocol::ll) full = std::min(full, nm.ll_max_gbps[static_cast<std::size_t>(arch)]);
+      if (p == Protocol::ll128)
+        full = std::min(full, N * nm.ring_ll128_per_channel_gbps[static_cast<std::size_t>(arch)]);
+      const double bus = bus_factor(call.op, sh.n) * S;
+      out.bandwidth_s = bus / (full * 1e9);
       if (multi) {
         // One ring channel per NIC visits the nodes in order: edge i -> i+1, and back to the first.
         const auto nodes = nodes_of(c, call.ranks);
@@ -318,6 +330,21 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
             std::max(out.bandwidth_s,
                      tier_seconds(s, edges, bus_factor(call.op, sh.n) * S / ch, ch, call.groups) / out.efficiency);
       }
+      // The ramp (enqueue.cc, device/prims): the call runs on nc of the N channels, each at most
+      // 1/N of the ring's rate, so a small call moves at nc/N of it; and every step a channel
+      // takes sends its share in chunks of slices, each a flagged transfer the next rank waits
+      // a hop for: past the first slice of a step, each further one costs another intra-node hop
+      // (network steps are posted by the proxy, NCCL_STEPS deep, and overlap).
+      out.tuner_s = out.latency_s + out.bandwidth_s;
+      const int nc = ring_channels(nm, p, S, sh.n);
+      out.channels = nc;
+      out.rate_cap_gbps = full * nc / N;
+      out.bandwidth_s = std::max(out.bandwidth_s, bus / (out.rate_cap_gbps * 1e9));
+      const double step_bytes = bus / steps / nc;
+      const int slices = ring_slices(nm, p, step_bytes);
+      const double hop =
+          intra_hop + (s.intra == IntraNodeFabric::nvswitch ? nm.ring_nvlink_extra_us[pi] : nm.ring_pcie_extra_us[pi]);
+      out.latency_s += (slices - 1) * (steps - inter_steps) * hop * 1e-6;
       return true;
     }
     case CollectiveAlgo::tree: {
@@ -385,6 +412,20 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
 }
 
 }  // namespace
+
+int ring_channels(const NcclModel& nm, Protocol p, double bytes, int ranks) {
+  const auto i = static_cast<std::size_t>(proto_index(p));
+  const double per_channel = nm.max_threads[i] * nm.thread_threshold_bytes[i] * (p == Protocol::ll ? ranks : 1);
+  int nc = std::max(1, nm.channels);
+  while (nc > 1 && bytes < nc * per_channel) --nc;
+  return nc;
+}
+
+int ring_slices(const NcclModel& nm, Protocol p, double step_bytes) {
+  const auto i = static_cast<std::size_t>(proto_index(p));
+  const double chunks = std::max(1.0, std::ceil(step_bytes / nm.chunk_bytes[i]));
+  return static_cast<int>(nm.slices_per_chunk[i] * chunks);
+}
 
 double ring_bandwidth_gbps(const Cluster& c, const std::vector<GpuId>& ranks) {
   return ring_bw(c.spec, shape_of(c, ranks));
@@ -470,10 +511,11 @@ CollectivePlan plan_collective(const Cluster& c, const CollectiveCall& call, con
     for (Protocol p : protos) {
       Candidate k;
       if (!candidate(c, call, sh, a, p, k)) continue;
-      const double t = k.latency_s + k.bandwidth_s;
+      // NCCL chooses by its tuner's prediction, not by what the call will then take.
+      const double t = k.tuner_s >= 0 ? k.tuner_s : k.latency_s + k.bandwidth_s;
       if (t < best_t) {  // ties keep the earlier (ring before tree, LL before Simple)
         best_t = t;
-        best = CollectivePlan{a, p, k.latency_s, k.efficiency, k.bandwidth_s};
+        best = CollectivePlan{a, p, k.latency_s, k.efficiency, k.bandwidth_s, t, k.channels, k.rate_cap_gbps};
       }
     }
   }

@@ -1,6 +1,8 @@
 #include "topology/collective_flow.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -36,12 +38,14 @@ void CollectiveFlows::start(const CollectiveCall& call, std::function<void()> on
   const Time lat = seconds(plan.latency_s);
   const double scale = 1.0 / plan.efficiency;
   // Inside a node the shortest path; across nodes through the receiver's rail (PXN).
-  auto flow_on = [&](std::vector<LinkId> path, double bytes) {
+  auto flow_on = [&](std::vector<LinkId> path, double bytes,
+                     double max_rate = std::numeric_limits<double>::infinity()) {
     ++pending->left;
-    net_.start(std::move(path), bytes * scale, one_done, lat);
+    net_.start(std::move(path), bytes * scale, one_done, lat, max_rate);
   };
-  auto flow = [&](GpuId a, GpuId b, double bytes) {
-    flow_on(cluster_.node_of(a) == cluster_.node_of(b) ? routes_.route(a, b) : routes_.route_rail(a, b), bytes);
+  auto flow = [&](GpuId a, GpuId b, double bytes, double max_rate = std::numeric_limits<double>::infinity()) {
+    flow_on(cluster_.node_of(a) == cluster_.node_of(b) ? routes_.route(a, b) : routes_.route_rail(a, b), bytes,
+            max_rate);
   };
   // Channel c's order of a node's members: rotated so channel c enters every node at the GPU
   // owning its NIC, and leaves through a different rail than the other channels (NCCL's rings).
@@ -149,6 +153,11 @@ void CollectiveFlows::start(const CollectiveCall& call, std::function<void()> on
     channels = static_cast<int>(strides.size());
   }
   const double per_flow = bus_factor(call.op, n) * S / channels;
+  // The ramp's ceiling on what a rank moves over all its channels (plan.rate_cap_gbps: fewer NCCL
+  // channels for a small call, LL's and LL128's per-channel ceilings) as each flow's own bound: a
+  // rank sends one flow per channel here, each carrying bytes / efficiency.
+  const double cap = std::isfinite(plan.rate_cap_gbps) ? plan.rate_cap_gbps * 1e9 / (plan.efficiency * channels)
+                                                       : std::numeric_limits<double>::infinity();
   const bool chain = call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce;
   for (int c = 0; c < channels; ++c) {
     std::vector<GpuId> ring;
@@ -173,7 +182,7 @@ void CollectiveFlows::start(const CollectiveCall& call, std::function<void()> on
     const int edges = chain ? n - 1 : n;
     for (int i = 0; i < edges; ++i) {
       flow(ring[static_cast<std::size_t>((first + i) % n)], ring[static_cast<std::size_t>((first + i + 1) % n)],
-           per_flow);
+           per_flow, cap);
     }
   }
 }

@@ -21,6 +21,19 @@ NcclModel::NcclModel() {
   tree_ll_efficiency = 1 / 3.8;
   tree_ll128_efficiency = 120.0 / 128;
   tree_ll128_intra_efficiency = 7.0 / 9;
+  channels = 24;
+  max_threads = {512, 640, 512};
+  thread_threshold_bytes = {8, 8, 64};
+  chunk_bytes = {32768, 576000, 2097152};
+  slices_per_chunk = {1, 1, 2};
+  ll_max_gbps = {39.0, 87.7, 141.0, 282.0};
+  ring_ll128_per_channel_gbps = {20.0, 20.0, 36.7, 40.0};
+  tree_per_channel_gbps = {26.5, 24.0, 38.7, 70.0};
+}
+
+int nccl_arch_index(const GpuSpec& gpu) {
+  if (gpu.nvlink_gen > 0) return gpu.nvlink_gen >= 5 ? 3 : gpu.nvlink_gen == 4 ? 2 : gpu.nvlink_gen == 3 ? 1 : 0;
+  return gpu.pcie_gen >= 6 ? 3 : gpu.pcie_gen == 5 ? 2 : 1;
 }
 
 }  // namespace ctwin

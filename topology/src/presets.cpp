@@ -69,11 +69,14 @@ bool preset_cluster(const std::string& name, int nodes, const GpuCatalog& gpus, 
   out.inter_latency_us = 2.7;
   if (p.intra == IntraNodeFabric::nvswitch) {
     out.intra_gbyte_per_s = gpu.nvlink_gbyte_per_s;
-    out.intra_latency_us = 0.6;
+    // NVLink 5 (B200): 1.4 us a hop, fitted on one published curve (HGX B200 all_gather at 1 KiB,
+    // 16.42 us = 6.6 + 7 hops; docs/validation-network.md); its all_reduce at 1 KiB (14 hops) checks it.
+    out.intra_latency_us = gpu.nvlink_gen >= 5 ? 1.4 : 0.6;
     out.intra_efficiency = nvlink_efficiency(gpu.nvlink_gen);
     // NVLink SHARP all-reduce: ~275 GB/s algbw (~480 busbw) of 450 line rate on 8 H100 (NCCL's
-    // maintainer, nccl-tests #212); the same fraction of line rate on later NVSwitch generations.
-    out.nvls_efficiency = gpu.nvlink_gen >= 4 ? 275.0 / 450.0 : 0.0;
+    // maintainer, nccl-tests #212). On NVLink 5 NCCL rates NVLS lower (tuning.cc nvlsEfficiency:
+    // 0.74 on Blackwell against 0.85 on Hopper), so the same fraction times 0.74 / 0.85.
+    out.nvls_efficiency = gpu.nvlink_gen >= 5 ? 275.0 / 450.0 * 0.74 / 0.85 : gpu.nvlink_gen == 4 ? 275.0 / 450.0 : 0.0;
   } else {
     out.intra_gbyte_per_s = gpu.pcie_gbyte_per_s;
     out.intra_latency_us = 1.0;

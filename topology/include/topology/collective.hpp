@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -84,13 +85,29 @@ bool nvls_eligible(const Cluster& c, const CollectiveCall& call);
 
 // What both fidelities run: the algorithm and protocol, the time before bytes move (NCCL's base
 // latency plus one hop latency per step), and the fraction of link bandwidth the protocol moves.
+//
+// The tuner chooses by NCCL's own time model (tuner_s: base latency, one hop per step, bytes at the
+// protocol's ceiling over every channel). The time the call then takes (latency_s + bandwidth_s)
+// is the ramp: NCCL runs a small call on fewer channels (channels), each moving at most its share
+// of the ring's rate, and a ring step that moves more than a chunk pays one hop per slice
+// (collective.cpp, ring_ramp). rate_cap_gbps bounds the bus bytes per second a rank moves over all
+// its channels; the flow fidelity turns it into per-flow rate bounds.
 struct CollectivePlan {
   CollectiveAlgo algo = CollectiveAlgo::ring;
   Protocol protocol = Protocol::simple;
   double latency_s = 0;
   double efficiency = 1;
   double bandwidth_s = 0;  // analytical: the bytes over the bottleneck at that efficiency
+  double tuner_s = 0;      // what NCCL's tuner predicts for this choice
+  int channels = 0;        // channels the call runs on (0: not a ring or tree)
+  double rate_cap_gbps = std::numeric_limits<double>::infinity();
 };
+
+// The ring's channel count for a call of `bytes` (NCCL's nBytes: the whole buffer) on `ranks`
+// ranks at a protocol: enqueue.cc drops channels while bytes < channels x threads x threshold.
+int ring_channels(const NcclModel& nm, Protocol p, double bytes, int ranks);
+// Slices one ring step of `step_bytes` per channel moves: slices per chunk times the chunks.
+int ring_slices(const NcclModel& nm, Protocol p, double step_bytes);
 
 // Throws std::invalid_argument when a forced algorithm or protocol cannot run the call.
 CollectivePlan plan_collective(const Cluster& c, const CollectiveCall& call, const CollectiveOptions& opt = {});

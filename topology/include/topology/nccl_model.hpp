@@ -6,6 +6,8 @@
 
 #include <array>
 
+#include "topology/catalog.hpp"
+
 namespace ctwin {
 
 struct NcclModel {
@@ -42,6 +44,36 @@ struct NcclModel {
   double tree_ll_efficiency;
   double tree_ll128_efficiency;
   double tree_ll128_intra_efficiency;
+
+  // How a call's bytes move (src/enqueue.cc, src/include/device.h, src/init.cc). Per protocol,
+  // indexed LL, LL128, Simple.
+  // Channels a communicator has (its ring graph's channels, duplicated): 24 on a DGX A100
+  // (nccl-tests #100's log, "Channel 23/24"), and taken the same on NVLink 4 and 5 nodes.
+  int channels;
+  // enqueue.cc's channel tuning for rings and trees: while the call's bytes are fewer than
+  // channels x threads x threshold, drop a channel. Threads per channel (NCCL_LL_MAX_NTHREADS
+  // 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512) and bytes per thread
+  // (NCCL_LL_THREAD_THRESHOLD 8, times the ranks for rings; LL128 8; Simple 64).
+  PerProtocol max_threads;
+  PerProtocol thread_threshold_bytes;
+  // The largest piece one ring step moves per channel before it signals the next rank (a chunk):
+  // a buffer slot (buffer / NCCL_STEPS = 8) times the chunk steps, in payload bytes. LL: a 64 KiB
+  // slot of 16-byte lines, half of it data, 32 KiB; LL128: 614,400-byte slot at 120 of 128 bytes
+  // data, 576,000; Simple: 4 MiB / 8 x 4 chunk steps (ALLREDUCE_CHUNKSTEPS), 2 MiB.
+  PerProtocol chunk_bytes;
+  // Slices per chunk, each a separately flagged transfer whose hop latency the next rank waits
+  // for: Simple's ring moves a chunk as CHUNKSTEPS / SLICESTEPS = 2 slices, LL and LL128 as one.
+  PerProtocol slices_per_chunk;
+  // Per-architecture ceilings (tuning.cc llMaxBws, perChMaxRingLL128Bws, perChMaxTreeBws, the
+  // one-node column), indexed Volta, Ampere, Hopper, Blackwell: LL's whole-ring bus bandwidth,
+  // and LL128's and the tree's per channel, GB/s.
+  std::array<double, 4> ll_max_gbps;
+  std::array<double, 4> ring_ll128_per_channel_gbps;
+  std::array<double, 4> tree_per_channel_gbps;
 };
+
+// NCCL's architecture index for its per-architecture tables (tuning.cc compCapIndex): Volta 0,
+// Ampere 1 (and Ada), Hopper 2, Blackwell 3, from the NVLink generation, else the PCIe generation.
+int nccl_arch_index(const GpuSpec& gpu);
 
 }  // namespace ctwin

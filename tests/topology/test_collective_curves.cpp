@@ -1,0 +1,159 @@
+// Whole nccl-tests curves (tests/topology/data/nccl-tests/*.txt, each with its source in its
+// header) against `ctwin collective`'s analytical model: every size of every curve, one test per
+// system. The brief's target is 10% from 1 MiB up and 25% below; each curve is held to what the
+// model reaches on it (docs/validation-network.md, "Whole curves", lists each with its mean and
+// worst error, and why the ones that miss the target miss it), so a change that moves any size
+// further from the published run fails.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "topology/catalog_json.hpp"
+#include "topology/cluster.hpp"
+#include "topology/collective.hpp"
+
+#include "tolerance.hpp"
+
+using namespace ctwin;
+using ctwin::test::rel_diff;
+
+namespace {
+
+struct Row {
+  double bytes, time_us, busbw;
+};
+
+struct Curve {
+  std::string op, cluster;
+  int nodes = 1;
+  std::vector<Row> rows;
+};
+
+Curve load(const std::string& name) {
+  const auto path = std::filesystem::path(CTWIN_SOURCE_DIR) / "tests/topology/data/nccl-tests" / name;
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in.good(), "cannot read " << path);
+  Curve c;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("# op: ", 0) == 0) c.op = line.substr(6);
+    if (line.rfind("# cluster: ", 0) == 0) {
+      std::istringstream h(line.substr(11));
+      std::getline(h, c.cluster, ',');
+      std::string key;
+      h >> key >> c.nodes;  // "nodes:" N
+    }
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream r(line);
+    Row row{};
+    r >> row.bytes >> row.time_us >> row.busbw;
+    REQUIRE_MESSAGE(!r.fail(), name << ": bad row '" << line << "'");
+    c.rows.push_back(row);
+  }
+  REQUIRE(!c.rows.empty());
+  return c;
+}
+
+CollectiveOp op_named(const std::string& s) {
+  for (CollectiveOp op :
+       {CollectiveOp::all_reduce, CollectiveOp::all_gather, CollectiveOp::reduce_scatter, CollectiveOp::all_to_all}) {
+    if (s == to_string(op)) return op;
+  }
+  FAIL("unknown op " << s);
+  return CollectiveOp::all_reduce;
+}
+
+struct Errors {
+  double small_worst = 0, big_worst = 0, big_mean = 0;  // |model / published - 1| of the time
+};
+
+// The model's time against the published one at every size (the busbw error is the same ratio).
+Errors compare(const std::string& file) {
+  const Curve c = load(file);
+  ClusterSpec s;
+  REQUIRE_MESSAGE(preset_cluster(c.cluster, c.nodes, builtin_gpus(), s), "no preset " << c.cluster);
+  const Cluster cl = build_cluster(s);
+  CollectiveCall call;
+  call.op = op_named(c.op);
+  for (int i = 0; i < cl.gpu_count(); ++i) call.ranks.emplace_back(i);
+  Errors e;
+  int big = 0;
+  for (const Row& r : c.rows) {
+    call.bytes = r.bytes;
+    const double t = estimate_collective(cl, call).time.micros();
+    const double err = rel_diff(t, r.time_us);
+    CAPTURE(file);
+    CAPTURE(r.bytes);
+    CAPTURE(r.time_us);
+    CAPTURE(t);
+    if (r.bytes >= (1 << 20)) {
+      e.big_worst = std::max(e.big_worst, err);
+      e.big_mean += err;
+      ++big;
+    } else {
+      e.small_worst = std::max(e.small_worst, err);
+    }
+  }
+  if (big > 0) e.big_mean /= big;
+  MESSAGE(file << ": below 1 MiB worst " << 100 * e.small_worst << "%, from 1 MiB worst " << 100 * e.big_worst
+               << "% mean " << 100 * e.big_mean << "%");
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("HGX B200 all_gather and reduce_scatter, 1 KiB to 8 GiB: the ring ramp within 11% at every size but one") {
+  // Errors are |model - published| / the larger of the two. The brief's target (10% from 1 MiB,
+  // 25% below) holds at 45 of the 48 sizes: all_gather's 16 MiB (10.9%) and reduce_scatter's
+  // 128 MiB (10.4%) sit just above 10%; reduce_scatter's 8 MiB point (58 us) is slower than its own
+  // 16 MiB point (52 us) in the published run, and 25% off the model: held to 26%.
+  const Errors ag = compare("hgx-b200-all_gather.txt");
+  CHECK(ag.small_worst <= 0.25);
+  CHECK(ag.big_worst <= 0.11);
+  CHECK(ag.big_mean <= 0.04);
+  const Errors rs = compare("hgx-b200-reduce_scatter.txt");
+  CHECK(rs.small_worst <= 0.25);
+  CHECK(rs.big_worst <= 0.26);
+  CHECK(rs.big_mean <= 0.065);
+}
+
+TEST_CASE(
+    "HGX B200 all_reduce: NVLS's asymptote from 2 GiB and ring LL below 1 MiB within target; NVLS's ramp is not") {
+  // From 2 GiB the run reaches NVLS's rate (839 GB/s busbw; NVLS at H100's measured share of line
+  // rate times NCCL's Blackwell/Hopper ratio, 0.74/0.85) and the model is within 3%; below 1 MiB
+  // ring LL within 13% (1.4 us hops, fitted on all_gather at 1 KiB only). Between, the run is
+  // 1.2-1.8x slower than NVLS at its asymptote and faster than any ring could be (722 GB/s busbw at
+  // 1 GiB): NVLS's own ramp, not modelled (docs/validation-network.md). Held to what it is.
+  const Errors ar = compare("hgx-b200-all_reduce.txt");
+  CHECK(ar.small_worst <= 0.25);
+  CHECK(ar.big_worst <= 0.46);
+}
+
+TEST_CASE("HGX B200 all_to_all: latency within target below 1 MiB; mid sizes miss by up to 55%") {
+  // p2p has no ramp in the model: NCCL's per-peer chunking is not modelled, so 1 MiB to 2 GiB runs
+  // 15-55% faster than published; 4 and 8 GiB within 9%.
+  const Errors a2a = compare("hgx-b200-all_to_all.txt");
+  CHECK(a2a.small_worst <= 0.25);
+  CHECK(a2a.big_worst <= 0.56);
+}
+
+TEST_CASE("8 A100 all_reduce, two published runs: within 48% (the LL128 region runs 1.4-1.9x slower than modelled)") {
+  // Both runs drive 8 GPUs from one process (-g 8), whose launch loop sets a ~36 us floor the model
+  // does not have; from 2 to 16 MiB (NCCL's tuner picks LL128) both runs are 1.4-1.9x the model,
+  // from 32 MiB (Simple) 1.1-1.2x; 1 GiB within 1%. docs/validation-network.md.
+  const Errors a80 = compare("a100-sxm4-80gb-all_reduce.txt");
+  CHECK(a80.small_worst <= 0.58);
+  CHECK(a80.big_worst <= 0.37);
+  const Errors a40 = compare("a100-sxm4-40gb-all_reduce.txt");
+  CHECK(a40.big_worst <= 0.48);
+}
+
+TEST_CASE("8 H20 (NVLink 4) all_reduce at 1-4 KiB within 6%: NCCL's 0.6 us NVLink hop holds on Hopper") {
+  const Errors h20 = compare("h20-all_reduce.txt");
+  CHECK(h20.small_worst <= 0.06);
+}
