@@ -69,11 +69,12 @@ CollectiveOp op_named(const std::string& s) {
 }
 
 struct Errors {
-  double small_worst = 0, big_worst = 0, big_mean = 0;  // |model / published - 1| of the time
+  double small_worst = 0, big_worst = 0, big_mean = 0;  // |model - published| / larger, of the time
+  double tail_worst = 0;                                 // from `tail_from` bytes up
 };
 
 // The model's time against the published one at every size (the busbw error is the same ratio).
-Errors compare(const std::string& file) {
+Errors compare(const std::string& file, double tail_from = 1e300) {
   const Curve c = load(file);
   ClusterSpec s;
   REQUIRE_MESSAGE(preset_cluster(c.cluster, c.nodes, builtin_gpus(), s), "no preset " << c.cluster);
@@ -91,6 +92,7 @@ Errors compare(const std::string& file) {
     CAPTURE(r.bytes);
     CAPTURE(r.time_us);
     CAPTURE(t);
+    if (r.bytes >= tail_from) e.tail_worst = std::max(e.tail_worst, err);
     if (r.bytes >= (1 << 20)) {
       e.big_worst = std::max(e.big_worst, err);
       e.big_mean += err;
@@ -129,8 +131,9 @@ TEST_CASE(
   // ring LL within 13% (1.4 us hops, fitted on all_gather at 1 KiB only). Between, the run is
   // 1.2-1.8x slower than NVLS at its asymptote and faster than any ring could be (722 GB/s busbw at
   // 1 GiB): NVLS's own ramp, not modelled (docs/validation-network.md). Held to what it is.
-  const Errors ar = compare("hgx-b200-all_reduce.txt");
+  const Errors ar = compare("hgx-b200-all_reduce.txt", 2.0 * (1 << 30));
   CHECK(ar.small_worst <= 0.25);
+  CHECK(ar.tail_worst <= 0.03);
   CHECK(ar.big_worst <= 0.46);
 }
 
