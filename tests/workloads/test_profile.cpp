@@ -155,8 +155,8 @@ TEST_CASE("a profile's NCCL tables and links reach the cluster's collectives") {
   CollectiveOptions o;
   o.algo = CollectiveAlgo::ring;
   o.protocol = Protocol::simple;
-  // 50 us base plus 14 NVLink hops of 1 + 2.8 us.
-  CHECK(plan_collective(build_cluster(s), call, o).latency_s == rel_approx((50 + 14 * 3.8) * 1e-6, 1e-12));
+  // 50 us base plus 14 steps, each 2 slices (one Simple chunk) of an NVLink hop of 1 + 2.8 us.
+  CHECK(plan_collective(build_cluster(s), call, o).latency_s == rel_approx((50 + 2 * 14 * 3.8) * 1e-6, 1e-12));
 }
 
 TEST_CASE("a profile written to JSON reads back the same, sources included") {
