@@ -153,6 +153,15 @@ TEST_CASE(
   REQUIRE(rs.size() == 2);
   CHECK(rs[0] == rel_approx(2 * (8192 + 64 + 3 * kLayer), 1e-12));
   CHECK(rs[1] == rel_approx(2 * (kLayer + 8192), 1e-12));
+  // DeepSpeed's default reduce bucket (5e8 elements) holds the whole model: one reduce-scatter at
+  // the end of backward, whatever DDP's grad_bucket_mb says.
+  s.reduce_bucket_elements = 5e8;
+  TrainingConfig small_ddp_buckets = zero3(1, s);
+  small_ddp_buckets.grad_bucket_bytes = 1000;
+  int n = 0;
+  for (const auto& c : dp_calls(small_ddp_buckets, static_cast<int>(Phase::backward)))
+    n += c.op == CollectiveOp::reduce_scatter;
+  CHECK(n == 1);
   // A bucket as large as the layer: one fetch per layer, as FSDP.
   s.prefetch_bucket_elements = fetched;
   CHECK(dp_calls(zero3(1, s), static_cast<int>(Phase::forward)).size() == 4);

@@ -623,9 +623,11 @@ class Builder {
           layer_done(dep);
           if (reduce_now) {
             bucket += layer_grad_bytes(layer);
-            // FSDP reduce-scatters each unit's gradients; DeepSpeed fills reduce_bucket_size.
-            const bool full = !zero3 || !ds || bucket >= shd.reduce_bucket_elements * cfg_.precision.grad_bytes;
-            if ((zero >= 3 && full) || (cfg_.overlap_grad_reduce && bucket >= cfg_.grad_bucket_bytes)) {
+            // FSDP reduce-scatters each unit's gradients, DeepSpeed each reduce_bucket_size of
+            // them; ZeRO-0 to 2 fill DDP-style buckets.
+            const bool flush = zero >= 3 ? !ds || bucket >= shd.reduce_bucket_elements * cfg_.precision.grad_bytes
+                                         : cfg_.overlap_grad_reduce && bucket >= cfg_.grad_bucket_bytes;
+            if (flush) {
               const std::size_t before = dp_tasks.size();
               flush_bucket(dep);
               if (zero3 && ds && !shd.overlap_comm && dp_tasks.size() > before) {
