@@ -39,6 +39,7 @@ std::span<const ParamTable> scenario_param_tables() {
         {"/model/generic_layers/N", "one layer of a generic model, per sample", generic_layer_params},
         {"/training", "the training job", training_params},
         {"/training/parallelism", "the layout; tp x pp x dp x cp = GPUs", parallelism_params},
+        {"/training/parallelism/sharding", "how ZeRO-3's collectives are issued, by framework", sharding_params},
         {"/training/precision", "dtypes and bytes per parameter", precision_params},
         {"/training/noise", "run-to-run variation: several steps, p50 and p99 step times", noise_params},
         {"/serving", "a serving replica: its GPUs, precisions and proposer, as vLLM's engine arguments",

@@ -10,6 +10,45 @@
 
 namespace ctwin {
 
+namespace {
+
+// /training/parallelism/sharding: the framework, then only its own knobs.
+Sharding read_sharding(const JsonObject& o) {
+  const ParamReader r(o, sharding_params);
+  Sharding s;
+  s.framework = r.choice("framework", sharding_framework_names);
+  using F = Sharding::Framework;
+  const struct {
+    const char* key;
+    F framework;
+  } owner[] = {{"backward_prefetch", F::fsdp1},
+               {"limit_all_gathers", F::fsdp1},
+               {"reshard_after_forward", F::fsdp2},
+               {"stage3_prefetch_bucket_size", F::deepspeed},
+               {"stage3_param_persistence_threshold", F::deepspeed},
+               {"reduce_bucket_size", F::deepspeed},
+               {"overlap_comm", F::deepspeed}};
+  for (const auto& k : owner) {
+    if (r.has(k.key) && k.framework != s.framework) {
+      o.fail(k.key,
+             std::string("found a ") + sharding_framework_names.name(k.framework) + " key with framework \"" +
+                 sharding_framework_names.name(s.framework) + "\"",
+             std::string("framework \"") + sharding_framework_names.name(k.framework) + "\", or no " + k.key);
+    }
+  }
+  s.backward_prefetch = r.choice("backward_prefetch", backward_prefetch_names);
+  s.limit_all_gathers = r.boolean("limit_all_gathers");
+  s.reshard_after_forward = r.boolean("reshard_after_forward");
+  s.prefetch_bucket_elements = r.number("stage3_prefetch_bucket_size");
+  s.persistence_threshold_elements = r.number("stage3_param_persistence_threshold");
+  s.reduce_bucket_elements = r.number("reduce_bucket_size");
+  s.overlap_comm = r.boolean("overlap_comm");
+  s.collective_overhead_s = r.number("collective_overhead_us") * 1e-6;
+  return s;
+}
+
+}  // namespace
+
 TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const ClusterSpec& cl) {
   const ParamReader r(o, training_params);
   TrainingConfig t;
@@ -64,6 +103,7 @@ TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const Clus
     par.sequence_parallel = p.boolean("sequence_parallel");
     par.tp_comm_overlap = p.boolean("tp_comm_overlap");
     par.zero_stage = static_cast<int>(p.integer("zero_stage"));
+    if (p.has("sharding")) par.sharding = read_sharding(po.object("sharding"));
     par.schedule = p.choice("schedule", schedule_names);
     par.virtual_stages = static_cast<int>(p.integer("virtual_stages"));
     par.order = p.string("order");

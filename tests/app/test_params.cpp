@@ -77,6 +77,16 @@ TEST_CASE("the declared defaults are the structs' defaults") {
   CHECK(schedule_names.parse(decl(parallelism_params, "schedule").def_name) == p.schedule);
   CHECK(cp_comm_names.parse(decl(parallelism_params, "cp_comm").def_name) == p.cp_comm);
   CHECK(decl(parallelism_params, "order").def_name == p.order);
+  const Sharding sh;
+  CHECK(sharding_framework_names.parse(decl(sharding_params, "framework").def_name) == sh.framework);
+  CHECK(backward_prefetch_names.parse(decl(sharding_params, "backward_prefetch").def_name) == sh.backward_prefetch);
+  CHECK(decl(sharding_params, "limit_all_gathers").def == (sh.limit_all_gathers ? 1 : 0));
+  CHECK(decl(sharding_params, "reshard_after_forward").def == (sh.reshard_after_forward ? 1 : 0));
+  CHECK(decl(sharding_params, "stage3_prefetch_bucket_size").def == sh.prefetch_bucket_elements);
+  CHECK(decl(sharding_params, "stage3_param_persistence_threshold").def == sh.persistence_threshold_elements);
+  CHECK(decl(sharding_params, "reduce_bucket_size").def == sh.reduce_bucket_elements);
+  CHECK(decl(sharding_params, "overlap_comm").def == (sh.overlap_comm ? 1 : 0));
+  CHECK(decl(sharding_params, "collective_overhead_us").def * 1e-6 == rel_approx(sh.collective_overhead_s, 1e-12));
   const Precision pr;
   CHECK(dtype_names.parse(decl(precision_params, "compute").def_name) == pr.compute);
   CHECK(decl(precision_params, "weight_bytes").def == pr.weight_bytes);

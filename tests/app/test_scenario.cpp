@@ -170,6 +170,28 @@ TEST_CASE("bad scenarios each give one error naming the path, what was found and
        "/training/parallelism/ep", "found 2 but the model has no experts"},
       {"zero stage out of range", [](json& j) { j["training"]["parallelism"]["zero_stage"] = 4; },
        "/training/parallelism/zero_stage", "found 4, out of range; expected an integer >= 0 and <= 3"},
+      {"unknown sharding framework",
+       [](json& j) {
+         j["training"]["parallelism"]["sharding"] = {{"framework", "megatron"}};
+       },
+       "/training/parallelism/sharding/framework", "found \"megatron\""},
+      {"a DeepSpeed knob with FSDP",
+       [](json& j) {
+         j["training"]["parallelism"]["sharding"] = {{"framework", "fsdp1"}, {"stage3_prefetch_bucket_size", 1e6}};
+       },
+       "/training/parallelism/sharding/stage3_prefetch_bucket_size",
+       "found a deepspeed key with framework \"fsdp1\"; expected framework \"deepspeed\", or no "
+       "stage3_prefetch_bucket_size"},
+      {"an FSDP2 knob with DeepSpeed",
+       [](json& j) {
+         j["training"]["parallelism"]["sharding"] = {{"framework", "deepspeed"}, {"reshard_after_forward", false}};
+       },
+       "/training/parallelism/sharding/reshard_after_forward", "found a fsdp2 key with framework \"deepspeed\""},
+      {"a zero prefetch bucket",
+       [](json& j) {
+         j["training"]["parallelism"]["sharding"] = {{"framework", "deepspeed"}, {"stage3_prefetch_bucket_size", 0}};
+       },
+       "/training/parallelism/sharding/stage3_prefetch_bucket_size", "found 0, out of range"},
       {"sequence parallel without tp",
        [](json& j) {
          j["training"]["parallelism"] = {{"tp", 1}, {"dp", 8}, {"sequence_parallel", true}};

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <span>
 #include <sstream>
 #include <string>
@@ -454,6 +455,31 @@ class Builder {
     return layer_grad_bytes(layer) / cfg_.precision.grad_bytes * cfg_.precision.weight_bytes;
   }
 
+  // The bytes of each ZeRO-3 all-gather of a layer. FSDP: the whole unit (one FlatParameter or
+  // one fully_shard group per transformer block). DeepSpeed: the tensors of at least
+  // stage3_param_persistence_threshold elements (the norms' scales and biases stay gathered),
+  // coalesced into buckets of at most stage3_prefetch_bucket_size elements, split evenly.
+  std::vector<double> gather_chunks(int layer) const {
+    const double w = cfg_.precision.weight_bytes;
+    double bytes = layer_param_bytes(layer);
+    const Sharding& s = par_.sharding;
+    if (s.framework != Sharding::Framework::deepspeed) return {bytes};
+    if (!m_.is_generic() && m_.hidden < s.persistence_threshold_elements) bytes -= 2.0 * dims_.norm_params * w;
+    const double elems = bytes / w;
+    const auto k = static_cast<std::size_t>(std::max(1.0, std::ceil(elems / s.prefetch_bucket_elements)));
+    return std::vector<double>(k, bytes / static_cast<double>(k));
+  }
+
+  // A ZeRO-3 collective as the framework issues it: its host work first (hooks, copy-in, the
+  // c10d call, Sharding::collective_overhead_s), then the collective, both on the DP stream.
+  StepOpId issue(std::uint32_t g, CollectiveOp op, double bytes, const std::string& name,
+                 std::span<const StepOpId> deps) {
+    const Time host = seconds(par_.sharding.collective_overhead_s);
+    if (host <= Time{}) return collective(g, 1, CommGroup::dp, op, bytes, name, deps);
+    const StepOpId h[] = {add(g, 1, host, "zero3_host", "host", OpClass::comm_dp, 0, 0, deps)};
+    return collective(g, 1, CommGroup::dp, op, bytes, name, h);
+  }
+
   void build_gpu(std::uint32_t g) {
     const Coords c = gpus_[g];
     const int stage = c.p, pp = par_.pp, v = par_.schedule == PipelineSchedule::interleaved ? par_.virtual_stages : 1;
@@ -472,17 +498,44 @@ class Builder {
       }
       const CollectiveOp op = zero >= 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce;
       StepOpId deps[] = {after};
-      dp_tasks.push_back(collective(g, 1, CommGroup::dp, op, bucket, "grad_" + std::string(to_string(op)), deps));
+      const std::string name = "grad_" + std::string(to_string(op));
+      dp_tasks.push_back(zero >= 3 ? issue(g, op, bucket, name, deps)
+                                   : collective(g, 1, CommGroup::dp, op, bucket, name, deps));
       bucket = 0;
     };
-    // ZeRO-3 / FSDP gathers a layer's parameters before using it, at most two layers ahead.
+    // ZeRO-3 gathers each layer's parameters before it runs, as the framework issues them
+    // (docs/training.md, "Sharded data parallelism"). recent[1] is the last layer this GPU
+    // finished, recent[0] the one before: a gather whose window is one unit ahead waits for
+    // recent[0] (the rate limiter: the layer before it has started), one past a DeepSpeed
+    // prefetch bucket for recent[1].
+    const Sharding& shd = par_.sharding;
+    using Framework = Sharding::Framework;
+    const bool fsdp1 = shd.framework == Framework::fsdp1, ds = shd.framework == Framework::deepspeed;
+    const bool limited = !fsdp1 || shd.limit_all_gathers;
+    const bool zero3 = zero >= 3 && dp_comm;
+    // FSDP2 without resharding keeps forward's parameters for backward; FSDP1's backward_pre,
+    // FSDP2 and DeepSpeed issue the next layer's backward gather before this layer's gradients.
+    const bool backward_gathers = shd.framework != Framework::fsdp2 || shd.reshard_after_forward;
+    const bool prefetch_backward = !fsdp1 || shd.backward_prefetch == Sharding::BackwardPrefetch::backward_pre;
     std::array<StepOpId, 2> recent{StepOpId::none(), StepOpId::none()};
-    auto gather = [&](int layer) -> StepOpId {
-      if (zero < 3 || !dp_comm) return StepOpId::none();
-      std::vector<StepOpId> deps;
-      if (recent[0].valid()) deps.push_back(recent[0]);
-      return collective(g, 1, CommGroup::dp, CollectiveOp::all_gather, layer_param_bytes(layer), "fsdp_all_gather",
-                        deps);
+    // A layer's gathers: all of them, or (a prefetch issued one layer early) the first only, or
+    // the rest. `early`: issued before the previous layer's compute, so its window is one
+    // layer nearer.
+    enum class Part { all, first, rest };
+    auto gather = [&](int layer, Part part, bool early = false) -> StepOpId {
+      if (!zero3) return StepOpId::none();
+      StepOpId last = StepOpId::none();
+      const std::int16_t issuing = cur_layer_;
+      cur_layer_ = static_cast<std::int16_t>(layer);  // the gather names the layer it gathers
+      const std::vector<double> chunks = gather_chunks(layer);
+      for (std::size_t i = part == Part::rest ? 1 : 0; i < (part == Part::first ? 1 : chunks.size()); ++i) {
+        std::vector<StepOpId> deps;
+        const StepOpId window = i > 0 ? recent[1] : !limited ? StepOpId::none() : early ? recent[1] : recent[0];
+        if (window.valid()) deps.push_back(window);
+        last = issue(g, CollectiveOp::all_gather, chunks[i], "fsdp_all_gather", deps);
+      }
+      cur_layer_ = issuing;
+      return last;
     };
     auto layer_done = [&](StepOpId t) {
       recent[0] = recent[1];
@@ -522,7 +575,7 @@ class Builder {
         for (int l = 0; l < chunk_layers; ++l) {
           const int layer = chunk_first + l;
           cur_layer_ = static_cast<std::int16_t>(layer);
-          StepOpId gth = gather(layer);
+          StepOpId gth = gather(layer, Part::all);
           dep = run_items(g, items_for(layer), Pass::forward, dep, gth);
           layer_done(dep);
         }
@@ -545,11 +598,21 @@ class Builder {
           bucket += (own_head ? static_cast<double>(m_.hidden) * m_.vocab / par_.tp : 0.0) * cfg_.precision.grad_bytes +
                     dims_.norm_params * cfg_.precision.grad_bytes;
         }
+        StepOpId prefetched = StepOpId::none();
         for (int l = chunk_layers - 1; l >= 0; --l) {
           const int layer = chunk_first + l;
           const auto& items = items_for(layer);
           cur_layer_ = static_cast<std::int16_t>(layer);
-          StepOpId gth = gather(layer);
+          StepOpId gth = StepOpId::none();
+          if (backward_gathers && prefetch_backward) {
+            // The top layer's first gather now; the others were prefetched a layer early.
+            const StepOpId first_gth = l == chunk_layers - 1 ? gather(layer, Part::first) : prefetched;
+            const StepOpId rest = gather(layer, Part::rest);
+            gth = rest.valid() ? rest : first_gth;
+            prefetched = l > 0 ? gather(layer - 1, Part::first, true) : StepOpId::none();
+          } else if (backward_gathers) {
+            gth = gather(layer, Part::all);
+          }
           if (cfg_.recompute == Recompute::full || !attention_core_.empty()) {
             cur_phase_ = StepPhase::recompute;
             dep = run_items(g, cfg_.recompute == Recompute::full ? items : attention_core_, Pass::forward, dep, gth);
@@ -560,7 +623,19 @@ class Builder {
           layer_done(dep);
           if (reduce_now) {
             bucket += layer_grad_bytes(layer);
-            if (zero >= 3 || (cfg_.overlap_grad_reduce && bucket >= cfg_.grad_bucket_bytes)) flush_bucket(dep);
+            // FSDP reduce-scatters each unit's gradients, DeepSpeed each reduce_bucket_size of
+            // them; ZeRO-0 to 2 fill DDP-style buckets.
+            const bool flush = zero >= 3 ? !ds || bucket >= shd.reduce_bucket_elements * cfg_.precision.grad_bytes
+                                         : cfg_.overlap_grad_reduce && bucket >= cfg_.grad_bucket_bytes;
+            if (flush) {
+              const std::size_t before = dp_tasks.size();
+              flush_bucket(dep);
+              if (zero3 && ds && !shd.overlap_comm && dp_tasks.size() > before) {
+                // Without overlap_comm the reduction runs in line: backward waits for it.
+                StepOpId both[] = {dep, dp_tasks.back()};
+                dep = add(g, 0, Time{}, "reduce_wait", "elementwise", OpClass::compute, 0, 0, both);
+              }
+            }
           }
         }
         cur_layer_ = -1;

@@ -22,6 +22,40 @@ inline constexpr auto schedule_names = make_names<PipelineSchedule>({{PipelineSc
 inline constexpr auto attention_names =
     make_names<AttentionKernel>({{AttentionKernel::flash, "flash"}, {AttentionKernel::standard, "standard"}});
 
+// How the framework behind ZeRO-3 issues its collectives (docs/training.md, "Sharded data
+// parallelism"): PyTorch FSDP1 (FlatParameter per wrapped unit), FSDP2 (fully_shard per block)
+// or DeepSpeed ZeRO-3 (per-module fetches coalesced into prefetch buckets). Each knob carries
+// its framework's own name and default.
+struct Sharding {
+  enum class Framework { fsdp1, fsdp2, deepspeed };
+  enum class BackwardPrefetch { backward_pre, backward_post, none };
+  Framework framework = Framework::fsdp1;
+  // FSDP1: when the next unit's all-gather is issued in backward (torch's default BACKWARD_PRE:
+  // before the current unit's gradient computation; BACKWARD_POST: after it, behind its
+  // reduce-scatter), and the rate limiter (at most two all-gathers in flight).
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::backward_pre;
+  bool limit_all_gathers = true;
+  // FSDP2: false keeps the gathered parameters from forward to backward (no backward gathers).
+  bool reshard_after_forward = true;
+  // DeepSpeed ZeRO-3, in elements (parameters), as its config names them.
+  double prefetch_bucket_elements = 5e7;        // stage3_prefetch_bucket_size
+  double persistence_threshold_elements = 1e5;  // stage3_param_persistence_threshold
+  double reduce_bucket_elements = 5e8;          // reduce_bucket_size
+  bool overlap_comm = true;                     // reduce-scatter beside backward (else on its stream)
+  // Host work per collective the framework issues (hooks, flatten/copy-in, the c10d call); it
+  // delays the collective on the DP stream.
+  double collective_overhead_s = 10e-6;
+};
+
+inline constexpr auto sharding_framework_names =
+    make_names<Sharding::Framework>({{Sharding::Framework::fsdp1, "fsdp1"},
+                                     {Sharding::Framework::fsdp2, "fsdp2"},
+                                     {Sharding::Framework::deepspeed, "deepspeed"}});
+inline constexpr auto backward_prefetch_names =
+    make_names<Sharding::BackwardPrefetch>({{Sharding::BackwardPrefetch::backward_pre, "backward_pre"},
+                                            {Sharding::BackwardPrefetch::backward_post, "backward_post"},
+                                            {Sharding::BackwardPrefetch::none, "none"}});
+
 struct Parallelism {
   int tp = 1;  // tensor parallel (Megatron column/row split)
   int pp = 1;  // pipeline stages
@@ -36,6 +70,7 @@ struct Parallelism {
   bool sequence_parallel = false;
   bool tp_comm_overlap = false;  // TP collectives overlap the adjacent GEMM (Megatron tp_comm_overlap)
   int zero_stage = 0;            // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (FSDP)
+  Sharding sharding;             // how ZeRO-3's collectives are issued
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int virtual_stages = 1;                // interleaved 1F1B: model chunks per stage
   std::string order = "tp-cp-ep-dp-pp";  // rank placement, innermost first (Megatron's order)
