@@ -62,8 +62,8 @@ struct Timed {
   TrainingResult r;
 };
 
-Timed timed(const ModelSpec& m, const TrainingConfig& c, const Cluster& cl, bool fold, bool progress,
-            const char* what, bool fold_ranks = true) {
+Timed timed(const ModelSpec& m, const TrainingConfig& c, const Cluster& cl, bool fold, bool progress, const char* what,
+            bool fold_ranks = true) {
   if (progress) std::fprintf(stderr, "bench training: %s ...\n", what);
   TrainingOptions o;
   o.fold = fold;

@@ -124,5 +124,4 @@ void StreamExecutor::finish(std::uint32_t t) {
   if (s.valid()) try_start(s.value);
 }
 
-
 }  // namespace ctwin
