@@ -8,6 +8,7 @@
 #include "topology/cluster.hpp"
 #include "topology/network.hpp"
 #include "workloads/step_program.hpp"
+#include "workloads/step_run.hpp"
 #include "workloads/training_sim.hpp"
 
 #include "tiny_models.hpp"
@@ -207,4 +208,24 @@ TEST_CASE("noise and flow fidelity keep every TP rank") {
   const auto n = simulate_training(gpt_small(), c, nodes(1), {});
   CHECK_FALSE(n.tp_folded);
   CHECK(n.simulated_gpus == 4);
+}
+
+TEST_CASE("each collective call is priced as its own (group, op, bytes), however many share a group") {
+  // Gradient buckets of one DP group: one per layer (a 1-byte bucket flushes after each layer)
+  // and the embedding's, of other sizes, so one group and op carry calls of several sizes.
+  auto c = layout(1, 1, 2, 1);
+  c.overlap_grad_reduce = true;
+  c.grad_bucket_bytes = 1;
+  const Cluster cl = nodes(1);
+  const StepProgram p = build_training_step(gpt_small(), c, cl, {});
+  const auto t = analytical_call_times(p, cl, {});
+  REQUIRE(t.size() == p.calls.size());
+  bool sizes_differ = false;
+  for (std::size_t r = 0; r < p.calls.size(); ++r) {
+    const StepCall& call = p.calls[r];
+    sizes_differ =
+        sizes_differ || (call.group == p.calls[0].group && call.op == p.calls[0].op && call.bytes != p.calls[0].bytes);
+    CHECK(t[r] == analytical_collective_time(cl, CollectiveCall{call.op, p.groups[call.group], call.bytes}, {}));
+  }
+  CHECK(sizes_differ);
 }
