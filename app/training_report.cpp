@@ -124,8 +124,8 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
                    {"step_times_s", r.step_times_s}};
   }
   j["warnings"] = training_warnings(sc, r);
-  j["simulation"] =
-      J{{"simulated_gpus", r.simulated_gpus}, {"folded", r.folded}, {"tasks", r.tasks}, {"events", r.events}};
+  j["simulation"] = J{{"simulated_gpus", r.simulated_gpus}, {"folded", r.folded}, {"tp_folded", r.tp_folded},
+                      {"cp_folded", r.cp_folded},           {"tasks", r.tasks},   {"events", r.events}};
   return j;
 }
 
@@ -227,9 +227,17 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
       o += line;
     }
   }
+  // What stood for what (docs/training.md, "Folding").
+  std::string folded;
+  auto fold_part = [&](bool on, const std::string& what) {
+    if (on) folded += (folded.empty() ? " (folded: " : ", ") + what;
+  };
+  fold_part(r.folded, "identical data-parallel replicas into one");
+  fold_part(r.tp_folded, "each TP group's " + std::to_string(p.tp) + " ranks into one");
+  fold_part(r.cp_folded, "each CP group's " + std::to_string(p.cp) + " ranks into one");
+  if (!folded.empty()) folded += "; --no-fold to simulate all)";
   std::snprintf(line, sizeof line, "\n  simulated %d of %d GPUs%s: %llu tasks, %llu events\n", r.simulated_gpus, r.gpus,
-                r.folded ? " (identical data-parallel replicas folded into one; --no-fold to simulate all)" : "",
-                static_cast<unsigned long long>(r.tasks), static_cast<unsigned long long>(r.events));
+                folded.c_str(), static_cast<unsigned long long>(r.tasks), static_cast<unsigned long long>(r.events));
   o += line;
   return o;
 }

@@ -1,9 +1,11 @@
-// Simulation speed of whole training steps at scale. The baseline is the same step simulated
-// unfolded (every data-parallel replica) in the same process: the folded/unfolded ratio is
-// what exploiting symmetry buys.
+// Simulation speed of whole training steps at scale. The baselines are the same step simulated
+// with less folding in the same process: every data-parallel replica (unfolded), or one replica
+// with every rank of its TP groups (replicas only, the folding before TP ranks were folded). The
+// ratios are what exploiting symmetry buys.
 #include <sys/resource.h>
 #include <chrono>
 #include <cstdio>
+#include <stdexcept>
 
 #include "bench.hpp"
 #include "bench_clusters.hpp"
@@ -29,6 +31,26 @@ ModelSpec llama(int layers, long hidden, int heads, long ffn) {
 
 Cluster h100(int gpus) { return build_cluster(bench_dgx_h100(gpus / 8)); }
 
+// Megatron-Turing NLG 530B (Smith et al. 2022, "Using DeepSpeed and Megatron to Train
+// Megatron-Turing NLG 530B", Table 1 and Section 3): 105 layers, hidden 20480, 128 heads,
+// sequence 2048, GPT-style (GELU, LayerNorm, learned positions, tied embedding), vocabulary 51200.
+ModelSpec mt_nlg_530b() {
+  ModelSpec m;
+  m.name = "mt-nlg-530b";
+  m.layers = 105;
+  m.hidden = 20480;
+  m.heads = 128;
+  m.kv_heads = 128;
+  m.ffn_hidden = 4 * 20480;
+  m.activation = Activation::gelu;
+  m.norm = Norm::layernorm;
+  m.vocab = 51200;
+  m.max_seq = 2048;
+  m.tied_embeddings = true;
+  m.learned_positions = true;
+  return m;
+}
+
 double peak_rss_gib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -40,11 +62,12 @@ struct Timed {
   TrainingResult r;
 };
 
-Timed timed(const ModelSpec& m, const TrainingConfig& c, const Cluster& cl, bool fold, bool progress,
-            const char* what) {
+Timed timed(const ModelSpec& m, const TrainingConfig& c, const Cluster& cl, bool fold, bool progress, const char* what,
+            bool fold_ranks = true) {
   if (progress) std::fprintf(stderr, "bench training: %s ...\n", what);
   TrainingOptions o;
   o.fold = fold;
+  o.fold_ranks = fold_ranks;
   const auto t0 = std::chrono::steady_clock::now();
   TrainingResult r = simulate_training(m, c, cl, o);
   return {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), std::move(r)};
@@ -54,6 +77,35 @@ Timed timed(const ModelSpec& m, const TrainingConfig& c, const Cluster& cl, bool
 
 nlohmann::ordered_json bench_training(const BenchOptions& o) {
   nlohmann::ordered_json j;
+  {
+    // MT-NLG 530B as trained on 560 DGX A100 GPUs: TP8 PP35 DP2, micro-batch 1, global batch
+    // 1920 (960 micro-batches per replica), full recomputation. Runs first, so the peak RSS
+    // read right after it is its own.
+    TrainingConfig c;
+    c.parallel.tp = 8;
+    c.parallel.pp = o.quick ? 5 : 35;
+    c.parallel.dp = 2;
+    c.micro_batch = 1;
+    c.seq_len = 2048;
+    c.global_batch = o.quick ? 20 : 1920;
+    c.recompute = Recompute::full;
+    c.attention = AttentionKernel::standard;
+    const int gpus = c.parallel.tp * c.parallel.pp * c.parallel.dp;
+    ClusterSpec a100;
+    if (!preset_cluster("dgx-a100", gpus / 8, builtin_gpus(), a100)) throw std::logic_error("no dgx-a100 preset");
+    const Cluster cl = build_cluster(a100);
+    const ModelSpec m = mt_nlg_530b();
+    const auto folded = timed(m, c, cl, true, o.progress, "530B folded");
+    j["mt_nlg_530b_gpus"] = gpus;
+    j["mt_nlg_530b_simulated_gpus"] = folded.r.simulated_gpus;
+    j["mt_nlg_530b_folded_wall_s"] = folded.wall_s;
+    j["mt_nlg_530b_folded_peak_rss_gib"] = peak_rss_gib();
+    const auto replicas = timed(m, c, cl, true, o.progress, "530B replicas only", false);
+    j["mt_nlg_530b_replicas_only_wall_s"] = replicas.wall_s;
+    j["mt_nlg_530b_fold_ranks_speedup"] = replicas.wall_s / folded.wall_s;
+    j["mt_nlg_530b_folded_equals_replicas_only"] = folded.r.step_time_s == replicas.r.step_time_s;
+    j["mt_nlg_530b_step_time_s"] = folded.r.step_time_s;
+  }
   // Llama 3 405B as Meta trained it on 16,384 H100 (The Llama 3 Herd of Models, Table 4):
   // TP8, PP16, DP128, sequence 8192, 2,048 sequences per step. 126 layers do not split into 16
   // equal stages; Meta's pipeline balanced them with fewer layers on the first and last stage,
@@ -74,6 +126,7 @@ nlohmann::ordered_json bench_training(const BenchOptions& o) {
   const auto folded = timed(big, c, cl, true, o.progress, "405B folded");
   const auto unfolded = timed(big, c, cl, false, o.progress, "405B unfolded");
   j["llama3_405b_gpus"] = gpus;
+  j["llama3_405b_simulated_gpus"] = folded.r.simulated_gpus;
   j["folded_wall_s"] = folded.wall_s;
   j["unfolded_wall_s"] = unfolded.wall_s;
   j["fold_speedup"] = unfolded.wall_s / folded.wall_s;

@@ -104,6 +104,7 @@ void StreamExecutor::finish_rendezvous(RendezvousId r) {
 
 void StreamExecutor::finish(std::uint32_t t) {
   timings_[t].end = engine_.now();
+  makespan_ = std::max(makespan_, timings_[t].end);
   ++done_;
   const StreamId s = graph_.tasks_[t].stream;
   if (s.valid()) {
@@ -121,12 +122,6 @@ void StreamExecutor::finish(std::uint32_t t) {
     }
   }
   if (s.valid()) try_start(s.value);
-}
-
-Time StreamExecutor::makespan() const {
-  Time m{};
-  for (const auto& t : timings_) m = std::max(m, t.end);
-  return m;
 }
 
 }  // namespace ctwin

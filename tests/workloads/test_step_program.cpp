@@ -47,7 +47,9 @@ std::vector<const StepOp*> ops_where(const StepProgram& p, std::uint32_t gpu, in
 TEST_CASE("step program: one op per layer item, the fused QKV GEMM and two TP all-reduces of s*b*h per forward") {
   const ModelSpec m = tiny();
   const TrainingConfig cfg = layout(2, 1, 1, 2);
-  const StepProgram p = build_training_step(m, cfg, node8(), TrainingOptions{});
+  TrainingOptions both_ranks;
+  both_ranks.fold_ranks = false;  // each TP rank's own ops
+  const StepProgram p = build_training_step(m, cfg, node8(), both_ranks);
   REQUIRE(p.gpus.size() == 2);
   CHECK(p.gpus[0].rank == 0);
   CHECK(p.gpus[1].rank == 1);
@@ -105,6 +107,7 @@ TEST_CASE("step program: pipeline transfers move one micro-batch's s*b*h/tp betw
 TEST_CASE("step program: folding keeps one data-parallel replica, and the collectives come from the program") {
   TrainingOptions opt;
   opt.trace = true;
+  opt.fold_ranks = false;  // the replica's two TP ranks both (tests/workloads/test_fold.cpp folds them)
   const TrainingConfig cfg = layout(2, 1, 4, 2);
   const StepProgram p = build_training_step(tiny(), cfg, node8(), opt);
   CHECK(p.folded);

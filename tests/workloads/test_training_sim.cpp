@@ -128,6 +128,7 @@ TEST_CASE("the simulation is deterministic: two runs give identical traces") {
 
 TEST_CASE("folding data-parallel replicas gives exactly the unfolded result") {
   TrainingOptions folded, unfolded;
+  folded.fold_ranks = false;  // replicas alone (tests/workloads/test_fold.cpp folds TP ranks too)
   unfolded.fold = false;
   auto c = dp8();
   c.parallel.tp = 2;
@@ -431,6 +432,7 @@ TEST_CASE("the trace links each collective's members by arrows and pipeline send
   c.global_batch = 8;
   TrainingOptions opt;
   opt.trace = true;
+  opt.fold_ranks = false;  // both TP ranks in the trace
   const auto r = simulate_training(llama32_1b(), c, dgx_h100(), opt);
   // One replica of 2 TP ranks: every TP collective has 2 members, so 2 arrows (0->1, 1->0).
   int tp_arrows = 0;

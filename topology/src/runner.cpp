@@ -40,6 +40,19 @@ struct CollectiveRunner::Impl {
   }
 };
 
+Time analytical_collective_time(const Cluster& cluster, const CollectiveCall& call, const CollectiveOptions& options) {
+  // A training step is SPMD: a collective over some GPUs of its nodes runs beside identical
+  // ones over the other GPUs of the same nodes (the other data-parallel groups), sharing the
+  // fabric's uplinks, as the flow fidelity sees. The shared NICs and NVLink are charged per call.
+  if (call.groups > 1 || call.ranks.empty()) return estimate_collective(cluster, call, options).time;
+  CollectiveCall spmd = call;
+  std::vector<int> per_node(static_cast<std::size_t>(cluster.spec.nodes), 0);
+  int local = 0;
+  for (GpuId g : call.ranks) local = std::max(local, ++per_node[static_cast<std::size_t>(cluster.node_of(g))]);
+  spmd.groups = std::max(1, cluster.spec.gpus_per_node / local);
+  return estimate_collective(cluster, spmd, options).time;
+}
+
 CollectiveRunner::CollectiveRunner(Engine& engine, const Cluster& cluster, Fidelity fidelity)
     : CollectiveRunner(engine, cluster, fidelity, CollectiveOptions{}) {}
 
@@ -59,18 +72,7 @@ void CollectiveRunner::start(const CollectiveCall& call, InplaceFunction<void()>
   Impl* m = impl_.get();
   const std::uint32_t slot = m->park(std::move(on_done));
   if (m->fidelity == Fidelity::analytical) {
-    // A training step is SPMD: a collective over some GPUs of its nodes runs beside identical
-    // ones over the other GPUs of the same nodes (the other data-parallel groups), sharing the
-    // fabric's uplinks, as the flow fidelity sees. The shared NICs and NVLink are charged per call.
-    CollectiveCall spmd = call;
-    if (spmd.groups <= 1 && !call.ranks.empty()) {
-      std::vector<int> per_node(static_cast<std::size_t>(m->cluster.spec.nodes), 0);
-      int local = 0;
-      for (GpuId g : call.ranks) local = std::max(local, ++per_node[static_cast<std::size_t>(m->cluster.node_of(g))]);
-      spmd.groups = std::max(1, m->cluster.spec.gpus_per_node / local);
-    }
-    const CollectiveEstimate e = estimate_collective(m->cluster, spmd, m->options);
-    m->engine.schedule_in(e.time, [m, slot] { m->fire(slot); });
+    m->engine.schedule_in(analytical_collective_time(m->cluster, call, m->options), [m, slot] { m->fire(slot); });
     return;
   }
   m->flows->start(call, [m, slot] { m->fire(slot); });

@@ -18,6 +18,7 @@ namespace {
 
 // What one folded sample of k micro-batches per replica holds.
 struct Sample {
+  int gpus = 0;  // simulated
   double ops = 0, deps = 0, calls = 0, comm_ops = 0, events = 0;
   double trace_events = 0, trace_ctt = 0, trace_json = 0, trace_host = 0;  // arrows not included
   double pipe_arrows = 0, coll_arrows = 0;  // pipeline-transfer arrows; collective ring arrows (uncapped)
@@ -42,12 +43,15 @@ Sample measure(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& clu
   c.global_batch = c.micro_batch * c.parallel.dp * k;
   c.noise = NoiseSpec{};  // one step, no noise: the sample stays folded
   TrainingOptions o = opt;
+  // An unfolded run simulates every rank of every TP and CP group: so does its sample.
+  o.fold_ranks = opt.fold_ranks && opt.fold && !cfg.noise.active() && !opt.flow_network;
   o.fold = replicas == 1;
   o.flow_network = false;
   o.progress = nullptr;
   Sample s;
   {
     const StepProgram p = build_training_step(m, c, cluster, o);
+    s.gpus = static_cast<int>(p.gpus.size());
     s.ops = static_cast<double>(p.ops.size());
     s.deps = static_cast<double>(p.deps.size() + p.late_deps.size());
     s.calls = static_cast<double>(p.calls.size());
@@ -138,7 +142,6 @@ RunEstimate estimate_training_run(const ModelSpec& m, const TrainingConfig& cfg,
   const bool fold = opt.fold && !cfg.noise.active() && !opt.flow_network;
   const int replicas = fold ? 1 : par.dp;
   e.folded = fold && par.dp > 1;
-  e.simulated_gpus = par.tp * par.pp * par.cp * replicas;
   const int mbs = std::max(1, cfg.grad_accum());
   e.micro_batches = mbs;
   // Samples of whole multiples of pp (interleaved schedules need them): from pp micro-batches on
@@ -147,6 +150,7 @@ RunEstimate estimate_training_run(const ModelSpec& m, const TrainingConfig& cfg,
   int k1 = unit, k2 = 2 * unit;
   if (mbs <= k2) k1 = k2 = mbs;
   const Sample s1 = measure(m, cfg, cluster, opt, k1, 1, count_events);
+  e.simulated_gpus = s1.gpus * replicas;  // TP and CP ranks folded as the run folds them
   const Sample s2 = k2 == k1 ? s1 : measure(m, cfg, cluster, opt, k2, 1, count_events);
   e.exact = k1 == mbs && replicas == 1 && !cfg.noise.active() && !opt.flow_network;
   const double r = replicas;

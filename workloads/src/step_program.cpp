@@ -5,12 +5,16 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <span>
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "sim/error.hpp"
+#include "sim/random.hpp"
+#include "topology/network.hpp"
 #include "workloads/compute_model.hpp"
 #include "workloads/layer_ops.hpp"
 #include "workloads/layout_check.hpp"
@@ -94,7 +98,9 @@ struct Placement {
 
 class Builder {
  public:
-  Builder(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cl, const TrainingOptions& opt)
+  // fold_ranks: with opt.fold, one rank of each TP and CP group too (build_training_step checks
+  // the result is exact and otherwise builds again without it).
+  Builder(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cl, const TrainingOptions& opt, bool fold_ranks)
       : m_(m), cfg_(cfg), opt_(opt), par_(cfg.parallel), place_(cfg.parallel) {
     cm_ = opt.cost_model ? opt.cost_model : default_cost_model(cl.spec.gpu, cfg.precision.compute);
     shape_ = layer_shape(m, cfg);
@@ -118,23 +124,87 @@ class Builder {
     split_ = pipeline_split(layers_, par_);
     mbs_ = std::max(1, cfg.grad_accum());
     replicas_ = opt.fold ? 1 : par_.dp;
+    // Flows and noise tell ranks apart (links shared between groups, per-GPU draws).
+    fold_ranks = fold_ranks && opt.fold && !opt.flow_network && !cfg.noise.active();
+    fold_tp_ = fold_ranks && par_.tp > 1;
+    fold_cp_ = fold_ranks && par_.cp > 1;
     for (int d = 0; d < replicas_; ++d)
       for (int p = 0; p < par_.pp; ++p)
-        for (int c = 0; c < par_.cp; ++c)
-          for (int t = 0; t < par_.tp; ++t) gpus_.push_back(Coords{t, c, d, p});
+        for (int c = 0; c < (fold_cp_ ? 1 : par_.cp); ++c)
+          for (int t = 0; t < (fold_tp_ ? 1 : par_.tp); ++t) gpus_.push_back(Coords{t, c, d, p});
     std::sort(gpus_.begin(), gpus_.end(),
               [&](const Coords& a, const Coords& b) { return place_.rank(a) < place_.rank(b); });
     seq_.assign(gpus_.size(), {});
     p_.folded = opt.fold && par_.dp > 1;
+    p_.tp_folded = fold_tp_;
+    p_.cp_folded = fold_cp_;
     for (const Coords& c : gpus_) p_.gpus.push_back(StepGpu{c.t, c.c, c.d, c.p, place_.rank(c)});
   }
 
   void build() {
     if (par_.schedule == PipelineSchedule::zero_bubble) zb_order_ = zero_bubble_order();
-    for (std::uint32_t g = 0; g < gpus_.size(); ++g) build_gpu(g);
+    for (std::uint32_t g = 0; g < gpus_.size(); ++g) {
+      build_gpu(g);
+      if (g == 0 && gpus_.size() > 1) {
+        // Every GPU runs about as many ops as the first: room for all of them at once spares
+        // the copies (and fresh pages) of growing the arrays by doubling.
+        const std::size_t n = gpus_.size() + gpus_.size() / 16;
+        p_.ops.reserve(p_.ops.size() * n);
+        p_.deps.reserve(p_.deps.size() * n);
+      }
+    }
   }
 
   StepProgram take() { return std::move(p_); }
+
+  // Whether every folded-away TP/CP rank's collectives take the time its simulated peer's take:
+  // then their timelines are the simulated ones (same kernels, same dependencies), and the
+  // folded run is the unfolded one. A peer's group is the simulated group with each rank's TP
+  // and CP coordinates rotated; the analytical model prices it from its ranks' placement.
+  bool ranks_fold_exactly(const Cluster& cl) const {
+    if (!fold_tp_ && !fold_cp_) return true;
+    std::vector<std::pair<int, int>> shifts;  // (tp, cp) offsets of the folded-away peers
+    for (int c = 0; c < (fold_cp_ ? par_.cp : 1); ++c)
+      for (int t = 0; t < (fold_tp_ ? par_.tp : 1); ++t)
+        if (t != 0 || c != 0) shifts.emplace_back(t, c);
+    auto rotate = [&](int rank, int dt, int dc) {
+      const int t = rank / place_.stride[0] % par_.tp, c = rank / place_.stride[1] % par_.cp;
+      return rank + ((t + dt) % par_.tp - t) * place_.stride[0] + ((c + dc) % par_.cp - c) * place_.stride[1];
+    };
+    // Each distinct (group, op, bytes) once.
+    struct Key {
+      std::uint32_t group;
+      CollectiveOp op;
+      double bytes;
+      bool operator==(const Key&) const = default;
+    };
+    struct KeyHash {
+      std::size_t operator()(const Key& k) const {
+        std::uint64_t bits = 0;
+        std::memcpy(&bits, &k.bytes, sizeof bits);
+        return mix64(mix64(std::uint64_t{k.group} << 8 | static_cast<std::uint64_t>(k.op)) ^ bits);
+      }
+    };
+    std::unordered_set<Key, KeyHash> seen;
+    std::vector<GpuId> peer;
+    for (const StepCall& call : p_.calls) {
+      if (!seen.insert(Key{call.group, call.op, call.bytes}).second) continue;
+      const std::vector<GpuId>& g = p_.groups[call.group];
+      const CollectiveCall base{call.op, g, call.bytes};
+      const Time t0 = analytical_collective_time(cl, base, opt_.collectives);
+      for (const auto& [dt, dc] : shifts) {
+        peer.clear();
+        for (GpuId r : g) peer.emplace_back(rotate(static_cast<int>(r.value), dt, dc));
+        std::vector<GpuId> a = g, b = peer;
+        std::sort(a.begin(), a.end());
+        std::sort(b.begin(), b.end());
+        if (a == b) continue;  // the peer's group is this one (a TP group, or DP over CP ranks)
+        if (analytical_collective_time(cl, CollectiveCall{call.op, peer, call.bytes}, opt_.collectives) != t0)
+          return false;
+      }
+    }
+    return true;
+  }
 
  private:
   StepProgram p_;
@@ -158,6 +228,7 @@ class Builder {
     return is_moe_layer(layer) ? moe_layer_ : dense_layer_;
   }
   int mbs_ = 1, replicas_ = 1;
+  bool fold_tp_ = false, fold_cp_ = false;         // one rank stands for its TP (CP) group
   std::vector<std::array<std::uint32_t, 6>> seq_;  // collectives issued per group kind, per GPU
   struct Pending {
     StepCallId id;
@@ -268,10 +339,12 @@ class Builder {
     const std::uint64_t kind = static_cast<std::uint64_t>(grp);
     const std::uint64_t first = ranks.front().value;
     const std::uint64_t seq = seq_[g][static_cast<int>(grp)]++;
-    // Members simulated: the whole group, except DP/EP groups folded down to one replica.
+    // Members simulated: the whole group, except DP/EP groups folded down to one replica and
+    // TP/CP groups folded down to one rank.
     std::uint32_t members = static_cast<std::uint32_t>(ranks.size());
     if (opt_.fold && grp == CommGroup::ep) members = 1;
-    if (opt_.fold && grp == CommGroup::dp) members = static_cast<std::uint32_t>(par_.cp);
+    if (opt_.fold && grp == CommGroup::dp) members = fold_cp_ ? 1 : static_cast<std::uint32_t>(par_.cp);
+    if ((fold_tp_ && grp == CommGroup::tp) || (fold_cp_ && grp == CommGroup::cp)) members = 1;
     const std::uint32_t group = intern_group(kind << 32 | first, std::move(ranks));
     const StepCallId r = join(kind << 61 | first << 37 | seq, members, op, group, bytes);
     StepOpId id = push_op(g, name, to_string(op), class_of(grp), stream, 0, bytes, Time{}, r, deps);
@@ -692,7 +765,12 @@ StepProgram build_training_step(const ModelSpec& m, const TrainingConfig& cfg, c
   // Ops record their micro-batch in 16 bits and pipeline transfers are keyed by it, among the
   // checks check_training_layout shares with the scenario loader.
   require_simulable_layout(m, cfg, cluster);
-  Builder b(m, cfg, cluster, opt);
+  {
+    Builder b(m, cfg, cluster, opt, opt.fold_ranks);
+    b.build();
+    if (b.ranks_fold_exactly(cluster)) return b.take();
+  }
+  Builder b(m, cfg, cluster, opt, false);
   b.build();
   return b.take();
 }

@@ -1,7 +1,9 @@
 #include "workloads/step_run.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "sim/random.hpp"
 #include "topology/network.hpp"
@@ -44,6 +46,33 @@ LoweredStep lower_step(const StepProgram& p) {
   return l;
 }
 
+std::vector<Time> analytical_call_times(const StepProgram& p, const Cluster& cluster,
+                                        const CollectiveOptions& options) {
+  struct Key {
+    std::uint32_t group;
+    CollectiveOp op;
+    double bytes;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const {
+      std::uint64_t bits = 0;
+      std::memcpy(&bits, &k.bytes, sizeof bits);
+      return mix64(mix64(std::uint64_t{k.group} << 8 | static_cast<std::uint64_t>(k.op)) ^ bits);
+    }
+  };
+  std::unordered_map<Key, Time, KeyHash> memo;
+  std::vector<Time> t(p.calls.size());
+  for (std::size_t r = 0; r < p.calls.size(); ++r) {
+    const StepCall& c = p.calls[r];
+    auto [it, fresh] = memo.try_emplace(Key{c.group, c.op, c.bytes});
+    if (fresh)
+      it->second = analytical_collective_time(cluster, CollectiveCall{c.op, p.groups[c.group], c.bytes}, options);
+    t[r] = it->second;
+  }
+  return t;
+}
+
 StepRun run_step(const StepProgram& p, const LoweredStep& lowered, const TrainingConfig& cfg, const Cluster& cluster,
                  const TrainingOptions& opt, int step, int steps) {
   StepRun out;
@@ -51,13 +80,22 @@ StepRun run_step(const StepProgram& p, const LoweredStep& lowered, const Trainin
   out.exec = std::make_unique<StreamExecutor>(*out.engine, lowered.graph);
   Engine* engine = out.engine.get();
   StreamExecutor* x = out.exec.get();
-  // Collectives at the chosen fidelity: alpha-beta times, or flows sharing the cluster's links.
-  auto runner = std::make_unique<CollectiveRunner>(
-      *engine, cluster, opt.flow_network ? Fidelity::flow : Fidelity::analytical, opt.collectives);
-  x->on_rendezvous([x, &p, run = runner.get()](RendezvousId r, Time) {
-    const StepCall& c = p.calls[r.value];
-    run->start(CollectiveCall{c.op, p.groups[c.group], c.bytes}, [x, r] { x->finish_rendezvous(r); });
-  });
+  std::unique_ptr<CollectiveRunner> runner;
+  std::vector<Time> call_time;
+  if (opt.flow_network) {
+    // Collectives as flows sharing the cluster's links.
+    runner = std::make_unique<CollectiveRunner>(*engine, cluster, Fidelity::flow, opt.collectives);
+    x->on_rendezvous([x, &p, run = runner.get()](RendezvousId r, Time) {
+      const StepCall& c = p.calls[r.value];
+      run->start(CollectiveCall{c.op, p.groups[c.group], c.bytes}, [x, r] { x->finish_rendezvous(r); });
+    });
+  } else {
+    // Alpha-beta times depend on the call alone: each distinct (group, op, bytes) is priced once.
+    call_time = analytical_call_times(p, cluster, opt.collectives);
+    x->on_rendezvous([x, engine, t = call_time.data()](RendezvousId r, Time) {
+      engine->schedule_in(t[r.value], [x, r] { x->finish_rendezvous(r); });
+    });
+  }
   const double slow = cfg.overlap_slowdown;
   const auto& noise = cfg.noise;
   if (slow > 0 || noise.active()) {

@@ -87,6 +87,8 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
   res.grad_accum = cfg.grad_accum();
   res.events = events;
   res.folded = p.folded;
+  res.tp_folded = p.tp_folded;
+  res.cp_folded = p.cp_folded;
   res.step_times_s = step_times;
   {
     std::vector<double> sorted = step_times;

@@ -82,7 +82,7 @@ class StreamExecutor {
   std::size_t done_count() const { return done_; }
   const std::vector<TaskTiming>& timings() const { return timings_; }
   const TaskTiming& timing(TaskId t) const { return timings_[t.value]; }
-  Time makespan() const;
+  Time makespan() const { return makespan_; }  // the latest end so far
 
  private:
   void try_start(std::uint32_t stream);
@@ -104,6 +104,7 @@ class StreamExecutor {
   std::vector<std::uint32_t> arrived_;  // per rendezvous
   std::vector<TaskTiming> timings_;
   std::size_t done_ = 0;
+  Time makespan_{};
 };
 
 }  // namespace ctwin

@@ -53,6 +53,10 @@ enum class Fidelity { analytical, flow };
 struct CollectiveCall;
 struct CollectiveOptions;
 
+// The analytical fidelity's time for `call`: estimate_collective with the call's SPMD
+// neighbours (`groups`) counted from its ranks' placement when the call does not set them.
+Time analytical_collective_time(const Cluster& cluster, const CollectiveCall& call, const CollectiveOptions& options);
+
 // Runs collectives on an engine in either fidelity; what the training simulator calls. In flow
 // mode every collective started on one runner shares one FlowNetwork, so concurrent collectives
 // (TP beside DP, two jobs on one fabric) slow each other as max-min sharing predicts.

@@ -86,13 +86,17 @@ struct StepProgram {
   std::vector<std::vector<GpuId>> groups;  // interned rank lists, in group order
   Trace names;                             // string table of op names and kinds
   bool folded = false;                     // one data-parallel replica stands for all
+  bool tp_folded = false;                  // one rank stands for each TP group
+  bool cp_folded = false;                  // one rank stands for each CP group
 };
 
 // The most micro-batches per data-parallel replica a step program holds (StepOp::mb is 16 bits).
 inline constexpr int kMaxMicroBatches = 65535;
 
 // Builds the step's program. Throws InputError for more than kMaxMicroBatches micro-batches. With opt.fold, one
-// data-parallel replica (DP and EP collectives have one simulated member); otherwise every GPU of the layout.
+// data-parallel replica (DP and EP collectives have one simulated member) and, where that is exact, one rank of
+// each TP and CP group (their collectives have one simulated member; docs/training.md, "Folding"); otherwise
+// every GPU of the layout.
 StepProgram build_training_step(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cluster,
                                 const TrainingOptions& opt);
 

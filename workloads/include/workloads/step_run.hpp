@@ -11,6 +11,7 @@
 #include "sim/engine.hpp"
 #include "sim/streams.hpp"
 #include "topology/cluster.hpp"
+#include "topology/network.hpp"
 #include "workloads/step_program.hpp"
 #include "workloads/training.hpp"
 
@@ -25,6 +26,10 @@ struct LoweredStep {
 
 // The program as a task graph: the same ops, dependencies and calls, in the same order.
 LoweredStep lower_step(const StepProgram& p);
+
+// Each call's time at the analytical fidelity (topology/network.hpp analytical_collective_time),
+// by call index.
+std::vector<Time> analytical_call_times(const StepProgram& p, const Cluster& cluster, const CollectiveOptions& options);
 
 struct StepRun {
   std::unique_ptr<Engine> engine;

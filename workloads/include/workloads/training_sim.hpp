@@ -24,6 +24,9 @@ namespace ctwin {
 struct TrainingOptions {
   // Simulate one data-parallel replica and scale up: exact when replicas are identical.
   bool fold = true;
+  // With fold, also simulate one rank of each TP and CP group where that is exact (their
+  // collectives' peers take the same time; docs/training.md, "Folding").
+  bool fold_ranks = true;
   bool trace = false;  // record every op of every simulated GPU
   // Collectives as flows sharing the cluster's links (congestion between TP, DP, PP and EP
   // traffic shows); implies simulating every replica. Else the analytical alpha-beta model.
@@ -59,7 +62,9 @@ struct TrainingResult {
   std::vector<double> step_times_s;  // every simulated step
   double step_time_p50_s = 0;
   double step_time_p99_s = 0;
-  bool folded = false;  // one data-parallel replica stood for all
+  bool folded = false;     // one data-parallel replica stood for all
+  bool tp_folded = false;  // one rank stood for each TP group
+  bool cp_folded = false;  // one rank stood for each CP group
   double tokens_per_step = 0;
   double tokens_per_s = 0;
   double model_flops_per_step = 0;     // 6*N*tokens + attention (non-causal, as Megatron and PaLM count)
