@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -216,10 +217,13 @@ TEST_CASE("ctwin collective prints nccl-tests' columns with its busbw convention
   for (const auto& row : rows) {
     const double bytes = row["bytes"].get<double>(), t = row["time_us"].get<double>() * 1e-6;
     // Ring, Simple protocol, over 8 GPUs on NVSwitch: NCCL's base latency 8.4 us plus 2(n-1) steps
-    // of NVLink hop (0.6 us) and Simple's per-step cost (2.8 us), at NVLink 4's 20.6 of 25 GB/s per
-    // link of the 450 GB/s line rate (NCCL tuning.cc and topo.h).
+    // of NVLink hop (0.6 us) and Simple's per-step cost (2.8 us), once per slice (a step moves
+    // bytes / 8 / 24 channels, in 2 MiB chunks of 2 slices), at NVLink 4's 20.6 of 25 GB/s per link
+    // of the 450 GB/s line rate (NCCL tuning.cc, enqueue.cc and topo.h).
     // Seconds, to the picosecond clock (time_us carries six decimals).
-    CHECK(t == abs_approx((8.4 + 2 * 7 * (0.6 + 2.8)) * 1e-6 + 2.0 * 7 / 8 * bytes / (450e9 * 20.6 / 25), 1e-12));
+    const double slices = 2 * std::ceil(bytes / 8 / 24 / 2097152);
+    CHECK(t ==
+          abs_approx((8.4 + slices * 2 * 7 * (0.6 + 2.8)) * 1e-6 + 2.0 * 7 / 8 * bytes / (450e9 * 20.6 / 25), 1e-12));
     CHECK(row["algbw_gbps"].get<double>() == rel_approx(bytes / t / 1e9, 1e-6));
     CHECK(row["busbw_gbps"].get<double>() == rel_approx(row["algbw_gbps"].get<double>() * 2 * 7 / 8, 1e-9));
   }
