@@ -327,7 +327,8 @@ TEST_CASE("a TP8 trace from ctwin run folds to 1/8 of its GPU lanes, per stream"
   std::filesystem::create_directories(dir);
   const auto trace = dir / "tp8.ctt";
   const std::string cmd = std::string("cd ") + CTWIN_SOURCE_DIR + " && " + exe.string() +
-                          " run scenarios/llama3-70b-64xh100.json --no-fold --trace " + trace.string() + " >/dev/null 2>&1";
+                          " run scenarios/llama3-70b-64xh100.json --no-fold --trace " + trace.string() +
+                          " >/dev/null 2>&1";
   REQUIRE(std::system(cmd.c_str()) == 0);
   TimelineModel m(read_trace_file(trace));
   std::filesystem::remove_all(dir);
