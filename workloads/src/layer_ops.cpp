@@ -188,6 +188,11 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
         it.group = CommGroup::cp;
         it.ring_steps = s.cp;
         it.comm_bytes = T * (kv_dim + v_dim) / t * e;  // this rank's K/V chunk
+        // Each merge reads the FP32 accumulator and the block's partial result (e bytes) and
+        // writes the accumulator back: 4 + e + 4 bytes per element.
+        const double merge = 8 + e;
+        it.ring_merge_fwd_bytes = merge * T * o_in / t;
+        it.ring_merge_bwd_bytes = merge * T * (q_dim + kv_dim + v_dim) / t;
       }
       items.push_back(it);
     } else {
