@@ -361,3 +361,17 @@ TEST_CASE("uneven interleaved chunks: each in-flight chunk forward holds its own
   CHECK(estimate_stage_memory(tiny_llama(), c, 80e9, 0).activations == rel_approx(2 * kAct, 1e-12));
   CHECK(estimate_stage_memory(tiny_llama(), c, 80e9, 0).activations_per_microbatch == rel_approx(kAct, 1e-12));
 }
+
+TEST_CASE("ZeRO shards over dp x cp: context-parallel ranks hold the same layers and share the optimizer states") {
+  // dp = 2, cp = 2: the distributed optimizer's 12 bytes per parameter over 4 ranks (Megatron's
+  // data-parallel group with context parallelism); ZeRO-2 shards the 2-byte gradients too.
+  const double p = 4 * kLayer + 2 * kVocab + 64;
+  auto c = zero_cfg(2, 1);
+  c.parallel.cp = 2;
+  c.global_batch = 2;
+  const auto z1 = estimate_memory(tiny_llama(), c, 80e9);
+  CHECK(z1.optimizer == rel_approx(12 * p / 4, 1e-12));
+  CHECK(z1.grads == rel_approx(2 * p, 1e-12));
+  c.parallel.zero_stage = 2;
+  CHECK(estimate_memory(tiny_llama(), c, 80e9).grads == rel_approx(2 * p / 4, 1e-12));
+}
