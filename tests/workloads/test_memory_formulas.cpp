@@ -341,12 +341,18 @@ TEST_CASE("MLP saved tensors by activation: 3 ffn-wide for swiglu and geglu, 2 f
 }
 
 TEST_CASE("MLP weights by activation: gated kinds 3 h f, the others 2 h f") {
-  for (const Activation act :
-       {Activation::swiglu, Activation::geglu, Activation::gelu, Activation::relu, Activation::relu2}) {
+  // Gate, up and down for SwiGLU (Llama) and GeGLU (Gemma); up and down for GELU, ReLU and
+  // squared ReLU (Nemotron-4).
+  const std::pair<Activation, double> kinds[] = {{Activation::swiglu, 3},
+                                                 {Activation::geglu, 3},
+                                                 {Activation::gelu, 2},
+                                                 {Activation::relu, 2},
+                                                 {Activation::relu2, 2}};
+  for (const auto& [act, matrices] : kinds) {
     ModelSpec m = tiny_llama();  // RMSNorm: no biases
     m.activation = act;
     CAPTURE(to_string(act));
-    CHECK(dense_mlp_params(m, 160) == rel_approx((is_gated(act) ? 3 : 2) * 64.0 * 160, 1e-12));
+    CHECK(dense_mlp_params(m, 160) == rel_approx(matrices * 64.0 * 160, 1e-12));
   }
 }
 
