@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "scenario.hpp"
 #include "sim/error.hpp"
+#include "workloads/model_dims.hpp"
 #include "workloads/serving_run.hpp"
 #include "workloads/training_sim.hpp"
 
@@ -31,8 +32,15 @@ double predicted_metric(const Scenario& sc, const TrainingResult& r);
 
 namespace {
 
+struct CasePrediction {
+  double value = 0;
+  bool training = false;
+  double peak_bytes = 0, capacity_bytes = 0;  // training: the worst stage's memory
+  bool oom = false;
+};
+
 // The case's prediction: a training step, or one serving replica under its traffic.
-double simulate_case(const Scenario& sc) {
+CasePrediction simulate_case(const Scenario& sc) {
   if (sc.kind == JobKind::serving) {
     const ServingJob& job = serving_job(sc);
     const ServingReplicaRun run = run_serving_replica(job.deployment, job.scheduler, job.traffic);
@@ -40,11 +48,15 @@ double simulate_case(const Scenario& sc) {
       throw InputError(sc.file, "/serving", "a replica that cannot run: " + run.capacity.refusal,
                        "a deployment whose weights fit");
     }
-    return predicted_metric(sc, run.result);
+    return {.value = predicted_metric(sc, run.result)};
   }
   const TrainingResult r = simulate_training(training_job(sc).model, training_job(sc).training,
                                              build_cluster(sc.cluster), training_options(sc));
-  return predicted_metric(sc, r);
+  return {.value = predicted_metric(sc, r),
+          .training = true,
+          .peak_bytes = r.memory.peak,
+          .capacity_bytes = r.memory.capacity,
+          .oom = r.memory.oom};
 }
 
 }  // namespace
@@ -55,6 +67,17 @@ double predicted_metric(const Scenario& sc, const TrainingResult& r) {
   if (m == "hardware_tflops_per_gpu") return r.hw_tflops_per_gpu;
   if (m == "step_time_s") return r.step_time_s;
   if (m == "tokens_per_s_per_gpu") return r.tokens_per_s / r.gpus;
+  if (m == "causal_tflops_per_gpu") {
+    // The same step's model FLOPs with QK^T and PV counted over the causal half only: of
+    // 12 L s h_q per token (model_flops_per_step), 6 L s h_q.
+    const ModelSpec& model = training_job(sc).model;
+    const TrainingConfig& cfg = training_job(sc).training;
+    if (model.is_generic()) return r.tflops_per_gpu;
+    const double tokens = static_cast<double>(cfg.global_batch) * cfg.seq_len;
+    const double attention = 12.0 * model.layers * cfg.seq_len * model_dims(model).q_dim * tokens;
+    const double full = model_flops_per_step(model, cfg);
+    return r.tflops_per_gpu * (full - attention / 2) / full;
+  }
   return r.mfu;
 }
 
@@ -62,8 +85,9 @@ int cmd_validate(const Args& args) {
   const std::string usage =
       "usage: ctwin validate PATH... [--set /pointer=value]... [--json]\n\n"
       "Simulates each scenario with a /validation block (files, or every .json in a directory) and\n"
-      "prints the published figure, the prediction and the relative error. --set changes every case\n"
-      "the same way, e.g. --set /network/fidelity=flow.";
+      "prints the published figure, the prediction and the relative error. Training cases also show\n"
+      "the predicted peak memory per GPU; a case that ran in reality and does not fit is marked OOM\n"
+      "and counted. --set changes every case the same way, e.g. --set /network/fidelity=flow.";
   auto p = parse_args(args, usage,
                       {{"--json", "", "print the comparison as JSON"},
                        {"--set", "/POINTER=VALUE", "override a key in every case", true}});
@@ -85,9 +109,9 @@ int cmd_validate(const Args& args) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   double sum_abs = 0;
   double worst = 0;
-  int n = 0;
+  int n = 0, oom = 0;
   if (!p->has("--json")) {
-    std::printf("%-44s %-22s %12s %12s %8s\n", "case", "metric", "published", "predicted", "error");
+    std::printf("%-44s %-22s %12s %12s %8s  %s\n", "case", "metric", "published", "predicted", "error", "memory (GiB)");
   }
   ProgressLine progress("validating");
   for (std::size_t i = 0; i < files.size(); ++i) {
@@ -96,7 +120,9 @@ int cmd_validate(const Args& args) {
     const Scenario sc = load_scenario(f, overrides);
     for (const auto& w : sc.warnings) std::fprintf(stderr, "ctwin: warning: %s: %s\n", f.c_str(), w.c_str());
     if (!sc.validation.present()) continue;
-    const double pred = simulate_case(sc);
+    const CasePrediction c = simulate_case(sc);
+    const double pred = c.value;
+    oom += c.oom ? 1 : 0;
     const double err = (pred - sc.validation.published) / sc.validation.published;
     sum_abs += std::fabs(err);
     worst = std::max(worst, std::fabs(err));
@@ -110,10 +136,20 @@ int cmd_validate(const Args& args) {
                      {"predicted", pred},
                      {"error", err},
                      {"source", sc.validation.source}});
+      if (c.training) {
+        out.back()["peak_memory_bytes"] = c.peak_bytes;
+        out.back()["capacity_bytes"] = c.capacity_bytes;
+        out.back()["oom"] = c.oom;
+      }
     } else {
       progress.clear();
-      std::printf("%-44s %-22s %12.4g %12.4g %+7.1f%%\n", name.c_str(), sc.validation.metric.c_str(),
-                  sc.validation.published, pred, 100 * err);
+      char mem[64] = "";
+      if (c.training) {
+        std::snprintf(mem, sizeof mem, "%5.1f of %.1f%s", c.peak_bytes / (1u << 30), c.capacity_bytes / (1u << 30),
+                      c.oom ? "  OOM" : "");
+      }
+      std::printf("%-44s %-22s %12.4g %12.4g %+7.1f%%  %s\n", name.c_str(), sc.validation.metric.c_str(),
+                  sc.validation.published, pred, 100 * err, mem);
     }
   }
   progress.clear();
@@ -122,9 +158,12 @@ int cmd_validate(const Args& args) {
     j["cases"] = out;
     j["mean_abs_error"] = n ? sum_abs / n : 0.0;
     j["max_abs_error"] = worst;
+    j["out_of_memory"] = oom;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("\n%d cases: mean absolute error %.1f%%, worst %.1f%%\n", n, n ? 100 * sum_abs / n : 0.0, 100 * worst);
+    std::printf("\n%d cases: mean absolute error %.1f%%, worst %.1f%%", n, n ? 100 * sum_abs / n : 0.0, 100 * worst);
+    if (oom > 0) std::printf("; %d predicted out of memory although they ran", oom);
+    std::printf("\n");
   }
   return kExitOk;
 }

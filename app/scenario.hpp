@@ -39,7 +39,9 @@ inline constexpr auto job_kind_names =
 struct ValidationTarget {
   std::string source;
   // Training: "tflops_per_gpu" (model FLOPs), "hardware_tflops_per_gpu" (with recomputation, as
-  // Megatron-LM's papers count), "step_time_s", "tokens_per_s_per_gpu", "mfu". Serving (one
+  // Megatron-LM's papers count), "step_time_s", "tokens_per_s_per_gpu", "mfu",
+  // "causal_tflops_per_gpu" (model FLOPs with only the causal half of QK^T and PV, as a causal
+  // kernel runs them; for publishers that count that way, docs/validation.md). Serving (one
   // replica's ServingResult): "ttft_mean_s", "ttft_p50_s", "tpot_mean_s" (the mean ITL for fixed
   // output lengths), "e2e_mean_s", "output_tokens_per_s", "requests_per_s", "total_tokens_per_s".
   std::string metric;
@@ -93,6 +95,7 @@ inline constexpr std::string_view validation_metric_choices[] = {"tflops_per_gpu
                                                                  "step_time_s",
                                                                  "tokens_per_s_per_gpu",
                                                                  "mfu",
+                                                                 "causal_tflops_per_gpu",
                                                                  "ttft_mean_s",
                                                                  "ttft_p50_s",
                                                                  "tpot_mean_s",

@@ -503,3 +503,29 @@ TEST_CASE("a report that cannot be written (full disk) exits 1 with a message, n
   CHECK(WEXITSTATUS(rc) == 1);
   CHECK(ctwin::test::slurp(d / "full_err").find("No space left on device") != std::string::npos);
 }
+
+TEST_CASE("ctwin validate shows each training case's peak memory and counts a case that does not fit") {
+  // The quickstart with a /validation block added by --set (which creates the missing object);
+  // 100 GiB of framework overhead cannot fit on an 80 GB H100, 1 GiB does.
+  const std::string base =
+      "validate scenarios/quickstart.json --json --set /validation/source=test "
+      "--set /validation/metric=tflops_per_gpu --set /validation/published=100";
+  const Run fits = cli(base);
+  REQUIRE(fits.status == 0);
+  const auto a = nlohmann::json::parse(fits.out);
+  CHECK(a["out_of_memory"] == 0);
+  CHECK(a["cases"][0]["oom"] == false);
+  const Run over = cli(base + " --set /training/framework_overhead_gb=100");
+  REQUIRE(over.status == 0);
+  const auto b = nlohmann::json::parse(over.out);
+  CHECK(b["out_of_memory"] == 1);
+  CHECK(b["cases"][0]["oom"] == true);
+  // The overhead is one term of the peak: 99 GiB more.
+  CHECK(b["cases"][0]["peak_memory_bytes"].get<double>() - a["cases"][0]["peak_memory_bytes"].get<double>() ==
+        rel_approx(99.0 * (1 << 30), 1e-9));
+  CHECK(b["cases"][0]["peak_memory_bytes"].get<double>() > b["cases"][0]["capacity_bytes"].get<double>());
+  const Run text = cli(base.substr(0, base.find(" --json")) + base.substr(base.find(" --json") + 7) +
+                       " --set /training/framework_overhead_gb=100");
+  CHECK(text.out.find("OOM") != std::string::npos);
+  CHECK(text.out.find("1 predicted out of memory") != std::string::npos);
+}

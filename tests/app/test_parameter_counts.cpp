@@ -3,6 +3,8 @@
 // hand in a comment so a wrong term can be found.
 #include <doctest/doctest.h>
 
+#include <cstdint>
+
 #include "scenario.hpp"
 #include "tolerance.hpp"
 #include "workloads/memory.hpp"
@@ -95,4 +97,45 @@ TEST_CASE("with pp > 1 a tied embedding is held twice: by the first stage and, a
     CAPTURE(pp);
     CHECK(sum_of_stages(m, pp) == 124439808 + 38597376);
   }
+}
+
+namespace {
+
+// Nemotron-4 (Parmar et al. 2024, "Nemotron-4 15B Technical Report", Table 1; NVIDIA 2024,
+// "Nemotron-4 340B Technical Report", Table 1): squared-ReLU MLP (two matrices, no gate), GQA
+// with 8 KV heads, no linear biases, untied 256,000-token embeddings, LayerNorm.
+ModelSpec nemotron4(int layers, std::int64_t hidden, int heads, std::int64_t ffn) {
+  ModelSpec m;
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = 8;
+  m.ffn_hidden = ffn;
+  m.activation = Activation::relu2;
+  m.norm = Norm::rmsnorm;  // the count's norms (2 h per layer as LayerNorm) are < 0.01%: no bias terms
+  m.vocab = 256000;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("Nemotron-4 15B: 3.2B embedding and 12.5B non-embedding parameters (squared ReLU, two MLP matrices)") {
+  // h 6144, 32 layers, 48 heads of 128, 8 KV heads, ffn 4 h = 24576. Per layer: q, o 2 x 6144^2
+  // = 75,497,472; k, v 2 x 6144 x 1024 = 12,582,912; MLP 2 x 6144 x 24576 = 301,989,888:
+  // 390,070,272; x 32 = 12.48B. Embedding and output 2 x 256000 x 6144 = 3.15B.
+  const auto pc = count_parameters(nemotron4(32, 6144, 48, 24576));
+  CHECK(pc.embedding + pc.lm_head == rel_approx(3.2e9, 0.02));
+  CHECK(pc.total - pc.embedding - pc.lm_head == rel_approx(12.5e9, 0.01));
+  // A gated MLP of the same width would add 32 x 6144 x 24576 = 4.8B: 20.4B, not 15B.
+  ModelSpec gated = nemotron4(32, 6144, 48, 24576);
+  gated.activation = Activation::swiglu;
+  CHECK(count_parameters(gated).total - pc.total == rel_approx(32.0 * 6144 * 24576, 1e-12));
+}
+
+TEST_CASE("Nemotron-4 340B has 340B parameters (h 18432, 96 layers, ffn 73728, 96 heads, 8 KV heads)") {
+  // Heads of 192. Per layer: q, o 2 x 18432^2 = 679,477,248; k, v 2 x 18432 x 1536 = 56,623,104;
+  // MLP 2 x 18432 x 73728 = 2,717,908,992: 3,454,009,344 (+ norms); x 96 = 331.6B. Embedding and
+  // output 2 x 256000 x 18432 = 9.44B: 341.0B, published "340B".
+  const auto pc = count_parameters(nemotron4(96, 18432, 96, 73728));
+  CHECK(pc.total == rel_approx(340e9, 0.01));
 }

@@ -316,3 +316,68 @@ TEST_CASE("out-of-memory advice proposes only what the current settings leave to
   CHECK(estimate_memory(m, c, 1.0).advice.find("zero_stage") == std::string::npos);
   CHECK(estimate_memory(m, c, 1.0).advice.find("more pp or tp") != std::string::npos);
 }
+
+TEST_CASE("MLP saved tensors by activation: 3 ffn-wide for swiglu and geglu, 2 for gelu and relu2, 1 for relu") {
+  // The tiny Llama (flash, no dropout, s b = 64 tokens): 8 sbh + 2 sb (64 + 32 + 32 + 64) for
+  // norms and attention, then k tensors 160 wide at 2 bytes. Gated: gate and up outputs (the
+  // activation's inputs) and their product (fc2's input). GELU: its input and output. Squared
+  // ReLU: relu(x), which the square's backward needs, and the square (fc2's input). ReLU: its
+  // output only, which is also fc2's input.
+  TrainingConfig c = korthikanti_cfg(1, false, Recompute::none);
+  c.attention = AttentionKernel::flash;
+  c.dropout = false;
+  const double common = 8 * 64 * 64 + 2 * 64 * (64 + 32 + 32 + 64);
+  const std::pair<Activation, double> kinds[] = {{Activation::swiglu, 3},
+                                                 {Activation::geglu, 3},
+                                                 {Activation::gelu, 2},
+                                                 {Activation::relu2, 2},
+                                                 {Activation::relu, 1}};
+  for (const auto& [act, widths] : kinds) {
+    ModelSpec m = tiny_llama();
+    m.activation = act;
+    CAPTURE(to_string(act));
+    CHECK(activation_bytes_per_layer(m, c, false) == rel_approx(common + 2 * 64 * widths * 160, 1e-12));
+  }
+}
+
+TEST_CASE("MLP weights by activation: gated kinds 3 h f, the others 2 h f") {
+  // Gate, up and down for SwiGLU (Llama) and GeGLU (Gemma); up and down for GELU, ReLU and
+  // squared ReLU (Nemotron-4).
+  const std::pair<Activation, double> kinds[] = {{Activation::swiglu, 3},
+                                                 {Activation::geglu, 3},
+                                                 {Activation::gelu, 2},
+                                                 {Activation::relu, 2},
+                                                 {Activation::relu2, 2}};
+  for (const auto& [act, matrices] : kinds) {
+    ModelSpec m = tiny_llama();  // RMSNorm: no biases
+    m.activation = act;
+    CAPTURE(to_string(act));
+    CHECK(dense_mlp_params(m, 160) == rel_approx(matrices * 64.0 * 160, 1e-12));
+  }
+}
+
+TEST_CASE("uneven interleaved chunks: each in-flight chunk forward holds its own layers, not 1/v of the stage") {
+  // p = 2, v = 2, 4 micro-batches, layers per virtual stage (chunk * p + stage) 0, 2, 1, 1: stage
+  // 0's first chunk holds no layer (Llama 3's embedding-only chunk), its second one. Stage 0's
+  // Megatron order: F(c0,0) F(c0,1) F(c1,0) F(c1,1) | F(c0,2) B(c1,0) | F(c0,3) B(c1,1) |
+  // F(c1,2) B(c0,0) | F(c1,3) B(c0,1) | B... : at most two chunk-1 forwards (one layer each)
+  // are held at once, 2 layer-micro-batches; an even 1/v share would count 2.5 x 1 layer.
+  auto c = pipe_cfg(PipelineSchedule::interleaved, 2, 4, 2);
+  c.parallel.pipeline_layers = {0, 2, 1, 1};
+  CHECK(estimate_stage_memory(tiny_llama(), c, 80e9, 0).activations == rel_approx(2 * kAct, 1e-12));
+  CHECK(estimate_stage_memory(tiny_llama(), c, 80e9, 0).activations_per_microbatch == rel_approx(kAct, 1e-12));
+}
+
+TEST_CASE("ZeRO shards over dp x cp: context-parallel ranks hold the same layers and share the optimizer states") {
+  // dp = 2, cp = 2: the distributed optimizer's 12 bytes per parameter over 4 ranks (Megatron's
+  // data-parallel group with context parallelism); ZeRO-2 shards the 2-byte gradients too.
+  const double p = 4 * kLayer + 2 * kVocab + 64;
+  auto c = zero_cfg(2, 1);
+  c.parallel.cp = 2;
+  c.global_batch = 2;
+  const auto z1 = estimate_memory(tiny_llama(), c, 80e9);
+  CHECK(z1.optimizer == rel_approx(12 * p / 4, 1e-12));
+  CHECK(z1.grads == rel_approx(2 * p, 1e-12));
+  c.parallel.zero_stage = 2;
+  CHECK(estimate_memory(tiny_llama(), c, 80e9).grads == rel_approx(2 * p / 4, 1e-12));
+}

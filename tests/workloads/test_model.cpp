@@ -1,6 +1,10 @@
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "workloads/model.hpp"
+#include "workloads/model_json.hpp"
 
 #include "tolerance.hpp"
 
@@ -65,4 +69,27 @@ TEST_CASE("GPT-3 175B has 175B parameters (Brown et al. 2020, Table 2.1)") {
   m.max_seq = 2048;
   // "175 billion", to the billion (billions); the layer shapes give 174.6B.
   CHECK(count_parameters(m).total / 1e9 == abs_approx(175, 0.5));
+}
+
+TEST_CASE("HF configs: relu2 (Nemotron) and relu are plain MLPs, Gemma's gelu is gated (geglu), GPT-2's gelu is not") {
+  // The keys that decide it, as the public config.json files spell them: nvidia/Nemotron-4-340B
+  // and nvidia/Minitron ("model_type": "nemotron", "hidden_act": "relu2"), google/gemma-7b
+  // ("model_type": "gemma", "hidden_act": "gelu"), openai-community/gpt2 ("activation_function"
+  // gelu_new; as hidden_act "gelu" here).
+  const auto dir = std::filesystem::temp_directory_path() / "ctwin-test-hf-activations";
+  std::filesystem::create_directories(dir);
+  auto load = [&](const std::string& type, const std::string& act) {
+    const auto file = dir / (type + "-" + act + ".json");
+    std::ofstream(file) << R"({"model_type": ")" << type << R"(", "hidden_act": ")" << act
+                        << R"(", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+                            "intermediate_size": 256, "vocab_size": 128})";
+    return model_from_hf_config(file.string(), (dir / "s.json").string(), "/model/hf_config");
+  };
+  CHECK(load("nemotron", "relu2").activation == Activation::relu2);
+  CHECK(load("llama", "relu").activation == Activation::relu);
+  CHECK(load("gemma", "gelu").activation == Activation::geglu);
+  CHECK(load("gemma2", "gelu_pytorch_tanh").activation == Activation::geglu);
+  CHECK(load("gpt2", "gelu").activation == Activation::gelu);
+  CHECK(load("llama", "silu").activation == Activation::swiglu);
+  std::filesystem::remove_all(dir);
 }

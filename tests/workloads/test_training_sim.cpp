@@ -326,7 +326,7 @@ TEST_CASE("ring attention passes K/V chunks cp-1 times, each beside one block of
   c.parallel.cp_comm = Parallelism::CpComm::all_gather;
   const auto ag = simulate_training(m, c, cl, opt);
   const auto& t = r.trace;
-  std::vector<const TraceEvent*> blocks, steps;
+  std::vector<const TraceEvent*> blocks, steps, merges;
   for (const auto& e : t.events) {
     if (t.str(t.lanes[e.lane].process) != "gpu 0") continue;
     const std::string n = t.str(e.name);  // "mb0 L0 ring_attention", "mb0 L0 bwd ring_attention kv+grad"
@@ -336,6 +336,7 @@ TEST_CASE("ring attention passes K/V chunks cp-1 times, each beside one block of
     if (n.find("bwd") != std::string::npos) continue;
     if (ends(" ring_attention")) blocks.push_back(&e);
     if (ends(" ring_attention kv")) steps.push_back(&e);
+    if (ends(" ring_attention merge")) merges.push_back(&e);
   }
   // Same attention work as the all-gather form, in cp blocks forward and cp backward.
   CHECK(flops_of_kind(t, "attention", "gpu 0") == rel_approx(flops_of_kind(ag.trace, "attention", "gpu 0"), 1e-9));
@@ -343,10 +344,19 @@ TEST_CASE("ring attention passes K/V chunks cp-1 times, each beside one block of
   REQUIRE(steps.size() == 3);   // cp - 1 forward steps
   // Each step moves this rank's K/V chunk: 2048 tokens x (8 K + 8 V heads) x 64 x 2 bytes.
   for (const auto* s2 : steps) CHECK(s2->bytes == rel_approx(2048.0 * 1024 * 2, 1e-9));
-  // Block i waits for block i-1 and for step i; step i+1 follows step i.
+  // After blocks 1..3 a merge into the FP32 output accumulator: it reads the accumulator (4
+  // bytes) and the block's BF16 partial output (2) and writes the accumulator (4), 2048 local
+  // tokens x 32 heads x 64 wide.
+  REQUIRE(merges.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(merges[i]->bytes == rel_approx(10.0 * 2048 * 2048, 1e-9));
+    CHECK(merges[i]->start_ps == blocks[i + 1]->start_ps + blocks[i + 1]->dur_ps);
+  }
+  // Block i waits for block i-1 (its merge, from block 2 on) and for step i; step i+1 follows step i.
   for (std::size_t i = 1; i < 4; ++i) {
+    const TraceEvent* before = i == 1 ? blocks[0] : merges[i - 2];
     CHECK(blocks[i]->start_ps ==
-          std::max(blocks[i - 1]->start_ps + blocks[i - 1]->dur_ps, steps[i - 1]->start_ps + steps[i - 1]->dur_ps));
+          std::max(before->start_ps + before->dur_ps, steps[i - 1]->start_ps + steps[i - 1]->dur_ps));
     if (i < 3) CHECK(steps[i]->start_ps == steps[i - 1]->start_ps + steps[i - 1]->dur_ps);
   }
   CHECK(steps[0]->start_ps == blocks[0]->start_ps);  // the first chunk leaves as block 0 starts

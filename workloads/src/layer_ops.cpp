@@ -188,6 +188,11 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
         it.group = CommGroup::cp;
         it.ring_steps = s.cp;
         it.comm_bytes = T * (kv_dim + v_dim) / t * e;  // this rank's K/V chunk
+        // Each merge reads the FP32 accumulator and the block's partial result (e bytes) and
+        // writes the accumulator back: 4 + e + 4 bytes per element.
+        const double merge = 8 + e;
+        it.ring_merge_fwd_bytes = merge * T * o_in / t;
+        it.ring_merge_bwd_bytes = merge * T * (q_dim + kv_dim + v_dim) / t;
       }
       items.push_back(it);
     } else {
@@ -216,10 +221,10 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
   if (t > 1) items.push_back(comm_g(s, h));
   items.push_back(streaming("attn_residual", OpKind::elementwise, 2 * T_local * h, T_local * h, e));
   items.push_back(streaming("mlp_norm", OpKind::norm, T_local * h, T_local * h, e));
-  const bool swiglu = m.activation == Activation::swiglu;
+  const bool gated = is_gated(m.activation);
   // groups > 1: the experts on this GPU as one grouped GEMM, tokens split evenly over them.
   auto mlp = [&](const std::string& prefix, double tokens, double ffn, double groups = 0) {
-    const double up_n = (swiglu ? 2 : 1) * ffn / t;
+    const double up_n = (gated ? 2 : 1) * ffn / t;
     auto matmul = [&](const std::string& name, double k, double n) {
       LayerItem g = linear(name, tokens, k, n, e);
       if (groups > 0) {
@@ -233,7 +238,7 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
     };
     matmul(prefix + "up", h, up_n);
     items.push_back(
-        streaming(prefix + (swiglu ? "swiglu" : "gelu"), OpKind::elementwise, tokens * up_n, tokens * ffn / t, e));
+        streaming(prefix + to_string(m.activation), OpKind::elementwise, tokens * up_n, tokens * ffn / t, e));
     items.back().fuses_fp8_cast = true;
     matmul(prefix + "down", ffn / t, h);
   };

@@ -46,7 +46,7 @@ double activation_bytes_per_layer(const ModelSpec& m, const TrainingConfig& cfg,
     ffn = static_cast<double>(m.moe.expert_ffn_hidden);
     tokens_factor = m.moe.top_k * m.moe.capacity_factor + m.moe.shared_experts;
   }
-  const double intermediates = m.activation == Activation::swiglu ? 3 : 2;  // gate, up, product / in, out
+  const double intermediates = mlp_saved_widths(m.activation);
   split += e * s * b * ffn * intermediates * tokens_factor;
   // Standard attention keeps the s x s softmax output (and with dropout its mask and output):
   // Korthikanti's 5as^2b term. Flash attention and selective recomputation keep none of it.
@@ -117,7 +117,10 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
   const auto& pr = cfg.precision;
   MemoryBreakdown mb;
   const double params = stage_params(m, cfg, stage);
-  const double dp = p.dp;
+  // ZeRO / Megatron's distributed optimizer shard over the data-parallel ranks that hold the
+  // same weights: dp x cp (context-parallel ranks hold the same layers and reduce gradients
+  // together, as the step program's gradient collectives do).
+  const double dp = static_cast<double>(p.dp) * std::max(1, p.cp);
   mb.weights = params * pr.weight_bytes / (p.zero_stage >= 3 ? dp : 1);
   if (pr.compute == Dtype::fp8 && p.zero_stage < 3 && !m.is_generic()) {
     // Transformer Engine caches each linear layer's FP8 weight and its transpose (1 byte each)
@@ -132,18 +135,35 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
   mb.optimizer = params * (pr.master_bytes + pr.optimizer_state_bytes) / (p.zero_stage >= 1 ? dp : 1);
   const int layers = m.is_generic() ? static_cast<int>(m.generic_layers.size()) : m.layers;
   const PipelineSplit split = pipeline_split(layers, p);
-  const int per_stage = split.stage_layers(std::clamp(stage, 0, split.pp - 1));
-  int moe_layers = 0;
+  const int st = std::clamp(stage, 0, split.pp - 1);
+  const double dense_layer = activation_bytes_per_layer(m, cfg, false);
+  const double moe_layer = m.moe.enabled() ? activation_bytes_per_layer(m, cfg, true) : 0.0;
+  // One micro-batch's activations of each model chunk: its own layers (an uneven split, e.g.
+  // Llama 3's first chunk with the embedding only, holds fewer), MoE layers where they fall.
+  std::vector<double> chunk_bytes(static_cast<std::size_t>(split.v), 0.0);
   for (int c = 0; c < split.v; ++c) {
-    const auto vs = static_cast<std::size_t>(c * split.pp + std::clamp(stage, 0, split.pp - 1));
-    moe_layers += moe_layers_in(m, split.first[vs], split.layers[vs]);
+    const auto vs = static_cast<std::size_t>(c * split.pp + st);
+    const int moe = moe_layers_in(m, split.first[vs], split.layers[vs]);
+    chunk_bytes[static_cast<std::size_t>(c)] = (split.layers[vs] - moe) * dense_layer + moe * moe_layer;
   }
-  const double per_mb = (per_stage - moe_layers) * activation_bytes_per_layer(m, cfg, false) +
-                        moe_layers * activation_bytes_per_layer(m, cfg, true);
-  // Stage s of 1F1B holds p - s micro-batches of its L/p layers (Korthikanti Sec. 4.2.3);
-  // GPipe all m; interleaved Megatron's (1 + (p-1)/(pv)) factor on stage 0.
+  double per_mb = 0;
+  for (double b : chunk_bytes) per_mb += b;
   mb.activations_per_microbatch = per_mb;
-  mb.activations = per_mb * inflight_microbatches(cfg, stage);
+  // The schedule's order (1F1B: p - s micro-batches on stage s, Korthikanti Sec. 4.2.3; GPipe
+  // all m; interleaved Megatron's warm-up of chunk forwards): the most bytes of forwards whose
+  // backward has not run, each chunk forward counting its own layers.
+  const PipelineSchedule sc = p.schedule == PipelineSchedule::zero_bubble ? PipelineSchedule::one_f_one_b : p.schedule;
+  double held = 0, most = 0;
+  for (const auto& slot : pipeline_order(sc, split.pp, st, std::max(1, cfg.grad_accum()), split.v)) {
+    const double b = chunk_bytes[static_cast<std::size_t>(std::clamp(slot.chunk, 0, split.v - 1))];
+    if (slot.pass == PipelineSlot::Pass::forward) {
+      held += b;
+      most = std::max(most, held);
+    } else if (slot.pass == PipelineSlot::Pass::backward) {
+      held -= b;
+    }
+  }
+  mb.activations = most;
   if (stage == p.pp - 1 && !m.is_generic()) {
     // Logits in the compute dtype plus FP32 copies for the loss, for one micro-batch.
     const double tokens = cfg.micro_batch * static_cast<double>(cfg.seq_len) / p.cp;

@@ -27,7 +27,7 @@ double attention_params_per_layer(const ModelSpec& m) {
 
 double dense_mlp_params(const ModelSpec& m, std::int64_t ffn) {
   const double h = static_cast<double>(m.hidden), f = static_cast<double>(ffn);
-  if (m.activation == Activation::swiglu) return 3.0 * h * f;
+  if (is_gated(m.activation)) return 3.0 * h * f;
   return 2.0 * h * f + (m.norm == Norm::layernorm ? f + h : 0);  // GPT-style biases
 }
 

@@ -94,9 +94,21 @@ ModelSpec model_from_hf_config(const std::string& path, const std::string& scena
                       j["tie_word_embeddings"].get<bool>();
   const std::string act =
       j.contains("hidden_act") && j["hidden_act"].is_string() ? j["hidden_act"].get<std::string>() : "silu";
-  m.activation = act.rfind("gelu", 0) == 0 ? Activation::gelu : Activation::swiglu;
   const std::string type =
       j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : std::string();
+  // hidden_act names the function; whether the MLP is gated is the architecture's: Llama-like
+  // models (silu) and Gemma (gelu_pytorch_tanh, gate_proj) are, GPT-2/NeoX (gelu) and
+  // Nemotron (relu2, up_proj only) are not.
+  const bool gemma = type.rfind("gemma", 0) == 0;
+  if (act == "relu2") {
+    m.activation = Activation::relu2;
+  } else if (act == "relu") {
+    m.activation = Activation::relu;
+  } else if (act.rfind("gelu", 0) == 0) {
+    m.activation = gemma ? Activation::geglu : Activation::gelu;
+  } else {
+    m.activation = Activation::swiglu;
+  }
   m.norm = type == "gpt2" || type == "gpt_neox" ? Norm::layernorm : Norm::rmsnorm;
   // Mixtral: num_local_experts; DeepSeek: n_routed_experts; Qwen2-MoE: num_experts. 0: dense.
   const char* experts_key = given("num_local_experts")  ? "num_local_experts"

@@ -103,9 +103,9 @@ double ServingCostModel::layer_shared_s(double T, bool moe) const {
     s += gemm(T, h, (dims.q_dim + 2 * dims.kv_dim) / tp);
   }
   s += gemm(T, dims.o_in / tp, h);
-  const bool swiglu = m.activation == Activation::swiglu;
+  const bool gated = is_gated(m.activation);
   auto mlp = [&](double ffn) {
-    const double up = (swiglu ? 2 : 1) * ffn / tp;
+    const double up = (gated ? 2 : 1) * ffn / tp;
     return gemm(T, h, up) + stream(OpKind::elementwise, kAct * T * (up + ffn / tp)) + gemm(T, ffn / tp, h);
   };
   if (moe && m.moe.enabled()) {
@@ -121,7 +121,7 @@ double ServingCostModel::layer_shared_s(double T, bool moe) const {
     const double ffn_local = ep > 1 ? ffn : ffn / tp;
     const double rows = T * k / ep;
     const double touched = local_experts * (1 - std::pow(1 - k / E, T));
-    const double up = (swiglu ? 2 : 1) * ffn_local;
+    const double up = (gated ? 2 : 1) * ffn_local;
     auto grouped = [&](double kk, double n) {
       OpCost op{OpKind::grouped_gemm,
                 2 * rows * kk * n,

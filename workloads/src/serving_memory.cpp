@@ -71,7 +71,7 @@ double serving_activation_bytes(const ServingDeployment& d, std::int64_t tokens)
     ffn = std::max(ffn * (m.moe.first_dense_layers > 0 ? 1 : 0),
                    static_cast<double>(m.moe.expert_ffn_hidden) * (m.moe.top_k + m.moe.shared_experts));
   }
-  const double up = (m.activation == Activation::swiglu ? 2 : 1) * ffn / tp;
+  const double up = (is_gated(m.activation) ? 2 : 1) * ffn / tp;
   return static_cast<double>(tokens) * (up + ffn / tp + 3 * h) * 2;
 }
 

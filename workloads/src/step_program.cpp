@@ -374,8 +374,9 @@ class Builder {
 
   // Ring attention on GPU g (Liu et al. 2023; Megatron-CP): attention in cp blocks, block i
   // over the K/V chunk that arrived in step i; step i+1 forwards that chunk to the next CP rank
-  // while block i computes. Backward passes the chunk and its gradient. On return deps.back()
-  // is the last block.
+  // while block i computes. Backward passes the chunk and its gradient. After every block but the
+  // first, a memory-bound merge of the partial result into the FP32 accumulators (TE's CP). On
+  // return deps.back() is the last block (or its merge).
   void ring_attention(std::uint32_t g, const LayerItem& it, const OpCost& whole, const std::string& name, bool fwd,
                       std::vector<StepOpId>& deps, StepOpId& join) {
     if (join.valid()) deps.push_back(join), join = StepOpId::none();
@@ -397,6 +398,13 @@ class Builder {
       std::vector<StepOpId> bdeps = i == 0 ? deps : std::vector<StepOpId>{prev};
       if (arrived.valid()) bdeps.push_back(arrived);
       prev = add(g, 0, t_blk, name, to_string(blk.kind), OpClass::compute, blk.flops, blk.bytes, bdeps);
+      const double merge_bytes = fwd ? it.ring_merge_fwd_bytes : it.ring_merge_bwd_bytes;
+      if (i > 0 && merge_bytes > 0) {
+        const OpCost merge{OpKind::elementwise, 0, merge_bytes};
+        const StepOpId after_block[] = {prev};
+        prev = add(g, 0, seconds(op_seconds(cm_, merge)), name + " merge", "elementwise", OpClass::compute, 0,
+                   merge_bytes, after_block);
+      }
       arrived = next;
     }
     deps.assign(1, prev);

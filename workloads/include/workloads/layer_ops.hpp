@@ -34,6 +34,11 @@ struct LayerItem {
   // rank passes a K/V chunk of comm_bytes to the next (twice that in backward: K/V and their
   // gradients), overlapped with the block that does not need it.
   int ring_steps = 0;
+  // Ring attention: after each block but the first, the partial result is merged into FP32
+  // accumulators (Transformer Engine's context parallelism): forward rescales the output by the
+  // softmax statistics, backward accumulates dQ and the arriving chunk's dK/dV. Memory-bound
+  // bytes per merge.
+  double ring_merge_fwd_bytes = 0, ring_merge_bwd_bytes = 0;
   // Unfused attention's core (QK^T, softmax(-dropout), PV): what selective recomputation runs
   // again in backward instead of storing the s x s scores.
   bool attention_core = false;

@@ -11,12 +11,25 @@
 
 namespace ctwin {
 
-enum class Activation { swiglu, gelu };
+// The MLP's activation. Gated kinds (SwiGLU as Llama, GeGLU as Gemma) have two input
+// projections (gate and up, 3 h f weights); the others one (2 h f): GELU (GPT), ReLU and
+// squared ReLU (relu2: Nemotron-4, Primer). They differ in weights, FLOPs and saved tensors.
+enum class Activation { swiglu, gelu, geglu, relu, relu2 };
 enum class Norm { rmsnorm, layernorm };
 
 // The names of activations and norms, for JSON and reports (sim/names.hpp: one table each).
-inline constexpr auto activation_names =
-    make_names<Activation>({{Activation::swiglu, "swiglu"}, {Activation::gelu, "gelu"}});
+inline constexpr auto activation_names = make_names<Activation>({{Activation::swiglu, "swiglu"},
+                                                                 {Activation::gelu, "gelu"},
+                                                                 {Activation::geglu, "geglu"},
+                                                                 {Activation::relu, "relu"},
+                                                                 {Activation::relu2, "relu2"}});
+// Gated activations: the up projection is two (gate and up), ffn wide each.
+constexpr bool is_gated(Activation a) { return a == Activation::swiglu || a == Activation::geglu; }
+// Tensors of width ffn (per token) the MLP keeps for backward besides its input: a gated kind
+// its two projections' outputs and their product (3); GELU its input and output (2); squared
+// ReLU relu(x) for the square's backward and the square itself, fc2's input (2); ReLU only its
+// output, which is also fc2's input (1).
+constexpr int mlp_saved_widths(Activation a) { return is_gated(a) ? 3 : a == Activation::relu ? 1 : 2; }
 inline constexpr auto norm_names = make_names<Norm>({{Norm::rmsnorm, "rmsnorm"}, {Norm::layernorm, "layernorm"}});
 
 struct MoeSpec {

@@ -59,7 +59,8 @@ inline constexpr ParamDecl model_params[] = {
     {.key = "activation",
      .type = ParamType::choice,
      .def_name = "swiglu",
-     .doc = "SwiGLU has three MLP matrices, GELU two",
+     .doc = "MLP activation: gated swiglu (Llama) and geglu (Gemma) have three MLP matrices, gelu, relu and relu2 "
+            "(squared ReLU, Nemotron) two",
      .choices = activation_names.names},
     {.key = "norm",
      .type = ParamType::choice,
