@@ -335,7 +335,8 @@ TEST_CASE("MLP saved tensors by activation: 3 ffn-wide for swiglu and geglu, 2 f
   for (const auto& [act, widths] : kinds) {
     ModelSpec m = tiny_llama();
     m.activation = act;
-    CAPTURE(to_string(act));
+    const std::string name = to_string(m.activation);  // clang 14 cannot CAPTURE a binding
+    CAPTURE(name);
     CHECK(activation_bytes_per_layer(m, c, false) == rel_approx(common + 2 * 64 * widths * 160, 1e-12));
   }
 }
@@ -351,7 +352,8 @@ TEST_CASE("MLP weights by activation: gated kinds 3 h f, the others 2 h f") {
   for (const auto& [act, matrices] : kinds) {
     ModelSpec m = tiny_llama();  // RMSNorm: no biases
     m.activation = act;
-    CAPTURE(to_string(act));
+    const std::string name = to_string(m.activation);  // clang 14 cannot CAPTURE a binding
+    CAPTURE(name);
     CHECK(dense_mlp_params(m, 160) == rel_approx(matrices * 64.0 * 160, 1e-12));
   }
 }

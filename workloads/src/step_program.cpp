@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <span>
 #include <sstream>
 #include <string>
@@ -13,7 +12,6 @@
 #include <unordered_set>
 
 #include "sim/error.hpp"
-#include "sim/random.hpp"
 #include "topology/network.hpp"
 #include "workloads/compute_model.hpp"
 #include "workloads/layer_ops.hpp"
@@ -171,24 +169,10 @@ class Builder {
       const int t = rank / place_.stride[0] % par_.tp, c = rank / place_.stride[1] % par_.cp;
       return rank + ((t + dt) % par_.tp - t) * place_.stride[0] + ((c + dc) % par_.cp - c) * place_.stride[1];
     };
-    // Each distinct (group, op, bytes) once.
-    struct Key {
-      std::uint32_t group;
-      CollectiveOp op;
-      double bytes;
-      bool operator==(const Key&) const = default;
-    };
-    struct KeyHash {
-      std::size_t operator()(const Key& k) const {
-        std::uint64_t bits = 0;
-        std::memcpy(&bits, &k.bytes, sizeof bits);
-        return mix64(mix64(std::uint64_t{k.group} << 8 | static_cast<std::uint64_t>(k.op)) ^ bits);
-      }
-    };
-    std::unordered_set<Key, KeyHash> seen;
+    std::unordered_set<StepCall, StepCallHash> seen;  // each distinct (group, op, bytes) once
     std::vector<GpuId> peer;
     for (const StepCall& call : p_.calls) {
-      if (!seen.insert(Key{call.group, call.op, call.bytes}).second) continue;
+      if (!seen.insert(call).second) continue;
       const std::vector<GpuId>& g = p_.groups[call.group];
       const CollectiveCall base{call.op, g, call.bytes};
       const Time t0 = analytical_collective_time(cl, base, opt_.collectives);

@@ -46,26 +46,19 @@ LoweredStep lower_step(const StepProgram& p) {
   return l;
 }
 
+std::size_t StepCallHash::operator()(const StepCall& c) const {
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &c.bytes, sizeof bits);
+  return mix64(mix64(std::uint64_t{c.group} << 8 | static_cast<std::uint64_t>(c.op)) ^ bits);
+}
+
 std::vector<Time> analytical_call_times(const StepProgram& p, const Cluster& cluster,
                                         const CollectiveOptions& options) {
-  struct Key {
-    std::uint32_t group;
-    CollectiveOp op;
-    double bytes;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    std::size_t operator()(const Key& k) const {
-      std::uint64_t bits = 0;
-      std::memcpy(&bits, &k.bytes, sizeof bits);
-      return mix64(mix64(std::uint64_t{k.group} << 8 | static_cast<std::uint64_t>(k.op)) ^ bits);
-    }
-  };
-  std::unordered_map<Key, Time, KeyHash> memo;
+  std::unordered_map<StepCall, Time, StepCallHash> memo;
   std::vector<Time> t(p.calls.size());
   for (std::size_t r = 0; r < p.calls.size(); ++r) {
     const StepCall& c = p.calls[r];
-    auto [it, fresh] = memo.try_emplace(Key{c.group, c.op, c.bytes});
+    auto [it, fresh] = memo.try_emplace(c);
     if (fresh)
       it->second = analytical_collective_time(cluster, CollectiveCall{c.op, p.groups[c.group], c.bytes}, options);
     t[r] = it->second;

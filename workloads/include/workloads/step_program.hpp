@@ -68,6 +68,13 @@ struct StepCall {
   CollectiveOp op = CollectiveOp::all_reduce;
   std::uint32_t group = 0;  // index into StepProgram::groups
   double bytes = 0;         // nccl-tests size (send_recv: the message)
+  bool operator==(const StepCall&) const = default;
+};
+
+// Calls equal in (op, group, bytes) take the same analytical time: folding's exactness check and
+// the memo of analytical times key on it.
+struct StepCallHash {
+  std::size_t operator()(const StepCall& c) const;
 };
 
 // A dependency added after `after` was created (an op that must also wait for an overlapped
