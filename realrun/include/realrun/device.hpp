@@ -51,7 +51,7 @@ class Device {
   virtual void launch(int stream, const OpCost& op) = 0;
   virtual void collective(int stream, const CollectiveRequest& req) = 0;
   virtual EventHandle record(int stream) = 0;
-  virtual void wait(int stream, EventHandle event) = 0;  // the stream waits for the event
+  virtual void wait(int stream, EventHandle event) = 0;              // the stream waits for the event
   virtual double elapsed_s(EventHandle start, EventHandle end) = 0;  // both completed
   virtual void synchronize() = 0;
 };

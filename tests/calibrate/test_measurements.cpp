@@ -1,0 +1,100 @@
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "calibrate/measurements.hpp"
+#include "sim/error.hpp"
+
+#include "tolerance.hpp"
+
+using namespace ctwin;
+using namespace ctwin::calibrate;
+using ctwin::test::rel_approx;
+
+namespace {
+
+Measurements sample() {
+  Measurements m;
+  m.backend = "cpu";
+  m.scenario = {{"kind", "training"}, {"model", "tiny"}};
+  m.host.ranks = 2;
+  m.repeats = 5;
+  OpMeasurement op;
+  op.op.kind = OpKind::gemm;
+  op.op.dtype = Dtype::fp32;
+  op.op.m = 256, op.op.n = 512, op.op.k = 128;
+  op.op.flops = 2.0 * 256 * 512 * 128;
+  op.op.bytes = 4.0 * (256 * 128 + 128 * 512 + 256 * 512);
+  op.origin = "step";
+  op.name = "qkv";
+  op.stats = stats_of({3e-3, 1e-3, 2e-3, 5e-3, 4e-3});
+  m.ops.push_back(op);
+  CollectiveMeasurement c;
+  c.op = CollectiveOp::all_gather;
+  c.ranks = {0, 1};
+  c.bytes = 1 << 20;
+  c.stats = stats_of({1e-4});
+  m.collectives.push_back(c);
+  StepMeasurement s;
+  s.kind = "training_step";
+  s.layout = {{"dp", 2}};
+  s.stats = stats_of({0.5, 0.7});
+  s.per_rank_median_s = {0.5, 0.6};
+  m.steps.push_back(s);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("stats_of: median, nearest-rank percentiles and extremes of hand-counted samples") {
+  // Sorted: 1..10 ms. Median of an even count is the mean of the middle two (5.5 ms); p10 is the
+  // 1st sample (ceil(0.1 * 10) = 1), p90 the 9th.
+  std::vector<double> s;
+  for (int i = 10; i >= 1; --i) s.push_back(i * 1e-3);
+  const Stats st = stats_of(s);
+  CHECK(st.median_s == rel_approx(5.5e-3, 1e-12));
+  CHECK(st.p10_s == rel_approx(1e-3, 1e-12));
+  CHECK(st.p90_s == rel_approx(9e-3, 1e-12));
+  CHECK(st.min_s == rel_approx(1e-3, 1e-12));
+  CHECK(st.max_s == rel_approx(10e-3, 1e-12));
+  CHECK(st.repeats == 10);
+  // An odd count: the middle sample.
+  CHECK(stats_of({3, 1, 2}).median_s == rel_approx(2, 1e-12));
+}
+
+TEST_CASE("a measurements file reads back what was written") {
+  const Measurements m = sample();
+  const std::string text = measurements_to_json(m);
+  const Measurements r = parse_measurements(text, "m.json");
+  REQUIRE(r.ops.size() == 1);
+  CHECK(r.ops[0].op.kind == OpKind::gemm);
+  CHECK(*r.ops[0].op.dtype == Dtype::fp32);
+  CHECK(r.ops[0].op.k == rel_approx(128, 1e-12));
+  CHECK(r.ops[0].stats.median_s == rel_approx(3e-3, 1e-12));
+  CHECK(r.ops[0].name == "qkv");
+  REQUIRE(r.collectives.size() == 1);
+  CHECK(r.collectives[0].op == CollectiveOp::all_gather);
+  CHECK(r.collectives[0].ranks == std::vector<int>{0, 1});
+  REQUIRE(r.steps.size() == 1);
+  CHECK(r.steps[0].stats.median_s == rel_approx(0.6, 1e-12));
+  CHECK(r.scenario.at("model") == "tiny");
+  // Writing what was read gives the same bytes (deterministic output).
+  CHECK(measurements_to_json(r) == text);
+}
+
+TEST_CASE("a bad measurements file names the JSON pointer and what is expected") {
+  std::string text = measurements_to_json(sample());
+  const auto at = text.find("\"gemm\"");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 6, "\"gemv\"");
+  try {
+    parse_measurements(text, "m.json");
+    FAIL("accepted an unknown op kind");
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("m.json") != std::string::npos);
+    CHECK(msg.find("/ops/0/kind") != std::string::npos);
+  }
+  CHECK_THROWS_AS(parse_measurements("{\"schema\": \"ctwin-measurements/0\"}", "m.json"), InputError);
+}
