@@ -19,7 +19,10 @@
 # STALE (the code changed; update tests/mutations.txt). It is applied, and the test executables
 # are rebuilt incrementally and run one at a time (doctest --abort-after=1), the mutated
 # module's own first, each under a timeout; the first failure kills the mutant (a hang counts,
-# as a timeout). A mutant that does not compile is NOBUILD: neither killed nor survived. The file
+# as a timeout). Test cases in the doctest suite "slow" (seconds each: whole CLI runs, RSS
+# measurements) run in a second pass of each executable, after its quick cases and, for the
+# other modules, after every executable's quick cases: the same cases run for a surviving
+# mutant, and a mutant a quick case kills never waits for the slow ones. A mutant that does not compile is NOBUILD: neither killed nor survived. The file
 # is then restored. Score = killed / (killed + survived). Exit status 1 when the score is below
 # --min-score (default 0.90), or when any mutation is stale or does not compile; 2 on a usage
 # error or when the unmutated tree does not build or pass.
@@ -302,30 +305,39 @@ run_test() {
 }
 
 declare -A base_s
+# A pass is an executable's quick cases or its slow ones (doctest's suite filter).
+pass_args() { if [[ $1 == slow ]]; then echo "--test-suite=slow"; else echo "--test-suite-exclude=slow"; fi; }
 for t in "${tests[@]}"; do
-  t0=$EPOCHREALTIME
-  if ! run_test "$t" 1800 "$logs/baseline-$t.log"; then
-    tail -30 "$logs/baseline-$t.log" >&2
-    die "$t fails on the unmutated tree: fix that first (log: $logs/baseline-$t.log)"
-  fi
-  base_s[$t]=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  for p in quick slow; do
+    t0=$EPOCHREALTIME
+    if ! run_test "$t" 1800 "$logs/baseline-$t-$p.log" "$(pass_args $p)"; then
+      tail -30 "$logs/baseline-$t-$p.log" >&2
+      die "$t fails on the unmutated tree: fix that first (log: $logs/baseline-$t-$p.log)"
+    fi
+    base_s[$t $p]=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  done
 done
 baseline_line=""
-for t in "${tests[@]}"; do baseline_line+=" $t ${base_s[$t]}s"; done
-say "mutate: unmutated suite passes:$baseline_line"
+for t in "${tests[@]}"; do baseline_line+=" $t ${base_s[$t quick]}+${base_s[$t slow]}s"; done
+say "mutate: unmutated suite passes (quick+slow):$baseline_line"
 
 limit_for() {
   if [[ -n $timeout_s ]]; then echo "$timeout_s"; else
-    awk -v b="${base_s[$1]}" 'BEGIN { t = 10 * b; if (t < 60) t = 60; printf "%d", t + 0.5 }'
+    awk -v b="${base_s[$1 $2]}" 'BEGIN { t = 10 * b; if (t < 60) t = 60; printf "%d", t + 0.5 }'
   fi
 }
 
-# The mutated module's tests first, then the rest, quickest first.
-mapfile -t by_speed < <(for t in "${tests[@]}"; do echo "${base_s[$t]} $t"; done | sort -n | cut -d' ' -f2)
+# The mutated module's tests first (quick, then slow), then the rest's quick cases, quickest
+# first, then their slow cases.
+mapfile -t by_speed < <(for t in "${tests[@]}"; do echo "${base_s[$t quick]} $t"; done | sort -n | cut -d' ' -f2)
 order_for() {
-  local module=${1%%/*} t
-  for t in "${tests[@]}"; do [[ $t == "test_$module" ]] && echo "$t"; done
-  for t in "${by_speed[@]}"; do [[ $t == "test_$module" ]] || echo "$t"; done
+  local module=${1%%/*} t p
+  for p in quick slow; do
+    for t in "${tests[@]}"; do [[ $t == "test_$module" ]] && echo "$t $p"; done
+  done
+  for p in quick slow; do
+    for t in "${by_speed[@]}"; do [[ $t == "test_$module" ]] || echo "$t $p"; done
+  done
 }
 
 # ------------------------------------------------------------------ the mutations
@@ -346,14 +358,14 @@ for i in "${selected[@]}"; do
     substitute "$work/original" "${origs[i]}" "${repls[i]}" >"$f"
     status=survived
     log=$logs/${ids[i]}
-    while IFS= read -r t; do
+    while read -r t p; do
       if ! cmake --build "$build" --parallel "$jobs" --target "$t" >"$log.build.log" 2>&1; then
         status=nobuild killer=$t
         killer="$(grep -m1 'error:' "$log.build.log" | cut -c1-200)"
         if [[ $verbose -eq 1 ]]; then grep -m5 -A3 'error:' "$log.build.log" >&2; fi
         break
       fi
-      run_test "$t" "$(limit_for "$t")" "$log.test.log" "${doctest_filter[@]}"
+      run_test "$t" "$(limit_for "$t" "$p")" "$log.test.log" "$(pass_args "$p")" "${doctest_filter[@]}"
       rc=$?
       if [[ $rc -eq 124 || $rc -eq 137 ]]; then
         status=timeout killer=$t

@@ -76,7 +76,8 @@ const char* kQuickstart = R"({"name": "q", "kind": "training", "seed": 1, "clust
 
 }  // namespace
 
-TEST_CASE("every scenario in tests/app/scenarios/bad is refused with exit 2 naming its file and pointer") {
+TEST_CASE("every scenario in tests/app/scenarios/bad is refused with exit 2 naming its file and pointer" *
+          doctest::test_suite("slow")) {
   const auto dir = std::filesystem::path(CTWIN_SOURCE_DIR) / "tests/app/scenarios/bad";
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {

@@ -154,7 +154,7 @@ TEST_CASE("a serving scenario with a training job exits 2 with one line naming t
   CHECK(cli("run " + plain).status == 0);
 }
 
-TEST_CASE("benchmarks report their figures and a same-process baseline as JSON") {
+TEST_CASE("benchmarks report their figures and a same-process baseline as JSON" * doctest::test_suite("slow")) {
   const Run r = cli("bench engine --quick --json");
   REQUIRE(r.status == 0);
   const auto j = nlohmann::json::parse(r.out);
@@ -180,7 +180,8 @@ TEST_CASE("without the viewer, ctwin view --screenshot fails and says how to bui
   CHECK(r.err.find("CTWIN_BUILD_VIEWER=ON") != std::string::npos);
 }
 #else
-TEST_CASE("ctwin view --screenshot renders the trace ctwin run wrote into a PNG of the asked size") {
+TEST_CASE("ctwin view --screenshot renders the trace ctwin run wrote into a PNG of the asked size" *
+          doctest::test_suite("slow")) {
   const auto d = temp_dir();
   const std::string trace = (d / "v.ctt").string(), png = (d / "v.png").string();
   std::filesystem::remove(trace);
@@ -460,7 +461,7 @@ TEST_CASE("ctwin validate --set changes every case") {
   CHECK(cli(cases + " --set /name/x=1").status == 2);
 }
 
-TEST_CASE("progress lines go to a terminal only: nothing on stderr when it is a file") {
+TEST_CASE("progress lines go to a terminal only: nothing on stderr when it is a file" * doctest::test_suite("slow")) {
   const Run v = cli("validate scenarios/validation");
   REQUIRE(v.status == 0);
   CHECK(v.err.empty());

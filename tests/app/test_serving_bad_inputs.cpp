@@ -65,7 +65,8 @@ nlohmann::json run_json(const std::string& file) {
 
 }  // namespace
 
-TEST_CASE("every serving scenario in tests/app/scenarios/bad is refused with exit 2 at its pointer") {
+TEST_CASE("every serving scenario in tests/app/scenarios/bad is refused with exit 2 at its pointer" *
+          doctest::test_suite("slow")) {
   const auto dir = std::filesystem::path(CTWIN_SOURCE_DIR) / "tests/app/scenarios/bad";
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {

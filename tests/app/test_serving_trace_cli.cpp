@@ -24,7 +24,8 @@ namespace {
 const std::string kScenario = "scenarios/serving-llama3-8b-h100.json";
 }
 
-TEST_CASE("serving --trace: same scenario same bytes; the summary is the report's; requests and counters") {
+TEST_CASE("serving --trace: same scenario same bytes; the summary is the report's; requests and counters" *
+          doctest::test_suite("slow")) {
   const auto d = temp_dir();
   const std::string a = (d / "s1.json").string(), b = (d / "s2.json").string();
   std::filesystem::remove(a);

@@ -320,15 +320,18 @@ TEST_CASE("folding tp keeps the drawn time shares: the folded lane reads 75% gem
 
 TEST_CASE("a TP8 trace from ctwin run folds to 1/8 of its GPU lanes, per stream") {
   // llama3-70b-64xh100 with --no-fold: the simulator itself folds TP groups and DP replicas, so
-  // the viewer's fold is tried on the unfolded trace (TP8 x PP2 x DP4, 3 lanes per GPU).
+  // the viewer's fold is tried on the unfolded trace (TP8 x PP2 x DP4, 3 lanes per GPU). Four
+  // layers and 8 micro-batches per replica keep every lane and stream of the layout at a fraction
+  // of the run's time.
   const auto exe = std::filesystem::path(CTWIN_BINARY_DIR) / "ctwin";
   REQUIRE(std::filesystem::exists(exe));
   const auto dir = std::filesystem::temp_directory_path() / ("ctwin_viz_fold_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto trace = dir / "tp8.ctt";
   const std::string cmd = std::string("cd ") + CTWIN_SOURCE_DIR + " && " + exe.string() +
-                          " run scenarios/llama3-70b-64xh100.json --no-fold --trace " + trace.string() +
-                          " >/dev/null 2>&1";
+                          " run scenarios/llama3-70b-64xh100.json --no-fold --set /model/layers=4"
+                          " --set /training/global_batch=32 --trace " +
+                          trace.string() + " >/dev/null 2>&1";
   REQUIRE(std::system(cmd.c_str()) == 0);
   TimelineModel m(read_trace_file(trace));
   std::filesystem::remove_all(dir);

@@ -158,7 +158,7 @@ TEST_CASE("noise and flow fidelity unfold the estimate as they unfold the run") 
   CHECK(f.flows > 0);
 }
 
-TEST_CASE("the estimate's events and trace file sizes are the run's") {
+TEST_CASE("the estimate's events and trace file sizes are the run's" * doctest::test_suite("slow")) {
   const Cluster cl = h100_nodes(4);
   const Case cases[] = {
       {"dp8 folded, 3 micro-batches", 4, 1, 1, 8, 3, true},
@@ -207,7 +207,7 @@ constexpr bool kAllocatorIsAsan = false;
 constexpr bool kAllocatorIsAsan = false;
 #endif
 
-TEST_CASE("the host byte estimate is the run's peak RSS growth within 30%") {
+TEST_CASE("the host byte estimate is the run's peak RSS growth within 30%" * doctest::test_suite("slow")) {
   if (kAllocatorIsAsan) {
     MESSAGE("built with AddressSanitizer: its allocator's RSS is not the program's; not compared");
     return;
