@@ -19,10 +19,9 @@
 # STALE (the code changed; update tests/mutations.txt). It is applied, and the test executables
 # are rebuilt incrementally and run one at a time (doctest --abort-after=1), the mutated
 # module's own first, each under a timeout; the first failure kills the mutant (a hang counts,
-# as a timeout). Test cases in the doctest suite "slow" (seconds each: whole CLI runs, RSS
-# measurements) run in a second pass of each executable, after its quick cases and, for the
-# other modules, after every executable's quick cases: the same cases run for a surviving
-# mutant, and a mutant a quick case kills never waits for the slow ones. A mutant that does not compile is NOBUILD: neither killed nor survived. The file
+# as a timeout). The other modules' test cases in the doctest suite "slow" (seconds each: whole
+# CLI runs, RSS measurements) run only after every executable's quick cases have passed: the same
+# cases run for a surviving mutant, and a mutant a quick case kills never waits for them. A mutant that does not compile is NOBUILD: neither killed nor survived. The file
 # is then restored. Score = killed / (killed + survived). Exit status 1 when the score is below
 # --min-score (default 0.90), or when any mutation is stale or does not compile; 2 on a usage
 # error or when the unmutated tree does not build or pass.
@@ -306,7 +305,13 @@ run_test() {
 
 declare -A base_s
 # A pass is an executable's quick cases or its slow ones (doctest's suite filter).
-pass_args() { if [[ $1 == slow ]]; then echo "--test-suite=slow"; else echo "--test-suite-exclude=slow"; fi; }
+pass_args() {
+  case $1 in
+    slow) echo "--test-suite=slow" ;;
+    quick) echo "--test-suite-exclude=slow" ;;
+    *) echo "--abort-after=1" ;;  # all: every case, in file order
+  esac
+}
 for t in "${tests[@]}"; do
   for p in quick slow; do
     t0=$EPOCHREALTIME
@@ -323,18 +328,19 @@ say "mutate: unmutated suite passes (quick+slow):$baseline_line"
 
 limit_for() {
   if [[ -n $timeout_s ]]; then echo "$timeout_s"; else
-    awk -v b="${base_s[$1 $2]}" 'BEGIN { t = 10 * b; if (t < 60) t = 60; printf "%d", t + 0.5 }'
+    local b
+    if [[ $2 == all ]]; then b=$(awk -v q="${base_s[$1 quick]}" -v s="${base_s[$1 slow]}" 'BEGIN { print q + s }')
+    else b=${base_s[$1 $2]}; fi
+    awk -v b="$b" 'BEGIN { t = 10 * b; if (t < 60) t = 60; printf "%d", t + 0.5 }'
   fi
 }
 
-# The mutated module's tests first (quick, then slow), then the rest's quick cases, quickest
-# first, then their slow cases.
+# The mutated module's own tests first, all of them in file order (its likeliest killers are
+# spread over both suites), then the rest's quick cases, quickest first, then their slow cases.
 mapfile -t by_speed < <(for t in "${tests[@]}"; do echo "${base_s[$t quick]} $t"; done | sort -n | cut -d' ' -f2)
 order_for() {
   local module=${1%%/*} t p
-  for p in quick slow; do
-    for t in "${tests[@]}"; do [[ $t == "test_$module" ]] && echo "$t $p"; done
-  done
+  for t in "${tests[@]}"; do [[ $t == "test_$module" ]] && echo "$t all"; done
   for p in quick slow; do
     for t in "${by_speed[@]}"; do [[ $t == "test_$module" ]] || echo "$t $p"; done
   done
