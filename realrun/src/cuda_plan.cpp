@@ -200,7 +200,7 @@ StreamPlan plan_stream(const OpCost& op) {
   return p;
 }
 
-std::array<std::size_t, 3> buffers_for(const OpCost& op, Dtype step_dtype, int sm) {
+std::array<std::size_t, 3> buffers_for(const OpCost& op, Dtype step_dtype, int sm, int head_dim, int kv_block_size) {
   switch (op.kind) {
     case OpKind::gemm:
     case OpKind::grouped_gemm: {
@@ -210,11 +210,12 @@ std::array<std::size_t, 3> buffers_for(const OpCost& op, Dtype step_dtype, int s
     }
     case OpKind::attention: {
       // BF16 Q and O of every query; K and V of every key: contiguous for prefill, a block pool
-      // (whole blocks of 16) for decode.
-      const AttentionPlan a = plan_attention(op);
+      // of whole blocks for decode.
+      const AttentionPlan a = plan_attention(op, head_dim);
       const auto width = static_cast<std::size_t>(a.heads * a.head_dim) * 2;
       const auto q = static_cast<std::size_t>(a.seqs * a.q_len) * width;
-      const std::int64_t keys = a.decode ? (a.kv_len + 15) / 16 * 16 : a.kv_len;
+      const std::int64_t bs = std::max(1, kv_block_size);
+      const std::int64_t keys = a.decode ? (a.kv_len + bs - 1) / bs * bs : a.kv_len;
       return {q, 2 * static_cast<std::size_t>(a.seqs * keys) * width, q};
     }
     default: {

@@ -104,7 +104,9 @@ struct StreamPlan {
 StreamPlan plan_stream(const OpCost& op);
 
 // The three device buffers (bytes) an op touches; a device allocates each once at the largest.
-std::array<std::size_t, 3> buffers_for(const OpCost& op, Dtype step_dtype, int sm);
+// Attention: Q, then K and V (decode: pools of whole `kv_block_size` blocks), then O.
+std::array<std::size_t, 3> buffers_for(const OpCost& op, Dtype step_dtype, int sm, int head_dim = 128,
+                                       int kv_block_size = 16);
 
 // ---- collectives (NCCL) --------------------------------------------------------------------------
 
