@@ -94,7 +94,7 @@ void CudaDevice::create_comm(const CommSpec& spec, double timeout_s) {
         if (!flag && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout_s) {
           MPI_Cancel(&req);
           throw std::runtime_error(what + ": rank " + std::to_string(root) +
-                                   " (the group's root) did not join within " + std::to_string(timeout_s) + " s");
+                                   " (the group's root) did not join within " + seconds(timeout_s));
         }
         if (!flag) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
@@ -107,7 +107,7 @@ void CudaDevice::create_comm(const CommSpec& spec, double timeout_s) {
     Rendezvous::instance().publish(spec.id, id, static_cast<int>(spec.ranks.size()) - 1);
   } else if (!Rendezvous::instance().take(spec.id, timeout_s, id)) {
     throw std::runtime_error(what + ": rank " + std::to_string(root) + " (the group's root) did not join within " +
-                             std::to_string(timeout_s) + " s");
+                             seconds(timeout_s));
   }
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
@@ -127,8 +127,8 @@ void CudaDevice::create_comm(const CommSpec& spec, double timeout_s) {
     }
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout_s) {
       ncclCommAbort(c.comm);
-      throw std::runtime_error(what + ": not formed within " + std::to_string(timeout_s) +
-                               " s (a member never joined); ncclCommAbort");
+      throw std::runtime_error(what + ": not formed within " + seconds(timeout_s) +
+                               " (a member never joined); ncclCommAbort");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -216,8 +216,8 @@ void CudaDevice::collective(int stream, const CollectiveRequest& req) {
     if (r == ncclInProgress &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > opt_.timeout_s) {
       abort_comms();
-      throw std::runtime_error(what + ": not enqueued within " + std::to_string(opt_.timeout_s) +
-                               " s (a member rank never joined); ncclCommAbort");
+      throw std::runtime_error(what + ": not enqueued within " + seconds(opt_.timeout_s) +
+                               " (a member rank never joined); ncclCommAbort");
     }
   }
   if (r != ncclSuccess) {

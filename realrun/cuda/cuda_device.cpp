@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -12,6 +13,12 @@
 #include "workloads/step_program.hpp"
 
 namespace ctwin::realrun::cuda {
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
 
 void check(cudaError_t e, const std::string& what) {
   if (e != cudaSuccess) throw std::runtime_error(what + ": " + cudaGetErrorString(e));
@@ -309,11 +316,11 @@ void CudaDevice::wait_until(const std::function<bool()>& done, const std::string
         if (!c.last.empty()) pending += (pending.empty() ? "" : "; ") + c.last + " on '" + c.spec.label + "'";
       }
       abort_comms();
-      throw std::runtime_error("realrun rank " + std::to_string(rank_) + ": " + what + " not done after " +
-                               std::to_string(opt_.timeout_s) + " s" +
-                               (pending.empty() ? std::string()
-                                                : "; last collectives: " + pending +
-                                                      " (a member rank never joined; communicators aborted)"));
+      throw std::runtime_error(
+          "realrun rank " + std::to_string(rank_) + ": " + what + " not done after " + seconds(opt_.timeout_s) +
+          (pending.empty()
+               ? std::string()
+               : "; last collectives: " + pending + " (a member rank never joined; communicators aborted)"));
     }
     if (spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }

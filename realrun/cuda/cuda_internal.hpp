@@ -25,6 +25,9 @@
 
 namespace ctwin::realrun::cuda {
 
+// "2 s", "0.5 s": a timeout as a user wrote it.
+std::string seconds(double s);
+
 // Throws std::runtime_error "<what>: <CUDA's message>" on an error.
 void check(cudaError_t e, const std::string& what);
 void check(cublasStatus_t s, const std::string& what);
