@@ -115,6 +115,8 @@ void CudaDevice::reserve(const std::array<std::size_t, 3>& bytes) {
     buf_bytes_[i] = size;
     check(fill_random(buf_[i], size, FillKind::bf16, static_cast<std::uint32_t>(rank_ * 3 + i), nullptr),
           "realrun: filling a buffer");
+    // The fill ran on the legacy stream, which the non-blocking streams do not wait for.
+    check(cudaDeviceSynchronize(), "realrun: filling a buffer");
   }
 }
 
@@ -194,9 +196,9 @@ void CudaDevice::run_gemm(cudaStream_t s, const GemmPlan& p) {
   auto* d = static_cast<char*>(buf_[2]);
   for (std::int64_t g = 0; g < p.groups; ++g) {
     // Grouped GEMM as a loop of its experts' GEMMs on the stream, each on its own slice.
-    const auto ga = static_cast<std::size_t>(g) * p.a_bytes;
-    const auto gb = static_cast<std::size_t>(g) * p.b_bytes;
-    const auto gd = static_cast<std::size_t>(g) * p.d_bytes;
+    const auto ga = static_cast<std::size_t>(g) * gemm_group_stride(p.a_bytes);
+    const auto gb = static_cast<std::size_t>(g) * gemm_group_stride(p.b_bytes);
+    const auto gd = static_cast<std::size_t>(g) * gemm_group_stride(p.d_bytes);
     check(cublasLtMatmul(lt_, lp.desc, &alpha, a + ga, lp.a, b + gb, lp.b, &beta, d + gd, lp.d, d + gd, lp.d,
                          &lp.algo.algo, workspace_, workspace_bytes_, s),
           "realrun rank " + std::to_string(rank_) + ": cublasLtMatmul");

@@ -206,7 +206,7 @@ std::array<std::size_t, 3> buffers_for(const OpCost& op, Dtype step_dtype, int s
     case OpKind::grouped_gemm: {
       const GemmPlan g = plan_gemm(op, step_dtype, sm);
       const auto n = static_cast<std::size_t>(g.groups);
-      return {g.a_bytes * n, g.b_bytes * n, g.d_bytes * n};
+      return {gemm_group_stride(g.a_bytes) * n, gemm_group_stride(g.b_bytes) * n, gemm_group_stride(g.d_bytes) * n};
     }
     case OpKind::attention: {
       // BF16 Q and O of every query; K and V of every key: contiguous for prefill, a block pool

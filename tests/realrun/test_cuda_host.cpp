@@ -113,6 +113,14 @@ TEST_CASE("a grouped GEMM splits its rows evenly over the groups; FP32 steps run
   CHECK(buf[0] == 8u * 2048u * 1408u * 2u);  // eight experts' weights
   CHECK(buf[1] == 8192u * 2048u * 2u);       // every token's activations
   CHECK(buf[2] == 8192u * 1408u * 2u);
+  // Slices start on 256-byte boundaries: 3 experts of a 8 x 24 BF16 weight (384 bytes) take 512 each.
+  OpCost small{OpKind::grouped_gemm, 0, 0};
+  small.m = 30;
+  small.n = 24;
+  small.k = 8;
+  small.groups = 3;
+  CHECK(buffers_for(small, Dtype::bf16, 90)[0] == 3u * 512u);
+  CHECK(buffers_for(small, Dtype::bf16, 90)[1] == 3u * 256u);  // 10 x 8 x 2 = 160 bytes a group
   OpCost f{OpKind::gemm, 0, 0};
   f.m = f.n = f.k = 64;
   const GemmPlan t = plan_gemm(f, Dtype::fp32, 90);

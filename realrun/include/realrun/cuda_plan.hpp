@@ -55,6 +55,10 @@ struct GemmPlan {
   double flops = 0;
 };
 
+// A group's slice of a grouped GEMM's buffer starts on a 256-byte boundary: cuBLASLt's
+// heuristic assumes that alignment of every pointer unless told otherwise.
+inline std::size_t gemm_group_stride(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
 // The plan for a gemm or grouped_gemm OpCost (m rows split evenly over its groups) in the op's
 // dtype, else `step_dtype`, on a GPU of compute capability `sm`. FP8 dimensions are rounded up
 // to multiples of 16 (cuBLASLt's FP8 alignment); every dimension is at least 1.
