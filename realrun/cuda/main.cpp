@@ -221,7 +221,7 @@ int run(int argc, char** argv) {
   BackendOptions bo;
   bo.timeout_s = o.timeout_s;
   CudaOptions co;
-  if (w.mpi) {
+  if (w.mpi && w.size > 1) {  // a lone process (sbatch without srun) drives every visible GPU
     co.world_rank = w.rank;
     co.world_size = w.size;
     co.local_gpu = w.local;
@@ -230,6 +230,7 @@ int run(int argc, char** argv) {
   const std::vector<std::unique_ptr<Device>> devices = make_cuda_devices(bo, co);
   const DiscoveredNode node = discover_node();
   const int sm = node.gpus.empty() ? 0 : node.gpus.front().sm;
+  if (w.size == 1) w.mpi = false;
   const int world = w.mpi ? w.size : static_cast<int>(devices.size());
 
   calibrate::Measurements m;
@@ -317,7 +318,10 @@ int run(int argc, char** argv) {
                  m.collectives.size(), world, o.out.c_str());
   }
 #ifdef CTWIN_HAVE_MPI
-  if (w.mpi) MPI_Finalize();
+  int up = 0, down = 0;
+  MPI_Initialized(&up);
+  MPI_Finalized(&down);
+  if (up && !down) MPI_Finalize();
 #endif
   return kExitOk;
 }
@@ -336,6 +340,13 @@ int main(int argc, char** argv) {
     return kExitBadInput;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ctwin-realrun: %s\n", e.what());
+#ifdef CTWIN_HAVE_MPI
+    // The other ranks may be waiting in a collective or in MPI: end the whole job, not this rank.
+    int up = 0, down = 0;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    if (up && !down) MPI_Abort(MPI_COMM_WORLD, kExitInternal);
+#endif
     return kExitInternal;
   }
 }
