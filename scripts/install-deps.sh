@@ -7,7 +7,8 @@ packages=(
   build-essential cmake ninja-build pkg-config git clang-format
   ccache
   clang-14 libfuzzer-14-dev llvm-14  # the sanitizer and fuzz build (scripts/fuzz.sh, docs/reliability.md)
-  libboost-graph-dev nlohmann-json3-dev libeigen3-dev doctest-dev  # libopenmpi-dev returns with sweeps/realrun
+  libboost-graph-dev nlohmann-json3-dev libeigen3-dev doctest-dev
+  libopenmpi-dev  # ctwin-realrun under mpirun/srun (realrun/CMakeLists.txt finds it with CUDA)
   libimgui-dev libglfw3-dev libgl-dev libstb-dev
   xvfb xauth libgl1-mesa-dri
 )

@@ -1,0 +1,270 @@
+// The CUDA backend's kernels (declared in realrun/cuda_kernels.hpp). They are there to be timed
+// at the shapes the simulator prices, and to be right: tests/realrun/test_cuda_device.cpp checks
+// each against a host reference where a GPU is present.
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "realrun/cuda_kernels.hpp"
+
+namespace ctwin::realrun::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kWarps = 8;      // queries (prefill) or heads (decode) a block
+constexpr int kKeyTile = 32;   // keys a shared-memory tile holds (prefill)
+constexpr int kThreads = 256;  // streaming kernels
+
+int blocks_for(std::int64_t n, int threads) {
+  const std::int64_t b = (n + threads - 1) / threads;
+  return static_cast<int>(b < 1 ? 1 : (b > 65535 * 16 ? 65535 * 16 : b));
+}
+
+__device__ float hash_unit(std::uint32_t seed, std::uint64_t i) {
+  // splitmix-style mixing of (seed, index) to a float in [-1, 1).
+  std::uint64_t z = (static_cast<std::uint64_t>(seed) << 32) ^ (i + 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) / static_cast<float>(1u << 23) - 1.0f;
+}
+
+__global__ void fill_kernel(void* p, std::uint64_t n, int kind, std::uint32_t seed) {
+  for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const float x = hash_unit(seed, i);
+    if (kind == 0) {
+      static_cast<float*>(p)[i] = x;
+    } else if (kind == 1) {
+      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16(x);
+    } else {
+      static_cast<__nv_fp8_e4m3*>(p)[i] = __nv_fp8_e4m3(x * 1.5f);
+    }
+  }
+}
+
+__device__ float warp_sum(float x) {
+  for (int o = kWarp / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// Online softmax state of one (query, head): running max, running sum, and the lane's E output
+// dimensions (lane l holds dimensions l*E .. l*E+E-1).
+template <int E>
+struct Softmax {
+  float m = -INFINITY, l = 0, acc[E] = {};
+  __device__ void add(float score, const float* v) {
+    const float m_new = fmaxf(m, score);
+    const float corr = __expf(m - m_new);
+    const float p = __expf(score - m_new);
+    l = l * corr + p;
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[e] = acc[e] * corr + p * v[e];
+    m = m_new;
+  }
+};
+
+template <int D>
+__global__ void prefill_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o,
+                               int q_len, int kv_len, int heads) {
+  constexpr int E = D / kWarp;
+  __shared__ __nv_bfloat16 ks[kKeyTile * D];
+  __shared__ __nv_bfloat16 vs[kKeyTile * D];
+  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int h = static_cast<int>(blockIdx.y), s = static_cast<int>(blockIdx.z);
+  const int first = static_cast<int>(blockIdx.x) * kWarps;
+  const int qi = first + warp;
+  const bool active = qi < q_len;
+  const int offset = kv_len - q_len;  // the queries are the last q_len positions
+  const int pos = offset + qi;
+  const int last_q = min(first + kWarps, q_len) - 1;
+  const int keys = offset + last_q + 1;  // the block's furthest query sees this many keys
+  const float scale = rsqrtf(static_cast<float>(D));
+  float qv[E];
+  if (active) {
+    const std::size_t base = ((static_cast<std::size_t>(s) * q_len + qi) * heads + h) * D + lane * E;
+#pragma unroll
+    for (int e = 0; e < E; ++e) qv[e] = __bfloat162float(q[base + e]) * scale;
+  }
+  Softmax<E> sm;
+  for (int t0 = 0; t0 < keys; t0 += kKeyTile) {
+    for (int i = static_cast<int>(threadIdx.x); i < kKeyTile * D; i += static_cast<int>(blockDim.x)) {
+      const int j = t0 + i / D;
+      const std::size_t src = ((static_cast<std::size_t>(s) * kv_len + j) * heads + h) * D + i % D;
+      ks[i] = j < keys ? k[src] : __float2bfloat16(0.0f);
+      vs[i] = j < keys ? v[src] : __float2bfloat16(0.0f);
+    }
+    __syncthreads();
+    if (active) {
+      const int end = min(kKeyTile, pos + 1 - t0);  // causal: keys up to this query's position
+      for (int j = 0; j < end; ++j) {
+        float dot = 0, vv[E];
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          dot += qv[e] * __bfloat162float(ks[j * D + lane * E + e]);
+          vv[e] = __bfloat162float(vs[j * D + lane * E + e]);
+        }
+        sm.add(warp_sum(dot), vv);
+      }
+    }
+    __syncthreads();
+  }
+  if (active) {
+    const std::size_t base = ((static_cast<std::size_t>(s) * q_len + qi) * heads + h) * D + lane * E;
+#pragma unroll
+    for (int e = 0; e < E; ++e) o[base + e] = __float2bfloat16(sm.acc[e] / sm.l);
+  }
+}
+
+template <int D>
+__global__ void decode_kernel(const __nv_bfloat16* q, const __nv_bfloat16* kp, const __nv_bfloat16* vp,
+                              __nv_bfloat16* o, const std::int32_t* table, const std::int32_t* lens, int max_blocks,
+                              int block_size, int heads) {
+  constexpr int E = D / kWarp;
+  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int h = static_cast<int>(blockIdx.x) * kWarps + warp, s = static_cast<int>(blockIdx.y);
+  if (h >= heads) return;
+  const float scale = rsqrtf(static_cast<float>(D));
+  const std::size_t qbase = (static_cast<std::size_t>(s) * heads + h) * D + lane * E;
+  float qv[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) qv[e] = __bfloat162float(q[qbase + e]) * scale;
+  Softmax<E> sm;
+  const int ctx = lens[s];
+  for (int j = 0; j < ctx; ++j) {
+    const int block = table[static_cast<std::size_t>(s) * max_blocks + j / block_size];
+    const std::size_t base =
+        ((static_cast<std::size_t>(block) * block_size + j % block_size) * heads + h) * D + lane * E;
+    float dot = 0, vv[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      dot += qv[e] * __bfloat162float(kp[base + e]);
+      vv[e] = __bfloat162float(vp[base + e]);
+    }
+    sm.add(warp_sum(dot), vv);
+  }
+#pragma unroll
+  for (int e = 0; e < E; ++e) o[qbase + e] = __float2bfloat16(ctx > 0 ? sm.acc[e] / sm.l : 0.0f);
+}
+
+__global__ void rmsnorm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, std::int64_t rows,
+                               int cols, float eps) {
+  __shared__ float partial[kThreads / kWarp];
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const __nv_bfloat16* xr = x + r * cols;
+    float ss = 0;
+    for (int c = static_cast<int>(threadIdx.x); c < cols; c += static_cast<int>(blockDim.x)) {
+      const float xv = __bfloat162float(xr[c]);
+      ss += xv * xv;
+    }
+    ss = warp_sum(ss);
+    if (threadIdx.x % kWarp == 0) partial[threadIdx.x / kWarp] = ss;
+    __syncthreads();
+    float total = 0;
+    for (int i = 0; i < static_cast<int>(blockDim.x) / kWarp; ++i) total += partial[i];
+    const float inv = rsqrtf(total / static_cast<float>(cols) + eps);
+    for (int c = static_cast<int>(threadIdx.x); c < cols; c += static_cast<int>(blockDim.x)) {
+      y[r * cols + c] = __float2bfloat16(__bfloat162float(xr[c]) * inv * __bfloat162float(w[c]));
+    }
+    __syncthreads();  // partial[] is reused by the next row
+  }
+}
+
+__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, std::int64_t n, float lr, float b1, float b2,
+                             float eps, float wd, float c1, float c2) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float gi = g[i];
+    const float mi = b1 * m[i] + (1 - b1) * gi;
+    const float vi = b2 * v[i] + (1 - b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] -= lr * ((mi / c1) / (sqrtf(vi / c2) + eps) + wd * p[i]);
+  }
+}
+
+__global__ void axpy_kernel(float a, const __nv_bfloat16* x, __nv_bfloat16* y, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    y[i] = __float2bfloat16(a * __bfloat162float(x[i]) + __bfloat162float(y[i]));
+  }
+}
+
+}  // namespace
+
+cudaError_t fill_random(void* p, std::size_t bytes, FillKind kind, std::uint32_t seed, cudaStream_t s) {
+  const std::size_t size = kind == FillKind::fp32 ? 4 : kind == FillKind::bf16 ? 2 : 1;
+  const std::uint64_t n = bytes / size;
+  if (n == 0) return cudaSuccess;
+  fill_kernel<<<blocks_for(static_cast<std::int64_t>(n), kThreads), kThreads, 0, s>>>(p, n, static_cast<int>(kind),
+                                                                                      seed);
+  return cudaGetLastError();
+}
+
+cudaError_t attention_prefill(const void* q, const void* k, const void* v, void* o, int seqs, int q_len, int kv_len,
+                              int heads, int head_dim, cudaStream_t s) {
+  if (seqs < 1 || q_len < 1 || kv_len < q_len || heads < 1 || heads > 65535 || seqs > 65535)
+    return cudaErrorInvalidValue;
+  const dim3 grid((q_len + kWarps - 1) / kWarps, heads, seqs);
+  const auto* qb = static_cast<const __nv_bfloat16*>(q);
+  const auto* kb = static_cast<const __nv_bfloat16*>(k);
+  const auto* vb = static_cast<const __nv_bfloat16*>(v);
+  auto* ob = static_cast<__nv_bfloat16*>(o);
+  if (head_dim == 128) {
+    prefill_kernel<128><<<grid, kWarps * kWarp, 0, s>>>(qb, kb, vb, ob, q_len, kv_len, heads);
+  } else if (head_dim == 64) {
+    prefill_kernel<64><<<grid, kWarps * kWarp, 0, s>>>(qb, kb, vb, ob, q_len, kv_len, heads);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t attention_decode_paged(const void* q, const void* k_pool, const void* v_pool, void* o,
+                                   const std::int32_t* block_table, const std::int32_t* context_lens, int seqs,
+                                   int max_blocks, int block_size, int heads, int head_dim, cudaStream_t s) {
+  if (seqs < 1 || heads < 1 || block_size < 1 || max_blocks < 1 || seqs > 65535) return cudaErrorInvalidValue;
+  const dim3 grid((heads + kWarps - 1) / kWarps, seqs);
+  const auto* qb = static_cast<const __nv_bfloat16*>(q);
+  const auto* kb = static_cast<const __nv_bfloat16*>(k_pool);
+  const auto* vb = static_cast<const __nv_bfloat16*>(v_pool);
+  auto* ob = static_cast<__nv_bfloat16*>(o);
+  if (head_dim == 128) {
+    decode_kernel<128>
+        <<<grid, kWarps * kWarp, 0, s>>>(qb, kb, vb, ob, block_table, context_lens, max_blocks, block_size, heads);
+  } else if (head_dim == 64) {
+    decode_kernel<64>
+        <<<grid, kWarps * kWarp, 0, s>>>(qb, kb, vb, ob, block_table, context_lens, max_blocks, block_size, heads);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t rmsnorm(const void* x, const void* w, void* y, std::int64_t rows, int cols, float eps, cudaStream_t s) {
+  if (rows < 1 || cols < 1) return cudaErrorInvalidValue;
+  const int grid = static_cast<int>(rows < 65535 * 16 ? rows : 65535 * 16);
+  rmsnorm_kernel<<<grid, kThreads, 0, s>>>(static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w),
+                                           static_cast<__nv_bfloat16*>(y), rows, cols, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t adamw(float* p, const float* g, float* m, float* v, std::int64_t n, float lr, float beta1, float beta2,
+                  float eps, float weight_decay, int step, cudaStream_t s) {
+  if (n < 1 || step < 1) return cudaErrorInvalidValue;
+  const float c1 = 1 - std::pow(beta1, static_cast<float>(step));
+  const float c2 = 1 - std::pow(beta2, static_cast<float>(step));
+  adamw_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, c1, c2);
+  return cudaGetLastError();
+}
+
+cudaError_t axpy_bf16(float a, const void* x, void* y, std::int64_t n, cudaStream_t s) {
+  if (n < 1) return cudaErrorInvalidValue;
+  axpy_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(a, static_cast<const __nv_bfloat16*>(x),
+                                                           static_cast<__nv_bfloat16*>(y), n);
+  return cudaGetLastError();
+}
+
+}  // namespace ctwin::realrun::cuda

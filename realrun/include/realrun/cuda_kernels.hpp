@@ -1,0 +1,41 @@
+// The CUDA backend's own kernels (realrun/cuda/kernels.cu): attention for prefill/training and
+// for decode over a paged KV cache, and the memory-streaming kernels (RMSNorm, AdamW, a vector
+// op). Plain types only, so host code in C++20 calls what nvcc compiles in C++17. Only with
+// CUDA (CTWIN_HAVE_CUDA). Tensors are BF16 unless said; every launcher returns the launch's error.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ctwin::realrun::cuda {
+
+enum class FillKind { fp32, bf16, fp8_e4m3 };
+// Deterministic values in [-1, 1] (FP8: magnitudes below 2), so no kernel times zeros or NaNs.
+cudaError_t fill_random(void* p, std::size_t bytes, FillKind kind, std::uint32_t seed, cudaStream_t s);
+
+// Causal attention, queries [seqs][q_len][heads][head_dim], keys and values
+// [seqs][kv_len][heads][head_dim]; query i of a sequence sits at position kv_len - q_len + i and
+// sees keys 0..its position. One warp a (query, head), key/value tiles shared through shared
+// memory by the block's queries (a flash-attention-like online softmax). head_dim: 64 or 128.
+cudaError_t attention_prefill(const void* q, const void* k, const void* v, void* o, int seqs, int q_len, int kv_len,
+                              int heads, int head_dim, cudaStream_t s);
+
+// One query a sequence ([seqs][heads][head_dim]) over its context_lens[s] keys, read through
+// block_table (seqs x max_blocks physical block numbers) from pools [block][block_size][heads][head_dim].
+cudaError_t attention_decode_paged(const void* q, const void* k_pool, const void* v_pool, void* o,
+                                   const std::int32_t* block_table, const std::int32_t* context_lens, int seqs,
+                                   int max_blocks, int block_size, int heads, int head_dim, cudaStream_t s);
+
+// y = x / sqrt(mean(x^2) + eps) * w over rows of `cols`.
+cudaError_t rmsnorm(const void* x, const void* w, void* y, std::int64_t rows, int cols, float eps, cudaStream_t s);
+
+// One AdamW step (Loshchilov and Hutter) over n FP32 parameters.
+cudaError_t adamw(float* p, const float* g, float* m, float* v, std::int64_t n, float lr, float beta1, float beta2,
+                  float eps, float weight_decay, int step, cudaStream_t s);
+
+// y = a x + y over n BF16 elements.
+cudaError_t axpy_bf16(float a, const void* x, void* y, std::int64_t n, cudaStream_t s);
+
+}  // namespace ctwin::realrun::cuda
