@@ -77,7 +77,8 @@ TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const Clus
       po.fail("compute", "found \"fp8\", but " + cl.gpu.name + " has no FP8 tensor cores", "\"bf16\" or \"fp16\"");
     }
     if (t.precision.compute == Dtype::fp32 && cl.gpu.tf32_tflops <= 0) {
-      po.fail("compute", "found \"fp32\", but " + cl.gpu.name + " has no tf32_tflops", "\"bf16\", or a GPU with tf32_tflops");
+      po.fail("compute", "found \"fp32\", but " + cl.gpu.name + " has no tf32_tflops",
+              "\"bf16\", or a GPU with tf32_tflops");
     }
   }
   if (o.has("noise")) {
