@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -159,14 +160,14 @@ int cmd_realrun(const Args& args_in) {
   job.cluster = sc.cluster;
   job.options = training_options(sc);
   job.config = sc.realrun;
-  job.config.ranks = positive_int(*p, "--ranks", job.config.ranks, 1);
+  const int ranks_flag = positive_int(*p, "--ranks", 0, 1);
   job.config.repeats = positive_int(*p, "--repeats", job.config.repeats, 1);
   job.config.warmup = positive_int(*p, "--warmup", job.config.warmup, 0);
 
   const realrun::RealrunPlan plan = realrun::plan_realrun(job);
-  if (p->has("--ranks") && job.config.ranks != plan.ranks) {
+  if (ranks_flag != 0 && ranks_flag != plan.ranks) {
     throw InputError("", "--ranks",
-                     std::to_string(job.config.ranks) + " for a layout of " + std::to_string(plan.ranks) + " GPUs",
+                     std::to_string(ranks_flag) + " for a layout of " + std::to_string(plan.ranks) + " GPUs",
                      "the layout's GPU count (set /training/parallelism to change it)");
   }
   realrun::BackendOptions bo;
@@ -187,6 +188,11 @@ int cmd_realrun(const Args& args_in) {
     progress.clear();
     std::fprintf(stderr, "error: realrun failed: %s\n", e.what());
     return kExitInternal;
+  } catch (const std::invalid_argument& e) {
+    // A kernel too large for this backend's memory: the scenario, not the program, is at fault.
+    progress.clear();
+    std::fprintf(stderr, "error: %s: %s\n", path.c_str(), e.what());
+    return kExitBadInput;
   }
   progress.clear();
   calibrate::write_measurements(m, *out, force, "-o");

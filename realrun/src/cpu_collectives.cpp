@@ -55,6 +55,7 @@ ShmComm::ShmComm(std::vector<int> ranks, std::string label, double timeout_s)
   if (ranks_.empty()) throw std::invalid_argument("ShmComm: a communicator needs at least one rank");
   slots_.resize(ranks_.size());
   arrived_.assign(ranks_.size(), 0);
+  mailbox_.resize(ranks_.size());
 }
 
 int ShmComm::member_of(int rank) const {
@@ -222,18 +223,58 @@ void ShmComm::reduce(int member, std::span<float> data, int root_member) {
 
 void ShmComm::send_recv(int member, std::span<float> data, bool send) {
   check_member(member);
-  if (size() != 2) {
-    throw std::invalid_argument("send_recv on communicator '" + label_ + "': needs 2 ranks, has " +
-                                std::to_string(size()));
-  }
   slots_[static_cast<std::size_t>(member)] = Slot{data.data(), nullptr, data.size()};
   sync(member, "send_recv");
   check_lengths("send_recv");
-  if (!send) {
-    const float* src = slots_[static_cast<std::size_t>(1 - member)].data;
-    std::copy(src, src + data.size(), data.begin());
+  const std::size_t n = ranks_.size();
+  if (n == 2) {
+    if (!send) {
+      const float* src = slots_[static_cast<std::size_t>(1 - member)].data;
+      std::copy(src, src + data.size(), data.begin());
+    }
+    sync(member, "send_recv");
+    return;
   }
+  // A ring step: read the left neighbour's buffer, then overwrite ours once every read is done.
+  const float* left = slots_[(static_cast<std::size_t>(member) + n - 1) % n].data;
+  const std::vector<float> got(left, left + data.size());
   sync(member, "send_recv");
+  std::copy(got.begin(), got.end(), data.begin());
+  sync(member, "send_recv");
+}
+
+void ShmComm::post(int member, std::span<const float> data) {
+  check_member(member);
+  {
+    std::lock_guard lk(mu_);
+    if (!abort_reason_.empty()) throw CollectiveTimeout(abort_reason_);
+    mailbox_[static_cast<std::size_t>(member + 1) % ranks_.size()].emplace_back(data.begin(), data.end());
+  }
+  cv_.notify_all();
+}
+
+void ShmComm::take(int member, std::span<float> data) {
+  check_member(member);
+  std::unique_lock lk(mu_);
+  const auto timeout = std::chrono::duration<double>(timeout_s_);
+  auto& box = mailbox_[static_cast<std::size_t>(member)];
+  if (!cv_.wait_for(lk, timeout, [&] { return !box.empty() || !abort_reason_.empty(); })) {
+    std::vector<int> others;
+    for (std::size_t i = 0; i < ranks_.size(); ++i) {
+      if (static_cast<int>(i) != member) others.push_back(ranks_[i]);
+    }
+    std::ostringstream msg;
+    msg << (others.size() == 1 ? "rank " : "ranks ") << rank_list(others) << " never sent to rank "
+        << ranks_[static_cast<std::size_t>(member)] << " on communicator '" << label_ << "' within " << timeout_s_
+        << " s; the communicator is aborted";
+    abort_reason_ = msg.str();
+    cv_.notify_all();
+  }
+  if (box.empty()) throw CollectiveTimeout(abort_reason_);
+  const std::vector<float> m = std::move(box.front());
+  box.pop_front();
+  lk.unlock();
+  std::copy(m.begin(), m.begin() + static_cast<std::ptrdiff_t>(std::min(m.size(), data.size())), data.begin());
 }
 
 }  // namespace ctwin::realrun

@@ -294,7 +294,13 @@ class CpuRank final : public CpuDevice {
         c.all_to_all(st.member, data, std::span<float>(st.buf2.data(), len));
         return;
       case CollectiveOp::send_recv:
-        c.send_recv(st.member, data, req.send);
+        // A pair posts eagerly (a pipeline stage's transfers never wait for the peer to be
+        // ready); larger groups exchange as a rendezvous.
+        if (c.size() == 2) {
+          req.send ? c.post(st.member, data) : c.take(st.member, data);
+        } else {
+          c.send_recv(st.member, data, req.send);
+        }
         return;
     }
   }

@@ -159,3 +159,32 @@ TEST_CASE("a rank that never joins a collective times out with a message naming 
   // Aborted: the late rank fails at once instead of waiting for peers that have gone.
   CHECK_THROWS_AS(comm.all_reduce(2, x), CollectiveTimeout);
 }
+
+TEST_CASE("eager point-to-point: messages arrive in the order posted, a missing sender times out naming it") {
+  ShmComm pair({0, 1}, "pp", 0.2);
+  std::vector<float> a(6, 1.0f), b(6, 2.0f), got(6, 0.0f);
+  pair.post(0, a);  // returns at once: no receiver yet
+  pair.post(0, b);
+  pair.take(1, got);
+  CHECK(got == a);
+  pair.take(1, got);
+  CHECK(got == b);
+  std::string msg;
+  try {
+    pair.take(1, got);
+  } catch (const CollectiveTimeout& e) {
+    msg = e.what();
+  }
+  CHECK(msg.find("rank 0 never sent to rank 1 on communicator 'pp'") != std::string::npos);
+}
+
+TEST_CASE("send/recv over more than two ranks is a ring step: each rank gets its left neighbour's buffer") {
+  const int n = 3;
+  ShmComm ring(iota_ranks(n), "cp", 10.0);
+  std::vector<std::vector<float>> d(n);
+  for (int r = 0; r < n; ++r) d[r].assign(5, static_cast<float>(10 * r));
+  on_ranks(n, [&](int r) { ring.send_recv(r, d[r], true); });
+  CHECK(d[0] == std::vector<float>(5, 20.0f));  // from rank 2
+  CHECK(d[1] == std::vector<float>(5, 0.0f));
+  CHECK(d[2] == std::vector<float>(5, 10.0f));
+}

@@ -12,6 +12,7 @@
 #include "calibrate/measurements.hpp"
 #include "realrun/cpu_device.hpp"
 #include "realrun/driver.hpp"
+#include "sim/error.hpp"
 
 #include "tiny_models.hpp"
 #include "tolerance.hpp"
@@ -186,4 +187,50 @@ TEST_CASE("realrun's collective sweep follows nccl-tests' -b, -e and -f") {
   c.collective_size_factor = 2;
   c.collective_max_bytes = 1000 * 1024;  // not a power: stops at 512 KiB
   CHECK(collective_sweep_sizes(c).size() == 10);
+}
+
+TEST_CASE("/realrun's declared defaults are RealrunConfig's, and a sweep that ends below its start is refused") {
+  const RealrunConfig c;
+  CHECK(param_decl(realrun_params, "warmup").def == c.warmup);
+  CHECK(param_decl(realrun_params, "repeats").def == c.repeats);
+  CHECK(param_decl(realrun_params, "collective_min_bytes").def == c.collective_min_bytes);
+  CHECK(param_decl(realrun_params, "collective_max_bytes").def == c.collective_max_bytes);
+  CHECK(param_decl(realrun_params, "collective_size_factor").def == c.collective_size_factor);
+  CHECK(param_decl(realrun_params, "sweep").def == (c.sweep ? 1 : 0));
+  CHECK(param_decl(realrun_params, "sweep_max_scale").def == c.sweep_max_scale);
+  CHECK(param_decl(realrun_params, "timeout_s").def == c.timeout_s);
+  const Json j = Json::parse(R"({"repeats": 7, "collective_min_bytes": 4096, "collective_max_bytes": 1024})");
+  try {
+    (void)read_realrun_config(JsonObject(j, "/realrun", "s.json"));
+    FAIL("accepted a sweep from 4096 down to 1024 bytes");
+  } catch (const InputError& e) {
+    CHECK(e.file == "s.json");
+    CHECK(e.path == "/realrun/collective_max_bytes");
+  }
+  const Json ok = Json::parse(R"({"repeats": 7, "sweep": false})");
+  const RealrunConfig r = read_realrun_config(JsonObject(ok, "/realrun", "s.json"));
+  CHECK(r.repeats == 7);
+  CHECK_FALSE(r.sweep);
+  CHECK(r.warmup == 2);
+}
+
+TEST_CASE("realrun replays a 1F1B pipeline of two stages and four micro-batches without waiting on itself") {
+  RealrunJob job = tiny_job(false);
+  job.training = test::tiny_layout(1, 2, 1, 4);
+  job.training.precision.compute = Dtype::fp32;
+  job.config.timeout_s = 20;
+  const RealrunPlan plan = plan_realrun(job);
+  REQUIRE(plan.ranks == 2);
+  const calibrate::Measurements m = measure(job, plan);
+  // The two directions are two communicators (stage 0 -> 1 activations, 1 -> 0 gradients).
+  std::set<std::vector<int>> pairs;
+  for (const auto& c : m.collectives) {
+    CHECK(c.op == CollectiveOp::send_recv);
+    CHECK(c.group == "pp");
+    pairs.insert(c.ranks);
+  }
+  CHECK(pairs == std::set<std::vector<int>>{{0, 1}, {1, 0}});
+  REQUIRE(m.steps.size() == 1);
+  CHECK(m.steps[0].layout["pp"] == 2);
+  CHECK(m.steps[0].stats.repeats == 3);
 }

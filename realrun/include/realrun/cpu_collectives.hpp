@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <deque>
 #include <mutex>
 #include <span>
 #include <stdexcept>
@@ -62,8 +63,14 @@ class ShmComm {
   void broadcast(int member, std::span<float> data, int root_member = 0);
   // The root's `data` becomes the sum of every member's; the others' are left as they were.
   void reduce(int member, std::span<float> data, int root_member = 0);
-  // Two members: the sender's `data` is copied into the receiver's.
+  // Two members: the sender's `data` is copied into the receiver's (a rendezvous of both). More:
+  // each member's `data` becomes its left neighbour's (a ring step, as ring attention's).
   void send_recv(int member, std::span<float> data, bool send);
+  // Eager point-to-point, as a pipeline stage posts its transfers: `post` copies `data` into the
+  // next member's mailbox and returns; `take` waits (up to the timeout) for the oldest message
+  // and copies it out. Messages are taken in the order they were posted.
+  void post(int member, std::span<const float> data);
+  void take(int member, std::span<float> data);
 
  private:
   struct Slot {
@@ -83,7 +90,8 @@ class ShmComm {
   std::condition_variable cv_;
   std::size_t gen_ = 0, count_ = 0;
   std::vector<char> arrived_;
-  std::string abort_reason_;  // non-empty once a timeout aborted the communicator
+  std::string abort_reason_;                             // non-empty once a timeout aborted the communicator
+  std::vector<std::deque<std::vector<float>>> mailbox_;  // per receiving member
 };
 
 }  // namespace ctwin::realrun
