@@ -23,6 +23,7 @@ commands:
   params            list every scenario key: type, default, bounds, unit, meaning
   profile NAME      print or --write a shipped calibration profile (docs/profiles.md)
   validate PATH...  compare simulated against published measurements (scenarios/validation/)
+  realrun FILE      run a scenario's kernels, collectives and steps for real (-o MEASUREMENTS.json)
   view TRACE        open the timeline viewer on a trace
   bench NAME        run a benchmark: engine, network, viewer, training
 
@@ -52,6 +53,7 @@ int run_command(const std::string& cmd, ctwin::Args& args) {
   if (cmd == "bench") return ctwin::cmd_bench(args);
   if (cmd == "view") return ctwin::cmd_view(args);
   if (cmd == "validate") return ctwin::cmd_validate(args);
+  if (cmd == "realrun") return ctwin::cmd_realrun(args);
   return -1;
 }
 

@@ -47,6 +47,7 @@ std::span<const ParamTable> scenario_param_tables() {
         {"/serving", "a serving replica's scheduler, as vLLM's engine arguments", serving_scheduler_params},
         {"/network", "the network model", network_params},
         {"/validation", "a published measurement the scenario reproduces (scenarios/validation/)", validation_params},
+        {"/realrun", "how `ctwin realrun` measures the scenario (docs/realrun.md)", realrun::realrun_params},
     };
     // /traffic's tables (workloads/serving_traffic_params.hpp) after /serving's.
     const auto serving_end = std::find_if(t.begin(), t.end(), [](const ParamTable& x) { return x.path == "/network"; });
@@ -165,6 +166,7 @@ Scenario parse_scenario_json(Json& root, const std::string& path) {
   for (auto& w : cluster_warnings(sc.cluster)) sc.warnings.push_back(std::move(w));
   sc.job = read_job(top, root, catalogs, sc);
   read_network(top, sc);
+  if (top.has("realrun")) sc.realrun = realrun::read_realrun_config(top.object("realrun"));
   if (top.has("validation")) {
     const JsonObject vo = top.object("validation");
     const ParamReader v(vo, validation_params);

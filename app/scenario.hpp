@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "realrun/realrun_config.hpp"
 #include "sim/params.hpp"
 #include "topology/catalog.hpp"
 #include "topology/cluster.hpp"
@@ -77,6 +78,7 @@ struct Scenario {
   NetworkFidelity fidelity = NetworkFidelity::analytical;  // /network/fidelity
   CollectiveOptions collectives;                           // /network/algo, /network/protocol
   ValidationTarget validation;                             // /validation
+  realrun::RealrunConfig realrun;                          // /realrun: how `ctwin realrun` measures it
 };
 
 // The training (serving) job of a scenario; an InputError naming /kind for any other kind.
@@ -152,6 +154,10 @@ inline constexpr ParamDecl scenario_params[] = {
      .type = ParamType::object,
      .doc = "/catalog/gpus/NAME and /catalog/models/NAME add entries or override fields of built-in ones"},
     {.key = "validation", .type = ParamType::object, .doc = "a published measurement this scenario reproduces"},
+    {.key = "realrun",
+     .type = ParamType::object,
+     .doc = "how `ctwin realrun` measures this scenario on real devices (/realrun, docs/realrun.md)",
+     .computed = "the /realrun defaults"},
 };
 
 inline constexpr ParamDecl network_params[] = {

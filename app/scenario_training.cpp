@@ -76,6 +76,10 @@ TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const Clus
     if (t.precision.compute == Dtype::fp8 && cl.gpu.fp8_tflops <= 0) {
       po.fail("compute", "found \"fp8\", but " + cl.gpu.name + " has no FP8 tensor cores", "\"bf16\" or \"fp16\"");
     }
+    if (t.precision.compute == Dtype::fp32 && cl.gpu.tf32_tflops <= 0) {
+      po.fail("compute", "found \"fp32\", but " + cl.gpu.name + " has no tf32_tflops",
+              "\"bf16\", or a GPU with tf32_tflops");
+    }
   }
   if (o.has("noise")) {
     const JsonObject no = o.object("noise");

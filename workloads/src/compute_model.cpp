@@ -1,6 +1,8 @@
 #include "workloads/compute_model.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 
 #include "workloads/profile.hpp"
 
@@ -53,6 +55,16 @@ double op_peak_flops(const ComputeModel& cm, Dtype d) {
 }
 
 }  // namespace
+
+std::size_t OpCostHash::operator()(const OpCost& c) const {
+  std::uint64_t h = static_cast<std::uint64_t>(c.kind) << 8 | (c.dtype ? 1 + static_cast<std::uint64_t>(*c.dtype) : 0);
+  h = h << 1 | (c.split_accumulator ? 1 : 0);
+  for (double v : {c.flops, c.bytes, c.m, c.n, c.k, c.groups, c.query_tokens, c.attended_pairs, c.kv_tokens}) {
+    h = (h ^ std::bit_cast<std::uint64_t>(v)) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 29;
+  }
+  return static_cast<std::size_t>(h);
+}
 
 double op_seconds(const ComputeModel& cm, const OpCost& op) {
   const Dtype dtype = op.dtype.value_or(cm.dtype);

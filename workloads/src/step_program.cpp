@@ -220,6 +220,7 @@ class Builder {
   };
   std::unordered_map<std::uint64_t, Pending> rendezvous_;
   std::unordered_map<std::uint64_t, std::uint32_t> group_index_;
+  std::unordered_map<OpCost, std::uint32_t, OpCostHash> cost_index_;
   std::uint16_t cur_mb_ = 0;
   std::int16_t cur_layer_ = -1;
   StepPhase cur_phase_ = StepPhase::forward;
@@ -272,6 +273,17 @@ class Builder {
   // `after` must also wait for `before` (added once `after` exists).
   void add_dep(StepOpId before, StepOpId after) {
     p_.late_deps.push_back(StepLateDep{static_cast<std::uint32_t>(p_.ops.size()), before, after});
+  }
+
+  // A kernel: its shape interned in StepProgram::costs (each distinct OpCost once).
+  StepOpId kernel(std::uint32_t g, int stream, const OpCost& c, const std::string& name, OpClass cls,
+                  std::span<const StepOpId> deps) {
+    const StepOpId id =
+        add(g, stream, seconds(op_seconds(cm_, c)), name, to_string(c.kind), cls, c.flops, c.bytes, deps);
+    auto [it, fresh] = cost_index_.try_emplace(c, static_cast<std::uint32_t>(p_.costs.size()));
+    if (fresh) p_.costs.push_back(c);
+    p_.ops[id.value].cost = it->second;
+    return id;
   }
 
   bool is_moe_layer(int layer) const { return m_.moe.enabled() && layer >= m_.moe.first_dense_layers; }
@@ -368,7 +380,6 @@ class Builder {
     OpCost blk = whole;
     blk.flops /= n;
     blk.bytes /= n;
-    const Time t_blk = seconds(op_seconds(cm_, blk));
     const double bytes = it.comm_bytes * (fwd ? 1 : 2);
     const std::string kv_name = it.name + (fwd ? " kv" : " kv+grad");
     StepOpId prev = StepOpId::none(), arrived = StepOpId::none();
@@ -381,13 +392,12 @@ class Builder {
       }
       std::vector<StepOpId> bdeps = i == 0 ? deps : std::vector<StepOpId>{prev};
       if (arrived.valid()) bdeps.push_back(arrived);
-      prev = add(g, 0, t_blk, name, to_string(blk.kind), OpClass::compute, blk.flops, blk.bytes, bdeps);
+      prev = kernel(g, 0, blk, name, OpClass::compute, bdeps);
       const double merge_bytes = fwd ? it.ring_merge_fwd_bytes : it.ring_merge_bwd_bytes;
       if (i > 0 && merge_bytes > 0) {
         const OpCost merge{OpKind::elementwise, 0, merge_bytes};
         const StepOpId after_block[] = {prev};
-        prev = add(g, 0, seconds(op_seconds(cm_, merge)), name + " merge", "elementwise", OpClass::compute, 0,
-                   merge_bytes, after_block);
+        prev = kernel(g, 0, merge, name + " merge", OpClass::compute, after_block);
       }
       arrived = next;
     }
@@ -447,7 +457,7 @@ class Builder {
       // The kernel right after an overlapped collective runs beside it; the one after that joins it.
       const bool beside = join.valid() && gemm;
       if (join.valid() && !beside) deps.push_back(join), join = StepOpId::none();
-      dep = add(g, 0, seconds(op_seconds(cm_, c)), name, to_string(c.kind), OpClass::compute, c.flops, c.bytes, deps);
+      dep = kernel(g, 0, c, name, OpClass::compute, deps);
       if (beside) {
         // Carry the collective to the next kernel.
         pending_join_ = join;
@@ -741,8 +751,7 @@ class Builder {
                shard * (pr.grad_bytes + 2 * pr.master_bytes + pr.optimizer_state_bytes * 2 + pr.weight_bytes)};
     std::vector<StepOpId> deps = dp_tasks;
     deps.push_back(last_compute);
-    StepOpId o =
-        add(g, 0, seconds(op_seconds(cm_, opt)), "adam_step", "optimizer", OpClass::optimizer, 0, opt.bytes, deps);
+    StepOpId o = kernel(g, 0, opt, "adam_step", OpClass::optimizer, deps);
     if ((zero == 1 || zero == 2) && dp_comm) {
       StepOpId d2[] = {o};
       collective(g, 1, CommGroup::dp, CollectiveOp::all_gather, params * pr.weight_bytes, "param_all_gather", d2);

@@ -36,6 +36,12 @@ struct OpCost {
   double query_tokens = 0;
   double attended_pairs = 0;
   double kv_tokens = 0;
+  bool operator==(const OpCost&) const = default;
+};
+
+// For maps keyed on a kernel's shape (StepProgram::costs interns each distinct OpCost once).
+struct OpCostHash {
+  std::size_t operator()(const OpCost& c) const;
 };
 
 struct ComputeModel {

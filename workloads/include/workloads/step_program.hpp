@@ -14,6 +14,7 @@
 #include "sim/trace.hpp"
 #include "topology/cluster.hpp"
 #include "topology/collective.hpp"
+#include "workloads/compute_model.hpp"
 #include "workloads/model.hpp"
 #include "workloads/training.hpp"
 
@@ -43,6 +44,9 @@ struct StepGpu {
   int rank = 0;
 };
 
+// StepOp::cost of an op that is no kernel (a collective member, a join, host time).
+inline constexpr std::uint32_t kNoStepCost = 0xffffffffu;
+
 // One op. Kept small: an unfolded 16,384-GPU step has tens of millions of them. Display names
 // are composed from these fields only when a trace is written.
 struct StepOp {
@@ -60,6 +64,7 @@ struct StepOp {
   float bytes = 0;
   Time duration{};                             // kernels; a member's time comes from its call
   StepCallId call;                             // valid for a member of a collective or pipeline transfer
+  std::uint32_t cost = kNoStepCost;            // a kernel's shape: index into StepProgram::costs
   std::uint32_t deps_begin = 0, deps_end = 0;  // its dependencies: StepProgram::deps[begin, end)
 };
 
@@ -90,6 +95,7 @@ struct StepProgram {
   std::vector<StepOpId> deps;
   std::vector<StepLateDep> late_deps;
   std::vector<StepCall> calls;
+  std::vector<OpCost> costs;               // each distinct kernel shape once (StepOp::cost), for realrun to execute
   std::vector<std::vector<GpuId>> groups;  // interned rank lists, in group order
   Trace names;                             // string table of op names and kinds
   bool folded = false;                     // one data-parallel replica stands for all

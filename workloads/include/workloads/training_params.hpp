@@ -287,13 +287,13 @@ inline constexpr ParamDecl sharding_params[] = {
 };
 
 // FP32 is not a tensor-core compute choice: the first three dtype names.
-inline constexpr std::span<const std::string_view> compute_dtype_choices{dtype_names.names.data(), 3};
+inline constexpr std::span<const std::string_view> compute_dtype_choices{dtype_names.names.data(), 4};
 
 inline constexpr ParamDecl precision_params[] = {
     {.key = "compute",
      .type = ParamType::choice,
      .def_name = "bf16",
-     .doc = "tensor-core dtype (FP8 only on GPUs that have it)",
+     .doc = "tensor-core dtype (FP8 only on GPUs that have it; fp32 runs at tf32_tflops, as CPU ranks do)",
      .choices = compute_dtype_choices},
     {.key = "weight_bytes",
      .type = ParamType::number,

@@ -1,0 +1,77 @@
+// realrun's driver: what to run on a job's devices and how it is timed, whatever the backend.
+// From a training scenario's step program (build_training_step) it measures
+//   ops:         every distinct kernel shape of the step (StepProgram::costs), plus GEMMs swept
+//                around them (each of m, n, k scaled by powers of 2 up to sweep_max_scale);
+//   collectives: every (communicator, operation) the step issues, over a size sweep plus the
+//                step's exact sizes, with nccl-tests' busbw;
+//   steps:       the step replayed on the devices, each op on its stream in program order,
+//                dependencies as events, collectives as rendezvous of their group;
+// and returns the measurements file's struct (docs/measurements.md, docs/realrun.md).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "calibrate/measurements.hpp"
+#include "realrun/device.hpp"
+#include "realrun/realrun_config.hpp"
+#include "topology/cluster.hpp"
+#include "workloads/model.hpp"
+#include "workloads/step_program.hpp"
+#include "workloads/training.hpp"
+#include "workloads/training_sim.hpp"
+
+namespace ctwin::realrun {
+
+// What realrun runs for one training scenario.
+struct RealrunJob {
+  std::string backend = "cpu";
+  std::string created_by = "ctwin";
+  std::string scenario_file;
+  nlohmann::json scenario = nlohmann::json::object();  // as run, overrides applied
+  ModelSpec model;
+  TrainingConfig training;
+  ClusterSpec cluster;      // the scenario's cluster (the discovered one is written from it)
+  TrainingOptions options;  // the scenario's; realrun builds the step unfolded
+  RealrunConfig config;
+};
+
+struct PlannedOp {
+  OpCost op;
+  std::string origin;  // "step" or "sweep"
+  std::string name, phase;
+};
+struct PlannedCollective {
+  CollectiveOp op = CollectiveOp::all_reduce;
+  std::uint32_t comm = 0;  // index into RealrunPlan::comms
+  double bytes = 0;
+};
+
+// Everything the driver will run, decided before any device is touched (deterministic).
+struct RealrunPlan {
+  StepProgram program;
+  std::vector<PlannedOp> ops;
+  std::vector<CommSpec> comms;  // CommSpec::id is the program's group index
+  std::vector<PlannedCollective> collectives;
+  int ranks = 0;
+};
+
+RealrunPlan plan_realrun(const RealrunJob& job);
+
+// The sizes of the collective sweep: min, min*factor, ... up to max (each rounded down to a
+// multiple of 4 bytes, at least 4).
+std::vector<double> collective_sweep_sizes(const RealrunConfig& c);
+
+// Runs the plan on `devices` (one per global rank, in rank order; this process holds them
+// all) and fills the measurements. `progress` gets a phase name and the fraction done.
+using RealrunProgress = std::function<void(const std::string& phase, double fraction)>;
+calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& plan, const std::vector<Device*>& devices,
+                                    const RealrunProgress& progress = {});
+
+// Host facts for the measurements file: hostname, CPU model, cores, compiler and Eigen versions.
+calibrate::HostInfo cpu_host_info(int ranks);
+
+}  // namespace ctwin::realrun

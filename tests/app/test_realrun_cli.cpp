@@ -1,0 +1,54 @@
+// `ctwin realrun` from the command line on the CPU backend: the twin scenarios run and write a
+// measurements file the reader takes, and bad invocations are clear errors with exit status 2.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "calibrate/measurements.hpp"
+#include "ctwin_cli.hpp"
+
+using ctwin::test::cli;
+using ctwin::test::temp_dir;
+
+TEST_CASE("ctwin realrun on both twin scenarios writes measurements of their layouts; ctwin run simulates them") {
+  for (const char* name : {"cpu-fit", "cpu-heldout"}) {
+    CAPTURE(name);
+    const std::string scenario = std::string("scenarios/twin/") + name + ".json";
+    const std::string out = (temp_dir() / (std::string(name) + ".json")).string();
+    const auto r =
+        cli("realrun " + scenario + " -o " + out +
+            " --repeats 1 --warmup 0 --set /realrun/sweep=false --set /realrun/collective_max_bytes=4096 --quiet");
+    REQUIRE(r.status == 0);
+    CHECK(r.out.empty());  // --quiet
+    const auto m = ctwin::calibrate::load_measurements(out);
+    CHECK(m.backend == "cpu");
+    CHECK(m.host.ranks == 2);
+    CHECK(m.scenario_file == scenario);
+    CHECK(m.scenario["realrun"]["sweep"] == false);  // the scenario as run, --set applied
+    REQUIRE(m.steps.size() == 1);
+    const bool fit = std::string(name) == "cpu-fit";
+    CHECK(m.steps[0].layout["dp"] == (fit ? 2 : 1));
+    CHECK(m.steps[0].layout["tp"] == (fit ? 1 : 2));
+    for (const auto& c : m.collectives) CHECK(c.group == (fit ? "dp" : "tp"));
+    CHECK(cli("run " + scenario).status == 0);
+  }
+}
+
+TEST_CASE("ctwin realrun refuses what it cannot run with exit status 2 and a message naming the problem") {
+  const std::string out = (temp_dir() / "bad.json").string();
+  auto r = cli("realrun scenarios/twin/cpu-fit.json");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("-o") != std::string::npos);
+  r = cli("realrun scenarios/twin/cpu-fit.json -o " + out + " --ranks 3");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--ranks: 3 for a layout of 2 GPUs") != std::string::npos);
+  r = cli("realrun scenarios/twin/cpu-fit.json -o " + out + " --backend tpu");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("'tpu' is no backend") != std::string::npos);
+  r = cli("realrun scenarios/serving-llama3-8b-h100.json -o " + out);
+  CHECK(r.status == 2);
+  CHECK(r.err.find("/kind") != std::string::npos);
+  r = cli("realrun scenarios/twin/cpu-fit.json -o " + out + " --set /realrun/repeats=0");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("/realrun/repeats") != std::string::npos);
+}
