@@ -41,11 +41,15 @@ constexpr const char* kUsage =
     "  --warmup N           untimed runs before each measurement (default 3)\n"
     "  --repeats N          timed runs of each measurement (default 10)\n"
     "  --timeout-s S        a collective or communicator not done in S seconds aborts (default 60)\n"
-    "  --cluster-out FILE   also write the discovered node as a /cluster/file description\n";
+    "  --cluster-out FILE   also write the discovered node as a /cluster/file description\n"
+    "  --set /POINTER=VALUE override a scenario key in the recorded scenario (repeatable)\n"
+    "  --quiet              no progress lines\n"
+    "The options are `ctwin realrun`'s, which runs this binary for --backend cuda.\n";
 
 struct Options {
   std::string scenario, out, cluster_out;
-  bool force = false;
+  std::vector<std::string> sets;
+  bool force = false, quiet = false;
   int ranks = 0, warmup = 3, repeats = 10;
   double timeout_s = 60;
 };
@@ -75,6 +79,10 @@ Options parse(int argc, char** argv) {
       o.out = value();
     } else if (a == "--force") {
       o.force = true;
+    } else if (a == "--quiet") {
+      o.quiet = true;
+    } else if (a == "--set") {
+      o.sets.push_back(value());
     } else if (a == "--ranks") {
       o.ranks = parse_int(a, value(), 1, 4096);
     } else if (a == "--warmup") {
@@ -203,6 +211,30 @@ std::vector<OpCost> sweep_ops(int sm) {
 int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
   check_output_path(o.out, o.force, "-o");
+  // The scenario as run (--set applied), read before any GPU is touched: bad input exits 2 first.
+  nlohmann::json scenario;
+  {
+    std::ifstream in(o.scenario);
+    if (!in) throw InputError(o.scenario, "", "cannot be read");
+    std::stringstream text;
+    text << in.rdbuf();
+    scenario = nlohmann::json::parse(text.str(), nullptr, false);
+    if (scenario.is_discarded()) throw InputError(o.scenario, "", "is not JSON");
+    // --set /pointer=value as ctwin's: the value as JSON where it parses, else as a string.
+    for (const std::string& set : o.sets) {
+      const auto eq = set.find('=');
+      if (set.empty() || set[0] != '/' || eq == std::string::npos) {
+        throw InputError("", "--set", "'" + set + "'", "/POINTER=VALUE");
+      }
+      nlohmann::json v = nlohmann::json::parse(set.substr(eq + 1), nullptr, false);
+      if (v.is_discarded()) v = set.substr(eq + 1);
+      try {
+        scenario[nlohmann::json::json_pointer(set.substr(0, eq))] = v;
+      } catch (const nlohmann::json::exception& e) {
+        throw InputError(o.scenario, set.substr(0, eq), std::string("cannot be set: ") + e.what());
+      }
+    }
+  }
   World w;
   const LaunchEnv env = launch_env([](const char* n) { return std::getenv(n); });
 #ifdef CTWIN_HAVE_MPI
@@ -237,14 +269,7 @@ int run(int argc, char** argv) {
   m.backend = "cuda";
   m.created_by = "ctwin-realrun 0.1.0";
   m.scenario_file = o.scenario;
-  {
-    std::ifstream in(o.scenario);
-    if (!in) throw InputError(o.scenario, "", "cannot be read");
-    std::stringstream text;
-    text << in.rdbuf();
-    m.scenario = nlohmann::json::parse(text.str(), nullptr, false);
-    if (m.scenario.is_discarded()) throw InputError(o.scenario, "", "is not JSON");
-  }
+  m.scenario = std::move(scenario);
   m.host.hostname = node.hostname;
   m.host.ranks = world;
   m.host.nodes = w.mpi ? std::max(1, w.size / std::max<int>(1, static_cast<int>(node.gpus.size()))) : 1;
@@ -265,7 +290,7 @@ int run(int argc, char** argv) {
     om.rank = d0.rank();
     om.stats = calibrate::stats_of(time_runs(d0, o.warmup, o.repeats, [&] { d0.launch(0, op); }));
     m.ops.push_back(om);
-    if (w.rank == 0) std::fprintf(stderr, "  %-12s %.3e s\n", to_string(op.kind), om.stats.median_s);
+    if (w.rank == 0 && !o.quiet) std::fprintf(stderr, "  %-12s %.3e s\n", to_string(op.kind), om.stats.median_s);
   }
 
   // Collectives over the whole job, nccl-tests' sweep from 1 KiB to 256 MiB by 4.
@@ -314,8 +339,9 @@ int run(int argc, char** argv) {
       write_file_atomically(o.cluster_out, o.force, "--cluster-out",
                             [&](std::ostream& out) { out << cluster.dump(2) << "\n"; });
     }
-    std::fprintf(stderr, "ctwin-realrun: %zu ops, %zu collectives on %d GPU(s) -> %s\n", m.ops.size(),
-                 m.collectives.size(), world, o.out.c_str());
+    if (!o.quiet)
+      std::fprintf(stderr, "ctwin-realrun: %zu ops, %zu collectives on %d GPU(s) -> %s\n", m.ops.size(),
+                   m.collectives.size(), world, o.out.c_str());
   }
 #ifdef CTWIN_HAVE_MPI
   int up = 0, down = 0;
