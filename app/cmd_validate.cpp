@@ -67,6 +67,11 @@ double predicted_metric(const Scenario& sc, const TrainingResult& r) {
   if (m == "hardware_tflops_per_gpu") return r.hw_tflops_per_gpu;
   if (m == "step_time_s") return r.step_time_s;
   if (m == "tokens_per_s_per_gpu") return r.tokens_per_s / r.gpus;
+  if (m == "peak_allocated_bytes") return r.memory.allocated;
+  if (m == "peak_reserved_bytes") return r.memory.reserved;
+  if (m == "last_stage_peak_allocated_bytes") {
+    return r.stage_memory.empty() ? r.memory.allocated : r.stage_memory.back().allocated;
+  }
   if (m == "causal_tflops_per_gpu") {
     // The same step's model FLOPs with QK^T and PV counted over the causal half only: of
     // 12 L s h_q per token (model_flops_per_step), 6 L s h_q.

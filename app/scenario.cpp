@@ -189,7 +189,8 @@ Scenario parse_scenario_json(Json& root, const std::string& path) {
 bool is_serving_metric(std::string_view metric) {
   // The serving metrics follow the training ones in validation_metric_choices.
   const auto* it = std::find(std::begin(validation_metric_choices), std::end(validation_metric_choices), metric);
-  return it - std::begin(validation_metric_choices) >= 6 && it != std::end(validation_metric_choices);
+  return it - std::begin(validation_metric_choices) >= training_metric_count &&
+         it != std::end(validation_metric_choices);
 }
 
 Scenario load_scenario(const std::string& path, const std::vector<Override>& overrides) {

@@ -6,6 +6,7 @@
 // workloads (model_json); app/scenario_*.cpp read the scenario's own parts, one concern each.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <span>
 #include <string>
@@ -42,7 +43,11 @@ struct ValidationTarget {
   // Training: "tflops_per_gpu" (model FLOPs), "hardware_tflops_per_gpu" (with recomputation, as
   // Megatron-LM's papers count), "step_time_s", "tokens_per_s_per_gpu", "mfu",
   // "causal_tflops_per_gpu" (model FLOPs with only the causal half of QK^T and PV, as a causal
-  // kernel runs them; for publishers that count that way, docs/validation.md). Serving (one
+  // kernel runs them; for publishers that count that way, docs/validation.md),
+  // "peak_allocated_bytes" / "peak_reserved_bytes" (the worst stage's caching-allocator peak,
+  // as torch.cuda.max_memory_allocated / max_memory_reserved report it),
+  // "last_stage_peak_allocated_bytes" (the last pipeline stage's: Megatron-LM logs the last
+  // rank's memory). Serving (one
   // replica's ServingResult): "ttft_mean_s", "ttft_p50_s", "tpot_mean_s" (the mean ITL for fixed
   // output lengths), "e2e_mean_s", "output_tokens_per_s", "requests_per_s", "total_tokens_per_s".
   std::string metric;
@@ -98,6 +103,9 @@ inline constexpr std::string_view validation_metric_choices[] = {"tflops_per_gpu
                                                                  "tokens_per_s_per_gpu",
                                                                  "mfu",
                                                                  "causal_tflops_per_gpu",
+                                                                 "peak_allocated_bytes",
+                                                                 "peak_reserved_bytes",
+                                                                 "last_stage_peak_allocated_bytes",
                                                                  "ttft_mean_s",
                                                                  "ttft_p50_s",
                                                                  "tpot_mean_s",
@@ -105,6 +113,8 @@ inline constexpr std::string_view validation_metric_choices[] = {"tflops_per_gpu
                                                                  "output_tokens_per_s",
                                                                  "requests_per_s",
                                                                  "total_tokens_per_s"};
+// The training metrics come first in validation_metric_choices, then the serving ones.
+inline constexpr std::ptrdiff_t training_metric_count = 9;
 // Whether a validation metric is read from a serving run (else from a training step).
 bool is_serving_metric(std::string_view metric);
 

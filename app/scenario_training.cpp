@@ -64,6 +64,7 @@ TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const Clus
   t.moe_load_imbalance = r.number("moe_load_imbalance");
   t.framework_overhead_bytes = r.number("framework_overhead_gb") * 1024 * 1024 * 1024;
   t.comm_buffer_bytes = r.number("comm_buffer_gb") * 1024 * 1024 * 1024;
+  t.allocator_reserve_fraction = r.number("allocator_reserve_fraction");
   t.memory_margin = r.number("memory_margin");
   if (o.has("precision")) {
     const JsonObject po = o.object("precision");

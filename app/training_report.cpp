@@ -88,13 +88,19 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
                    {"flops_per_token", r.tokens_per_step > 0 ? r.model_flops_per_step / r.tokens_per_step : 0.0}};
   }
   const auto& m = r.memory;
+  // peak_bytes = reserved_bytes + comm_buffers + overhead; reserved = allocated x (1 + the
+  // allocator's reserve fraction); allocated = the by_kind terms up to gathered.
   j["memory"] = J{{"peak_bytes", m.peak},
+                  {"allocated_bytes", m.allocated},
+                  {"reserved_bytes", m.reserved},
                   {"capacity_bytes", m.capacity},
                   {"oom", m.oom},
                   {"by_kind", J{{"weights", m.weights},
                                 {"grads", m.grads},
                                 {"optimizer", m.optimizer},
                                 {"activations", m.activations},
+                                {"recompute", m.recompute},
+                                {"gathered", m.gathered},
                                 {"comm_buffers", m.comm_buffers},
                                 {"overhead", m.overhead}}}};
   if (m.oom) j["memory"]["advice"] = m.advice;
@@ -210,6 +216,10 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
   mem("gradients", m.grads);
   mem("optimizer states", m.optimizer);
   mem("activations", m.activations);
+  if (m.recompute > 0) mem("recomputed layer", m.recompute);
+  if (m.gathered > 0) mem("ZeRO-3 gathered units", m.gathered);
+  mem("allocated (PyTorch peak)", m.allocated);
+  mem("reserved (allocator)", m.reserved);
   mem("comm buffers + overhead", m.comm_buffers + m.overhead);
   std::snprintf(line, sizeof line, "    %-26s %12s of %s  %s\n", "peak", gib(m.peak).c_str(), gib(m.capacity).c_str(),
                 m.oom ? "OUT OF MEMORY" : "fits");

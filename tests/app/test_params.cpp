@@ -67,6 +67,7 @@ TEST_CASE("the declared defaults are the structs' defaults") {
   CHECK(decl(training_params, "grad_bucket_mb").def * 1024 * 1024 == t.grad_bucket_bytes);
   CHECK(decl(training_params, "framework_overhead_gb").def * 1024 * 1024 * 1024 == t.framework_overhead_bytes);
   CHECK(decl(training_params, "comm_buffer_gb").def * 1024 * 1024 * 1024 == t.comm_buffer_bytes);
+  CHECK(decl(training_params, "allocator_reserve_fraction").def == t.allocator_reserve_fraction);
   CHECK(decl(training_params, "overlap_slowdown").def == t.overlap_slowdown);
   CHECK(decl(training_params, "moe_load_imbalance").def == t.moe_load_imbalance);
   CHECK(recompute_names.parse(decl(training_params, "recompute").def_name) == t.recompute);

@@ -8,7 +8,7 @@
 // then alternates one forward one backward, then drains. Interleaved 1F1B (same paper, Fig. 4
 // bottom; Megatron-LM megatron/core/pipeline_parallel/schedules.py,
 // forward_backward_pipelining_with_interleaving): (p - s - 1) * 2 + (v - 1) * p warm-up chunk
-// forwards (all of them when m == p); chunk-forward k runs chunk (k mod pv) / p and
+// forwards (all of them when that reaches m v); chunk-forward k runs chunk (k mod pv) / p and
 // micro-batch (k / pv) * p + k mod p; backward k runs chunk v - 1 - (k mod pv) / p.
 #include <doctest/doctest.h>
 
@@ -188,10 +188,16 @@ TEST_CASE("interleaved, 2 chunks: stage s holds 2(p-s-1) + p(v-1) + 1 chunk forw
   }
 }
 
-TEST_CASE("interleaved with as many micro-batches as stages (p=2, m=2, v=2) runs every forward first") {
+TEST_CASE(
+    "interleaved with as many micro-batches as stages (p=2, m=2, v=2): the last stage still warms up 2(p-s-1) + "
+    "p(v-1)") {
+  // Current Megatron-LM (schedules.py get_pp_rank_microbatches at d98e8a64dd) has no all-forwards
+  // rule for m == p: stage 1 warms up 0 + 2 = 2 chunk forwards, stage 0 all 4 (2 + 2 reaches m v).
   const auto s1 = pipeline_order(PipelineSchedule::interleaved, 2, 1, 2, 2);
-  CHECK(show(s1, true) == "F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0");
-  CHECK(max_in_flight(s1) == 4);
+  CHECK(show(s1, true) == "F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 B0.0 B1.0");
+  CHECK(max_in_flight(s1) == 3);
+  const auto s0 = pipeline_order(PipelineSchedule::interleaved, 2, 0, 2, 2);
+  CHECK(show(s0, true) == "F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0");
 }
 
 TEST_CASE("interleaved with one chunk per stage is 1F1B") {

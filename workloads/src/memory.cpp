@@ -20,6 +20,39 @@ int moe_layers_in(const ModelSpec& m, int first, int count) {
   return n;
 }
 
+// ZeRO-3's whole-unit buffers on one GPU of a stage holding `params` parameters over `layers`
+// layers (a unit is one transformer layer, or the embedding / LM head where the stage has one):
+// - FSDP1 and FSDP2 gather the current unit and prefetch the next (FSDP1's rate limiter lets
+//   two all-gathers be in flight; FSDP2 prefetches one unit ahead), and hold one unit's
+//   unsharded gradients until its reduce-scatter (PyTorch FSDP docs, "backward_prefetch",
+//   "limit_all_gathers"; FSDP2 fully_shard). FSDP2 with reshard_after_forward false keeps every
+//   unit gathered from its forward to its backward.
+// - DeepSpeed gathers up to stage3_prefetch_bucket_size parameters ahead of the current module
+//   and reduces gradients through a reduce_bucket_size buffer (DeepSpeed ZeRO-3 config docs).
+double gathered_bytes(const ModelSpec& m, const TrainingConfig& cfg, double params, int layers, int stage) {
+  const auto& p = cfg.parallel;
+  const auto& pr = cfg.precision;
+  double unit = layers > 0 ? params / layers : params;
+  if (!m.is_generic() && (stage == 0 || stage == p.pp - 1)) {
+    const double vocab_shard = static_cast<double>(m.vocab) * static_cast<double>(m.hidden) / p.tp;
+    const double head_and_embedding = stage == 0 && stage == p.pp - 1 && !m.tied_embeddings ? 2 : 1;
+    unit = (params - head_and_embedding * vocab_shard) / std::max(1, layers);
+    unit = std::max(unit, vocab_shard);
+  }
+  unit = std::min(unit, params);
+  const auto& sh = p.sharding;
+  switch (sh.framework) {
+    case Sharding::Framework::fsdp1:
+      return 2 * unit * pr.weight_bytes + unit * pr.grad_bytes;
+    case Sharding::Framework::fsdp2:
+      return (sh.reshard_after_forward ? 2 * unit : params) * pr.weight_bytes + unit * pr.grad_bytes;
+    case Sharding::Framework::deepspeed:
+      return std::min(unit + sh.prefetch_bucket_elements, params) * pr.weight_bytes +
+             std::min(sh.reduce_bucket_elements, params) * pr.grad_bytes;
+  }
+  return 0;
+}
+
 }  // namespace
 
 double activation_bytes_per_layer(const ModelSpec& m, const TrainingConfig& cfg, bool moe_layer) {
@@ -164,18 +197,39 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
     }
   }
   mb.activations = most;
+  double logits = 0;
   if (stage == p.pp - 1 && !m.is_generic()) {
     // Logits in the compute dtype plus FP32 copies for the loss, for one micro-batch.
     const double tokens = cfg.micro_batch * static_cast<double>(cfg.seq_len) / p.cp;
-    mb.activations += tokens * static_cast<double>(m.vocab) / p.tp * (pr.weight_bytes + 4);
+    logits = tokens * static_cast<double>(m.vocab) / p.tp * (pr.weight_bytes + 4);
+    mb.activations += logits;
   }
+  if (cfg.recompute == Recompute::full && !m.is_generic()) {
+    // A layer's backward first reruns its forward: for that layer the stage holds everything
+    // no recomputation would keep (Korthikanti's per-layer bytes) beside the stored inputs. The
+    // loss's logits are freed before the last layer is recomputed, so only the excess counts.
+    TrainingConfig kept = cfg;
+    kept.recompute = Recompute::none;
+    double layer = activation_bytes_per_layer(m, kept, false);
+    if (m.moe.enabled()) layer = std::max(layer, activation_bytes_per_layer(m, kept, true));
+    mb.recompute = std::max(0.0, layer - logits);
+  }
+  if (p.zero_stage >= 3) mb.gathered = gathered_bytes(m, cfg, params, split.stage_layers(st), stage);
+  mb.allocated = persistent_bytes(mb) + mb.activations + mb.recompute + mb.gathered;
+  // The caching allocator keeps freed segments cached, so it reports more reserved than
+  // allocated; when a cudaMalloc fails it releases its unused cached segments and retries before
+  // raising out of memory (PyTorch CUDACachingAllocator), so what must fit is the allocated peak
+  // plus what lives outside the allocator, not the reserved figure.
+  mb.reserved = mb.allocated * (1 + cfg.allocator_reserve_fraction);
   mb.comm_buffers = cfg.comm_buffer_bytes;
   mb.overhead = cfg.framework_overhead_bytes;
-  mb.peak = mb.weights + mb.grads + mb.optimizer + mb.activations + mb.comm_buffers + mb.overhead;
+  mb.peak = mb.allocated + mb.comm_buffers + mb.overhead;
   mb.capacity = capacity_bytes;
   mb.oom = mb.peak > capacity_bytes;
   return mb;
 }
+
+double persistent_bytes(const MemoryBreakdown& mb) { return mb.weights + mb.grads + mb.optimizer; }
 
 MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainingConfig& cfg, double capacity_bytes) {
   const auto& p = cfg.parallel;

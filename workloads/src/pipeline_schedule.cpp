@@ -17,7 +17,11 @@ std::vector<PipelineSlot> pipeline_order(PipelineSchedule schedule, int pp, int 
   }
   if (schedule == PipelineSchedule::interleaved && v > 1) {
     const int total = m * v;
-    const int warm = m == pp ? total : std::min((pp - stage - 1) * 2 + (v - 1) * pp, total);
+    // Megatron-LM's warm-up (get_pp_rank_microbatches in schedules.py): 2(p - s - 1) + p(v - 1)
+    // chunk forwards, all of them when that reaches m x v. Older versions also ran every forward
+    // first whenever m == p; current Megatron does not, and its measured memory agrees
+    // (docs/validation.md, "Memory against measured runs").
+    const int warm = std::min((pp - stage - 1) * 2 + (v - 1) * pp, total);
     auto mb_of = [&](int k) { return (k / (pp * v)) * pp + k % pp; };
     auto fchunk = [&](int k) { return (k % (pp * v)) / pp; };
     auto bchunk = [&](int k) { return v - 1 - (k % (pp * v)) / pp; };

@@ -11,15 +11,29 @@
 
 namespace ctwin {
 
+// The levels PyTorch reports (docs/training.md, "Memory per GPU"): `allocated` is what the
+// caching allocator hands out at the peak (torch.cuda.max_memory_allocated, Megatron-LM's
+// "mem-max-allocated-bytes"); `reserved` adds the segments it keeps cached but unused
+// (max_memory_reserved) while the GPU has room: under pressure it releases them and retries, so
+// the OOM test is on `peak`, the allocated peak plus what lives outside the allocator (the CUDA
+// context and the fragmentation it cannot release, NCCL's buffers).
 struct MemoryBreakdown {
   double weights = 0;
   double grads = 0;
   double optimizer = 0;  // FP32 master weights and Adam moments
   double activations = 0;
   double activations_per_microbatch = 0;  // one whole-stage micro-batch's (no logits); a chunk holds 1/v
+  // Full recomputation: the layer being recomputed holds its whole activations during its
+  // backward, beyond the loss buffers (freed by then) it takes the place of.
+  double recompute = 0;
+  // ZeRO-3: the units gathered whole at once (the current and the prefetched) and the
+  // unsharded gradients of one unit before its reduce-scatter.
+  double gathered = 0;
+  double allocated = 0;  // weights .. gathered: the caching allocator's peak
+  double reserved = 0;   // allocated x (1 + allocator_reserve_fraction)
   double comm_buffers = 0;
-  double overhead = 0;  // CUDA context, allocator fragmentation
-  double peak = 0;      // sum of the above
+  double overhead = 0;  // CUDA context, libraries, fragmentation the allocator cannot release
+  double peak = 0;      // allocated + comm_buffers + overhead: what must fit
   double capacity = 0;
   bool oom = false;
   std::string dominant;  // the largest term
@@ -28,6 +42,10 @@ struct MemoryBreakdown {
 
 // Activation bytes one transformer layer keeps for backward, for one micro-batch.
 double activation_bytes_per_layer(const ModelSpec& m, const TrainingConfig& cfg, bool moe_layer);
+
+// Bytes one GPU of pipeline stage `stage` keeps between steps: weights, gradients and optimizer
+// states (with the FP8 weight cache), what Megatron-LM logs as "mem-allocated-bytes".
+double persistent_bytes(const MemoryBreakdown& mb);
 
 // Parameters held by one GPU of pipeline stage `stage` (of cfg.parallel.pp), before ZeRO sharding.
 double stage_params(const ModelSpec& m, const TrainingConfig& cfg, int stage);

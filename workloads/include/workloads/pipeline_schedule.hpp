@@ -23,8 +23,8 @@ struct PipelineSlot {
 // Stage `stage`'s order of work for gpipe, 1F1B and interleaved (virtual_stages > 1; with 1 it
 // is 1F1B). GPipe: every forward, then every backward. 1F1B: pp - stage - 1 warm-up forwards,
 // then one forward one backward, then the remaining backwards. Interleaved: Megatron-LM's
-// order: (pp - stage - 1) * 2 + (v - 1) * pp warm-up chunk forwards (all of them when
-// micro_batches == pp), micro-batches taken in groups of pp per chunk.
+// order: (pp - stage - 1) * 2 + (v - 1) * pp warm-up chunk forwards (all of them when that
+// reaches micro_batches x v), micro-batches taken in groups of pp per chunk.
 // Zero-bubble depends on the passes' costs: use zero_bubble_orders (throws std::invalid_argument).
 std::vector<PipelineSlot> pipeline_order(PipelineSchedule schedule, int pp, int stage, int micro_batches,
                                          int virtual_stages = 1);

@@ -116,8 +116,11 @@ struct TrainingConfig {
   bool dropout = false;
   double grad_bucket_bytes = 25.0 * 1024 * 1024;  // DDP-style gradient buckets
   bool overlap_grad_reduce = true;
-  double framework_overhead_bytes = 1.0 * 1024 * 1024 * 1024;  // CUDA context, allocator slack
+  double framework_overhead_bytes = 1.0 * 1024 * 1024 * 1024;  // CUDA context, unreleasable fragmentation
   double comm_buffer_bytes = 0.5 * 1024 * 1024 * 1024;         // NCCL buffers
+  // PyTorch's caching allocator keeps this fraction of its allocated peak cached but unused at
+  // the peak: max_memory_reserved / max_memory_allocated - 1 (released before an OOM error).
+  double allocator_reserve_fraction = 0.03;
   // The report warns when the peak is above (1 - memory_margin) of the GPU's memory.
   double memory_margin = 0.05;
   // Kernels running while a collective runs on the same GPU lose SMs and HBM bandwidth to
