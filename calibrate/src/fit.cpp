@@ -336,6 +336,11 @@ std::vector<FitResult> fit_links(const std::vector<CollectiveMeasurement>& cs, c
       keys = {"/links/nic_efficiency", "/links/net_latency_us"};
     } else if (cluster.intra == IntraNodeFabric::nvswitch) {
       keys = {"/links/nvlink_efficiency", "/links/nvlink_latency_us"};
+      // NVSwitch nodes that reduce in the switch run all-reduce as NVLS at its own share.
+      if (p.links.nvls_efficiency > 0) {
+        keys.push_back("/links/nvls_efficiency");
+        keys.push_back("/nccl/nvls_latency_us");
+      }
     } else {
       keys = {"/links/pcie_efficiency", "/links/pcie_latency_us"};
     }

@@ -92,7 +92,9 @@ Measurements parse_nccl_tests(const std::string& text, const std::string& file) 
       for (std::size_t i = 0; i + 1 < tok.size(); ++i) {
         double v = 0;
         if (tok[i] == "nGpus" && number(tok[i + 1], v)) ngpus = static_cast<int>(v);
-        if (tok[i] == "iters:" && number(tok[i + 1], v)) iters = static_cast<int>(v);
+        // "warmup iters: 5 iters: 20 agg iters: 1": the timed iterations.
+        const bool timed = i == 0 || (tok[i - 1] != "warmup" && tok[i - 1] != "agg");
+        if (tok[i] == "iters:" && timed && number(tok[i + 1], v)) iters = static_cast<int>(v);
       }
       continue;
     }

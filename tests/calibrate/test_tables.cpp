@@ -55,8 +55,8 @@ TEST_CASE("TableCostModel: a measured shape takes its median, any other shape th
   OpCost other = op;
   other.k = 2048;
   other.flops *= 2;
-  // The roofline by hand: 2^31 FLOP / (1e14 * 0.75 * (1024/1088)^3) + 2 us.
-  const double eff = 0.75 * std::pow(1024.0 / 1088.0, 3);
+  // The roofline by hand: 2^32 FLOP / (1e14 * 0.75 * (1024/1088)^2 (2048/2112)) + 2 us.
+  const double eff = 0.75 * std::pow(1024.0 / 1088.0, 2) * (2048.0 / 2112.0);
   CHECK(table.op_seconds(other) == rel_approx(2.0 * 1024 * 1024 * 2048 / (1e14 * eff) + 2e-6, 1e-9));
   OpCost fp32 = op;
   fp32.dtype = Dtype::fp32;  // another dtype: not the measured kernel
