@@ -331,51 +331,95 @@ std::vector<FitResult> fit_links(const std::vector<CollectiveMeasurement>& cs, c
       if (c.stats.median_s > 0 && c.bytes > 0 && spans(c.ranks, cluster.gpus_per_node) == inter) sel.push_back(&c);
     }
     if (sel.empty()) continue;
-    std::vector<std::string> keys;
+    // Bandwidth keys from the points where bytes dominate, latency keys from the smallest
+    // messages: each key fitted where it matters, the ramp between them left to the model.
+    std::vector<std::string> bw_keys, lat_keys;
     if (inter) {
-      keys = {"/links/nic_efficiency", "/links/net_latency_us"};
+      bw_keys = {"/links/nic_efficiency"};
+      lat_keys = {"/links/net_latency_us"};
     } else if (cluster.intra == IntraNodeFabric::nvswitch) {
-      keys = {"/links/nvlink_efficiency", "/links/nvlink_latency_us"};
+      bw_keys = {"/links/nvlink_efficiency"};
+      lat_keys = {"/links/nvlink_latency_us"};
       // NVSwitch nodes that reduce in the switch run all-reduce as NVLS at its own share.
       if (p.links.nvls_efficiency > 0) {
-        keys.push_back("/links/nvls_efficiency");
-        keys.push_back("/nccl/nvls_latency_us");
+        bw_keys.push_back("/links/nvls_efficiency");
+        lat_keys.push_back("/nccl/nvls_latency_us");
       }
     } else {
-      keys = {"/links/pcie_efficiency", "/links/pcie_latency_us"};
+      bw_keys = {"/links/pcie_efficiency"};
+      lat_keys = {"/links/pcie_latency_us"};
     }
     const int gpus = cluster.nodes * cluster.gpus_per_node;
-    std::vector<std::string> labels;
-    std::vector<double> measured;
     bool fits = true;
+    // Per (op, group size): the fastest time and the largest size measured.
+    std::map<std::pair<CollectiveOp, std::size_t>, double> fastest, largest;
     for (const CollectiveMeasurement* c : sel) {
       for (int r : c->ranks) fits = fits && r < gpus;
-      labels.push_back(std::string(to_string(c->op)) + " " + std::to_string(c->ranks.size()) + " ranks " +
-                       fmt("%.0f B", c->bytes));
-      measured.push_back(c->stats.median_s);
+      auto [it, fresh] = fastest.try_emplace({c->op, c->ranks.size()}, c->stats.median_s);
+      it->second = std::min(it->second, c->stats.median_s);
+      auto [jt, unused] = largest.try_emplace({c->op, c->ranks.size()}, c->bytes);
+      jt->second = std::max(jt->second, c->bytes);
     }
+    const std::string name = inter ? "links inter-node" : "links intra-node";
     if (!fits) {
       FitResult f;
-      f.name = inter ? "links inter-node" : "links intra-node";
+      f.name = name;
       f.note = "a measured rank is outside the scenario's cluster: link keys kept";
       out.push_back(f);
       continue;
     }
-    auto predict = [&](const Profile& q) {
-      ClusterSpec s = cluster;
-      apply_profile(q, s);
-      const Cluster cl = build_cluster(s);
-      std::vector<double> t;
-      for (const CollectiveMeasurement* c : sel) {
-        CollectiveCall call{c->op, {}, c->bytes};
-        for (int r : c->ranks) call.ranks.push_back(GpuId(static_cast<std::uint32_t>(r)));
-        t.push_back(analytical_collective_time(cl, call, {}).seconds());
+    std::vector<const CollectiveMeasurement*> bw, lat;
+    for (const CollectiveMeasurement* c : sel) {
+      const double t0 = fastest[{c->op, c->ranks.size()}];
+      // The asymptotic rate shows best in the largest messages: the top two octaves measured,
+      // where they take 8x the fastest call or more.
+      if (c->stats.median_s >= 8 * t0 && c->bytes * 4 >= largest[{c->op, c->ranks.size()}]) bw.push_back(c);
+      if (c->stats.median_s <= 2 * t0) lat.push_back(c);
+    }
+    if (bw.empty()) bw = sel;
+    if (lat.empty()) lat = sel;
+    auto run = [&](const std::vector<const CollectiveMeasurement*>& subset, const std::vector<std::string>& keys,
+                   const std::string& fit_name) {
+      std::vector<std::string> labels;
+      std::vector<double> measured;
+      for (const CollectiveMeasurement* c : subset) {
+        labels.push_back(std::string(to_string(c->op)) + " " + std::to_string(c->ranks.size()) + " ranks " +
+                         fmt("%.0f B", c->bytes));
+        measured.push_back(c->stats.median_s);
       }
-      return t;
+      auto predict = [&](const Profile& q) {
+        ClusterSpec s = cluster;
+        apply_profile(q, s);
+        const Cluster cl = build_cluster(s);
+        std::vector<double> t;
+        for (const CollectiveMeasurement* c : subset) {
+          CollectiveCall call{c->op, {}, c->bytes};
+          for (int r : c->ranks) call.ranks.push_back(GpuId(static_cast<std::uint32_t>(r)));
+          t.push_back(analytical_collective_time(cl, call, {}).seconds());
+        }
+        return t;
+      };
+      return fit_keys(fit_name, "analytical_collective_time", keys, labels, measured, p, predict, source);
     };
-    out.push_back(fit_keys(inter ? "links inter-node" : "links intra-node",
-                           "analytical_collective_time with the link's efficiency and hop latency", keys, labels,
-                           measured, p, predict, source));
+    // Twice round: the small messages' time holds a little bandwidth term and the large ones'
+    // a little latency.
+    FitResult fb, fl;
+    for (int round = 0; round < 2; ++round) {
+      fb = run(bw, bw_keys, name + " bandwidth");
+      fl = run(lat, lat_keys, name + " latency");
+    }
+    // One row: both keys' values, the residuals over every point at the fitted values.
+    FitResult f;
+    f.name = name;
+    f.formula =
+        "analytical_collective_time: efficiency on the top two octaves (>= 8x the fastest time), hop latency on <= 2x";
+    f.values = fb.values;
+    f.values.insert(f.values.end(), fl.values.begin(), fl.values.end());
+    f.note = fb.note + (fb.note.empty() || fl.note.empty() ? "" : "; ") + fl.note;
+    const FitResult all = run(sel, {}, name);
+    f.points = all.points;
+    flag_outliers(f);
+    out.push_back(f);
   }
   return out;
 }
