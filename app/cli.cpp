@@ -1,5 +1,6 @@
 #include "cli.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -80,7 +81,10 @@ std::optional<ParsedArgs> parse_args(const Args& args, const std::string& usage,
       print_help();
       return std::nullopt;
     }
-    if (a.rfind("--", 0) != 0 || a == "--") {
+    // A one-letter flag (-o) counts only where the command declares it.
+    const bool short_flag = a.size() == 2 && a[0] == '-' &&
+                            std::any_of(flags.begin(), flags.end(), [&](const FlagSpec& f) { return f.name == a; });
+    if ((a.rfind("--", 0) != 0 || a == "--") && !short_flag) {
       p.positional.push_back(a);
       continue;
     }

@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "scenario.hpp"
 #include "sim/error.hpp"
+#include "twin.hpp"
 #include "workloads/model_dims.hpp"
 #include "workloads/serving_run.hpp"
 #include "workloads/training_sim.hpp"
@@ -88,15 +89,21 @@ double predicted_metric(const Scenario& sc, const TrainingResult& r) {
 
 int cmd_validate(const Args& args) {
   const std::string usage =
-      "usage: ctwin validate PATH... [--set /pointer=value]... [--json]\n\n"
+      "usage: ctwin validate PATH... [--set /pointer=value]... [--json]\n"
+      "       ctwin validate MEASUREMENTS.json [--profile PROFILE.json] [--json]\n\n"
       "Simulates each scenario with a /validation block (files, or every .json in a directory) and\n"
       "prints the published figure, the prediction and the relative error. Training cases also show\n"
       "the predicted peak memory per GPU; a case that ran in reality and does not fit is marked OOM\n"
-      "and counted. --set changes every case the same way, e.g. --set /network/fidelity=flow.";
+      "and counted. --set changes every case the same way, e.g. --set /network/fidelity=flow.\n"
+      "With a measurements file (ctwin realrun), simulates what was measured with the profile and prints\n"
+      "predicted against measured per op, per collective and per step (docs/calibration.md).";
   auto p = parse_args(args, usage,
                       {{"--json", "", "print the comparison as JSON"},
-                       {"--set", "/POINTER=VALUE", "override a key in every case", true}});
+                       {"--set", "/POINTER=VALUE", "override a key in every case", true},
+                       {"--profile", "PROFILE", "with a measurements file: the profile to simulate with"}});
   if (!p) return kExitOk;
+  if (p->has("--profile") || (p->positional.size() == 1 && is_measurements_file(p->positional[0])))
+    return validate_measurements(*p);
   if (p->positional.empty()) throw InputError("", "PATH", "no scenario given", "files or directories of scenarios");
   std::vector<std::string> files;
   for (const auto& path : p->positional) {

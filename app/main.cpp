@@ -22,7 +22,9 @@ commands:
   cluster           describe a cluster as JSON (to edit, or load back with /cluster/file)
   params            list every scenario key: type, default, bounds, unit, meaning
   profile NAME      print or --write a shipped calibration profile (docs/profiles.md)
-  validate PATH...  compare simulated against published measurements (scenarios/validation/)
+  validate PATH...  compare simulated against published measurements (scenarios/validation/),
+                    or a measurements file against a profile (--profile)
+  calibrate FILE... fit a calibration profile to measurements (docs/calibration.md)
   realrun FILE      run a scenario's kernels, collectives and steps for real (-o MEASUREMENTS.json)
   view TRACE        open the timeline viewer on a trace
   bench NAME        run a benchmark: engine, network, viewer, training
@@ -54,6 +56,7 @@ int run_command(const std::string& cmd, ctwin::Args& args) {
   if (cmd == "view") return ctwin::cmd_view(args);
   if (cmd == "validate") return ctwin::cmd_validate(args);
   if (cmd == "realrun") return ctwin::cmd_realrun(args);
+  if (cmd == "calibrate") return ctwin::cmd_calibrate(args);
   return -1;
 }
 

@@ -90,7 +90,10 @@ TrainingOptions training_options(const Scenario& sc) {
   opt.collectives = sc.collectives;
   if (sc.profile) {
     const Dtype dtype = training_job(sc).training.precision.compute;
-    opt.cost_model = std::make_shared<RooflineCostModel>(compute_model(*sc.profile, sc.cluster.gpu, dtype));
+    opt.cost_model = profile_cost_model(*sc.profile, sc.cluster.gpu, dtype);
+    if (!sc.profile->tables.collectives.empty())
+      opt.measured_collectives =
+          std::make_shared<const std::vector<MeasuredCollective>>(sc.profile->tables.collectives);
   }
   return opt;
 }

@@ -152,6 +152,115 @@ double number_at(const Json& j, const std::string& file, const std::string& path
   return v;
 }
 
+constexpr OpKind kTableOpKinds[] = {OpKind::gemm, OpKind::grouped_gemm, OpKind::attention, OpKind::elementwise,
+                                    OpKind::norm, OpKind::embedding,    OpKind::loss,      OpKind::optimizer};
+constexpr CollectiveOp kTableCollectiveOps[] = {
+    CollectiveOp::all_reduce, CollectiveOp::all_gather, CollectiveOp::reduce_scatter, CollectiveOp::broadcast,
+    CollectiveOp::reduce,     CollectiveOp::all_to_all, CollectiveOp::send_recv};
+
+template <class E, std::size_t N>
+E table_enum(const JsonObject& o, const std::string& key, const E (&values)[N]) {
+  std::vector<std::string> names;
+  for (E v : values) names.emplace_back(to_string(v));
+  const std::string s = o.choice(key, names);
+  for (E v : values) {
+    if (s == to_string(v)) return v;
+  }
+  return values[0];  // unreachable: choice() accepted s
+}
+
+// /tables (docs/profiles.md, "Measured tables").
+MeasuredTables parse_tables(const Json& j, const std::string& file) {
+  if (!j.is_object()) throw InputError(file, "/tables", "found " + found(j), "an object with collectives, kernels");
+  const JsonObject t(j, "/tables", file);
+  t.only({"collectives", "kernels"});
+  MeasuredTables out;
+  auto each = [&](const char* key, auto fn) {
+    if (!t.has(key)) return;
+    const Json& a = t.raw(key);
+    if (!a.is_array()) t.fail(key, "found " + shown(a), "an array");
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const std::string path = t.child(key) + "/" + std::to_string(i);
+      if (!a[i].is_object()) throw InputError(file, path, "found " + shown(a[i]), "an object");
+      fn(JsonObject(a[i], path, file));
+    }
+  };
+  each("collectives", [&](const JsonObject& o) {
+    o.only({"op", "ranks", "scope", "points"});
+    MeasuredCollective c;
+    c.op = table_enum(o, "op", kTableCollectiveOps);
+    c.ranks = static_cast<int>(o.integer("ranks", std::nullopt, 1, 1 << 24));
+    c.inter_node = o.choice("scope", {"intra", "inter"}) == "inter";
+    const Json& pts = o.raw("points");
+    if (!pts.is_array() || pts.empty())
+      o.fail("points", "found " + shown(pts), "a non-empty array of [bytes, seconds]");
+    for (std::size_t i = 0; i < pts.size(); ++i) {
+      const std::string path = o.child("points") + "/" + std::to_string(i);
+      const Json& q = pts[i];
+      if (!q.is_array() || q.size() != 2 || !q[0].is_number() || !q[1].is_number() || !(q[0].get<double>() > 0) ||
+          !(q[1].get<double>() > 0)) {
+        throw InputError(file, path, "found " + shown(q), "[bytes, seconds], both positive numbers");
+      }
+      if (!c.points.empty() && !(q[0].get<double>() > c.points.back().first))
+        throw InputError(file, path, "found " + shown(q), "sizes in increasing order");
+      c.points.emplace_back(q[0].get<double>(), q[1].get<double>());
+    }
+    out.collectives.push_back(std::move(c));
+  });
+  each("kernels", [&](const JsonObject& o) {
+    o.only({"kind", "dtype", "m", "n", "k", "groups", "split_accumulator", "flops", "bytes", "query_tokens",
+            "attended_pairs", "kv_tokens", "seconds"});
+    MeasuredKernel k;
+    k.op.kind = table_enum(o, "kind", kTableOpKinds);
+    const std::string dt =
+        o.choice("dtype", std::vector<std::string>(dtype_names.names.begin(), dtype_names.names.end()));
+    k.op.dtype = *dtype_names.parse(dt);
+    k.op.m = o.number("m", 0.0, 0);
+    k.op.n = o.number("n", 0.0, 0);
+    k.op.k = o.number("k", 0.0, 0);
+    k.op.groups = o.number("groups", 1.0, 1);
+    k.op.split_accumulator = o.boolean("split_accumulator", false);
+    k.op.flops = o.number("flops", 0.0, 0);
+    k.op.bytes = o.number("bytes", 0.0, 0);
+    k.op.query_tokens = o.number("query_tokens", 0.0, 0);
+    k.op.attended_pairs = o.number("attended_pairs", 0.0, 0);
+    k.op.kv_tokens = o.number("kv_tokens", 0.0, 0);
+    k.seconds = o.number("seconds", std::nullopt, 0, 1e9, true);
+    out.kernels.push_back(k);
+  });
+  return out;
+}
+
+Json tables_json(const MeasuredTables& t) {
+  Json out = Json::object();
+  Json cs = Json::array();
+  for (const MeasuredCollective& c : t.collectives) {
+    Json pts = Json::array();
+    for (const auto& [b, s] : c.points) pts.push_back({b, s});
+    cs.push_back(
+        {{"op", to_string(c.op)}, {"ranks", c.ranks}, {"scope", c.inter_node ? "inter" : "intra"}, {"points", pts}});
+  }
+  Json ks = Json::array();
+  for (const MeasuredKernel& k : t.kernels) {
+    ks.push_back({{"kind", to_string(k.op.kind)},
+                  {"dtype", to_string(k.op.dtype.value_or(Dtype::bf16))},
+                  {"m", k.op.m},
+                  {"n", k.op.n},
+                  {"k", k.op.k},
+                  {"groups", k.op.groups},
+                  {"split_accumulator", k.op.split_accumulator},
+                  {"flops", k.op.flops},
+                  {"bytes", k.op.bytes},
+                  {"query_tokens", k.op.query_tokens},
+                  {"attended_pairs", k.op.attended_pairs},
+                  {"kv_tokens", k.op.kv_tokens},
+                  {"seconds", k.seconds}});
+  }
+  if (!cs.empty()) out["collectives"] = cs;
+  if (!ks.empty()) out["kernels"] = ks;
+  return out;
+}
+
 }  // namespace
 
 Profile parse_profile(const std::string& text, const std::string& file) {
@@ -165,11 +274,12 @@ Profile parse_profile(const std::string& text, const std::string& file) {
   if (!root.is_object()) throw InputError(file, "", "found " + found(root), "a JSON object");
   Profile p;
   // Unknown keys are errors: a misspelt coefficient would otherwise silently keep its default.
-  static const std::vector<std::string> top{"name",  "gpus", "source",  "compute",
-                                            "links", "nccl", "serving", "_comment"};
+  static const std::vector<std::string> top{"name", "gpus",    "source", "compute", "links",
+                                            "nccl", "serving", "tables", "_comment"};
   for (const auto& [key, v] : root.items()) {
     if (std::find(top.begin(), top.end(), key) == top.end())
-      throw InputError(file, "/" + key, "unknown key", "one of name, gpus, source, compute, links, nccl, serving");
+      throw InputError(file, "/" + key, "unknown key",
+                       "one of name, gpus, source, compute, links, nccl, serving, tables");
     if (key == "compute" || key == "links" || key == "nccl" || key == "serving") {
       if (!v.is_object()) throw InputError(file, "/" + key, "found " + found(v), "an object");
       for (const auto& [sub, unused] : v.items()) {
@@ -195,6 +305,7 @@ Profile parse_profile(const std::string& text, const std::string& file) {
       p.gpus.push_back(g[i].get<std::string>());
     }
   }
+  if (root.contains("tables")) p.tables = parse_tables(root["tables"], file);
   for (const ProfileKey& k : profile_keys()) {
     const Json::json_pointer ptr(k.pointer);
     if (!root.contains(ptr)) continue;
@@ -244,6 +355,8 @@ std::string profile_to_json(const Profile& profile) {
     if (s != p.sources.end()) value = Json{{"value", value}, {"source", s->second}};
     root[Json::json_pointer(k.pointer)] = value;
   }
+  // Only a measured profile has tables; the shipped ones print as before.
+  if (!p.tables.empty()) root["tables"] = tables_json(p.tables);
   return root.dump(2) + "\n";
 }
 
@@ -284,6 +397,12 @@ ComputeModel compute_model(const Profile& p, const GpuSpec& gpu, Dtype dtype) {
   cm.gemm_knee = p.compute.gemm_knee;
   cm.grouped_gemm_efficiency = p.compute.grouped_gemm_efficiency;
   return cm;
+}
+
+CostModelPtr profile_cost_model(const Profile& p, const GpuSpec& gpu, Dtype dtype) {
+  auto roofline = std::make_shared<RooflineCostModel>(compute_model(p, gpu, dtype));
+  if (p.tables.kernels.empty()) return roofline;
+  return std::make_shared<TableCostModel>(roofline, p.tables.kernels, dtype);
 }
 
 void apply_profile(const Profile& p, ClusterSpec& s) {

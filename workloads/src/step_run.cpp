@@ -52,15 +52,16 @@ std::size_t StepCallHash::operator()(const StepCall& c) const {
   return mix64(mix64(std::uint64_t{c.group} << 8 | static_cast<std::uint64_t>(c.op)) ^ bits);
 }
 
-std::vector<Time> analytical_call_times(const StepProgram& p, const Cluster& cluster,
-                                        const CollectiveOptions& options) {
+std::vector<Time> analytical_call_times(const StepProgram& p, const Cluster& cluster, const CollectiveOptions& options,
+                                        const std::vector<MeasuredCollective>* measured) {
   std::unordered_map<StepCall, Time, StepCallHash> memo;
   std::vector<Time> t(p.calls.size());
   for (std::size_t r = 0; r < p.calls.size(); ++r) {
     const StepCall& c = p.calls[r];
     auto [it, fresh] = memo.try_emplace(c);
     if (fresh)
-      it->second = analytical_collective_time(cluster, CollectiveCall{c.op, p.groups[c.group], c.bytes}, options);
+      it->second =
+          table_or_analytical_time(cluster, CollectiveCall{c.op, p.groups[c.group], c.bytes}, options, measured);
     t[r] = it->second;
   }
   return t;
@@ -84,7 +85,7 @@ StepRun run_step(const StepProgram& p, const LoweredStep& lowered, const Trainin
     });
   } else {
     // Alpha-beta times depend on the call alone: each distinct (group, op, bytes) is priced once.
-    call_time = analytical_call_times(p, cluster, opt.collectives);
+    call_time = analytical_call_times(p, cluster, opt.collectives, opt.measured_collectives.get());
     x->on_rendezvous([x, engine, t = call_time.data()](RendezvousId r, Time) {
       engine->schedule_in(t[r.value], [x, r] { x->finish_rendezvous(r); });
     });

@@ -13,6 +13,7 @@
 #include "topology/cluster.hpp"
 #include "topology/nccl_model.hpp"
 #include "workloads/compute_model.hpp"
+#include "workloads/measured_tables.hpp"
 
 namespace ctwin {
 
@@ -62,6 +63,9 @@ struct Profile {
   ProfileServing serving;
   // Per key (JSON pointer such as /compute/gemm_efficiency): where its value comes from.
   std::map<std::string, std::string> sources;
+  // /tables: measured kernel and collective times (ctwin calibrate writes them) that the models
+  // consult before their formulas; empty in the shipped profiles.
+  MeasuredTables tables;
 };
 
 // One key of the profile format: declared once, with its type, bounds, unit, doc and the source
@@ -95,6 +99,9 @@ std::vector<std::string> builtin_profile_names();
 // The roofline's coefficients: peak and HBM rate from the GPU's datasheet, the rest from the
 // profile.
 ComputeModel compute_model(const Profile& p, const GpuSpec& gpu, Dtype dtype);
+// The profile's kernel pricing: its roofline, wrapped in a TableCostModel when the profile
+// carries measured kernels.
+CostModelPtr profile_cost_model(const Profile& p, const GpuSpec& gpu, Dtype dtype);
 
 // A profile's NCCL tables and link efficiencies on a cluster (intra_efficiency by the node's
 // fabric, nvls_efficiency where NVSwitch reduces, nic_efficiency, hop latencies).

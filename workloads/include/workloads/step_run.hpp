@@ -12,6 +12,7 @@
 #include "sim/streams.hpp"
 #include "topology/cluster.hpp"
 #include "topology/network.hpp"
+#include "workloads/measured_tables.hpp"
 #include "workloads/step_program.hpp"
 #include "workloads/training.hpp"
 
@@ -27,9 +28,10 @@ struct LoweredStep {
 // The program as a task graph: the same ops, dependencies and calls, in the same order.
 LoweredStep lower_step(const StepProgram& p);
 
-// Each call's time at the analytical fidelity (topology/network.hpp analytical_collective_time),
-// by call index.
-std::vector<Time> analytical_call_times(const StepProgram& p, const Cluster& cluster, const CollectiveOptions& options);
+// Each call's time at the analytical fidelity (topology/network.hpp analytical_collective_time,
+// or a measured curve of `measured` covering the call: table_or_analytical_time), by call index.
+std::vector<Time> analytical_call_times(const StepProgram& p, const Cluster& cluster, const CollectiveOptions& options,
+                                        const std::vector<MeasuredCollective>* measured = nullptr);
 
 struct StepRun {
   std::unique_ptr<Engine> engine;

@@ -14,6 +14,7 @@
 #include "topology/cluster.hpp"
 #include "topology/collective.hpp"
 #include "workloads/layer_ops.hpp"
+#include "workloads/measured_tables.hpp"
 #include "workloads/memory.hpp"
 #include "workloads/model.hpp"
 #include "workloads/step_breakdown.hpp"
@@ -37,6 +38,9 @@ struct TrainingOptions {
   // Prices every kernel of the step; null: the roofline from the GPU's profile
   // (default_cost_model(cluster.spec.gpu, cfg.precision.compute)).
   CostModelPtr cost_model;
+  // Measured collective curves (a calibrated profile's /tables/collectives) the analytical
+  // fidelity interpolates inside their measured range; null or empty: the model alone.
+  std::shared_ptr<const std::vector<MeasuredCollective>> measured_collectives;
   // Called now and then with the fraction of work done (0..1), for a progress line.
   std::function<void(double)> progress;
 };
