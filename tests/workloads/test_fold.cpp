@@ -270,3 +270,29 @@ TEST_CASE("each stage's utilization is its kernels' modelled time over the step,
     }
   }
 }
+TEST_CASE("every rank of a CP2 DP2 layout joins one gradient reduction per bucket, whatever its CP coordinate") {
+  // Gradients are reduced over the DP and CP ranks together: a group of dp * cp = 4 ranks. Each
+  // rank issues the step's reductions in the same order, so each reduction is one call with all
+  // 4 as members (were each CP rank's reductions keyed apart, each call would have 2 members and
+  // would start without waiting for the other CP rank). Unfolded, with 2 TP ranks: 8 GPUs.
+  auto cp = layout(2, 1, 2, 2);
+  cp.parallel.cp = 2;
+  cp.seq_len = 1024;
+  TrainingOptions unfolded;
+  unfolded.fold = false;
+  const StepProgram p = build_training_step(gpt_small(), cp, nodes(1), unfolded);
+  REQUIRE(p.gpus.size() == 8);
+  std::vector<std::size_t> members(p.calls.size(), 0);
+  for (const StepOp& op : p.ops)
+    if (op.call.valid()) ++members[op.call.value];
+  int reductions = 0;
+  for (std::size_t r = 0; r < p.calls.size(); ++r) {
+    const auto& group = p.groups[p.calls[r].group];
+    if (group.size() != 4) continue;
+    ++reductions;
+    CHECK(members[r] == 4);
+  }
+  // Each of the 2 TP ranks' DP x CP groups carries the same buckets.
+  CHECK(reductions > 0);
+  CHECK(reductions % 2 == 0);
+}
