@@ -117,6 +117,7 @@ nlohmann::ordered_json bench_training(const BenchOptions& o) {
     j["mt_nlg_530b_replicas_only_wall_s"] = replicas.wall_s;
     j["mt_nlg_530b_replicas_only_cpu_s"] = replicas.cpu_s;
     j["mt_nlg_530b_fold_ranks_speedup"] = replicas.wall_s / folded.wall_s;
+    j["mt_nlg_530b_fold_ranks_cpu_speedup"] = replicas.cpu_s / folded.cpu_s;
     j["mt_nlg_530b_folded_equals_replicas_only"] = folded.r.step_time_s == replicas.r.step_time_s;
     j["mt_nlg_530b_step_time_s"] = folded.r.step_time_s;
   }
