@@ -3,28 +3,32 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "sim/huge_pages.hpp"
+
 namespace ctwin {
 
 StreamId TaskGraph::add_stream() { return StreamId{static_cast<std::uint32_t>(streams_++)}; }
 
-TaskId TaskGraph::add_task(StreamId stream, Time duration, std::uint32_t tag, std::span<const TaskId> deps) {
+TaskId TaskGraph::add_task(StreamId stream, Time duration, std::span<const TaskId> deps) {
   if (stream.valid() && stream.value >= streams_) throw std::logic_error("TaskGraph::add_task: unknown stream");
   TaskId id{static_cast<std::uint32_t>(tasks_.size())};
-  tasks_.push_back(Task{stream, duration, RendezvousId::none(), tag});
+  tasks_.push_back(Task{duration, stream, RendezvousId::none()});
   for (TaskId d : deps) add_dep(d, id);
   return id;
 }
 
-RendezvousId TaskGraph::add_rendezvous() {
-  rendezvous_members_.emplace_back();
-  return RendezvousId{static_cast<std::uint32_t>(rendezvous_members_.size() - 1)};
+RendezvousId TaskGraph::add_rendezvous() { return RendezvousId{static_cast<std::uint32_t>(rendezvous_++)}; }
+
+TaskId TaskGraph::add_member(StreamId stream, RendezvousId r, std::span<const TaskId> deps) {
+  if (!r.valid() || r.value >= rendezvous_) throw std::out_of_range("TaskGraph::add_member: unknown rendezvous");
+  TaskId id = add_task(stream, Time{}, deps);
+  tasks_[id.value].rendezvous = r;
+  return id;
 }
 
-TaskId TaskGraph::add_member(StreamId stream, RendezvousId r, std::uint32_t tag, std::span<const TaskId> deps) {
-  TaskId id = add_task(stream, Time{}, tag, deps);
-  tasks_[id.value].rendezvous = r;
-  rendezvous_members_.at(r.value).push_back(id);
-  return id;
+void TaskGraph::reserve(std::size_t tasks, std::size_t deps) {
+  reserve_huge(tasks_, tasks);
+  reserve_huge(deps_, deps);
 }
 
 void TaskGraph::add_dep(TaskId before, TaskId after) {
@@ -36,6 +40,10 @@ void TaskGraph::add_dep(TaskId before, TaskId after) {
 
 StreamExecutor::StreamExecutor(Engine& engine, const TaskGraph& graph) : engine_(engine), graph_(graph) {
   const auto n = graph.tasks_.size();
+  reserve_huge(pending_deps_, n);
+  reserve_huge(succ_offsets_, n + 1);
+  reserve_huge(succ_, graph.deps_.size());
+  reserve_huge(timings_, n);
   pending_deps_.assign(n, 0);
   succ_offsets_.assign(n + 1, 0);
   for (auto [b, a] : graph.deps_) {
@@ -53,6 +61,7 @@ StreamExecutor::StreamExecutor(Engine& engine, const TaskGraph& graph) : engine_
     if (t.stream.valid()) ++stream_offsets_[t.stream.value + 1];
   }
   for (std::size_t i = 0; i < s; ++i) stream_offsets_[i + 1] += stream_offsets_[i];
+  reserve_huge(stream_tasks_, stream_offsets_[s]);
   stream_tasks_.resize(stream_offsets_[s]);
   std::vector<std::uint32_t> sfill(stream_offsets_.begin(), stream_offsets_.end() - 1);
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -60,7 +69,19 @@ StreamExecutor::StreamExecutor(Engine& engine, const TaskGraph& graph) : engine_
   }
   stream_head_.assign(stream_offsets_.begin(), stream_offsets_.end() - 1);
   stream_busy_.assign(s, 0);
-  arrived_.assign(graph.rendezvous_members_.size(), 0);
+  // Each rendezvous's members: the tasks that name it, in task order (the order add_member saw).
+  const auto nr = graph.rendezvous_;
+  member_offsets_.assign(nr + 1, 0);
+  for (const Task& t : graph.tasks_) {
+    if (t.rendezvous.valid()) ++member_offsets_[t.rendezvous.value + 1];
+  }
+  for (std::size_t i = 0; i < nr; ++i) member_offsets_[i + 1] += member_offsets_[i];
+  member_tasks_.resize(member_offsets_[nr]);
+  std::vector<std::uint32_t> mfill(member_offsets_.begin(), member_offsets_.end() - 1);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (graph.tasks_[i].rendezvous.valid()) member_tasks_[mfill[graph.tasks_[i].rendezvous.value]++] = i;
+  }
+  arrived_.assign(nr, 0);
   timings_.assign(n, TaskTiming{});
 }
 
@@ -85,8 +106,8 @@ void StreamExecutor::begin(std::uint32_t t) {
   const Task& task = graph_.tasks_[t];
   if (task.rendezvous.valid()) {
     const auto r = task.rendezvous.value;
-    if (++arrived_[r] == graph_.rendezvous_members_[r].size()) {
-      for (TaskId m : graph_.rendezvous_members_[r]) timings_[m.value].start = now;
+    if (++arrived_[r] == member_offsets_[r + 1] - member_offsets_[r]) {
+      for (std::uint32_t m : members(task.rendezvous)) timings_[m].start = now;
       if (!rendezvous_handler_) throw std::logic_error("StreamExecutor: a rendezvous is ready but no handler is set");
       rendezvous_handler_(task.rendezvous, now);
     }
@@ -99,7 +120,7 @@ void StreamExecutor::begin(std::uint32_t t) {
 
 void StreamExecutor::finish_rendezvous(RendezvousId r) {
   // Copy: finishing may start tasks, but never modifies the graph.
-  for (TaskId m : graph_.rendezvous_members_[r.value]) finish(m.value);
+  for (std::uint32_t m : members(r)) finish(m);
 }
 
 void StreamExecutor::finish(std::uint32_t t) {

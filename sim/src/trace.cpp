@@ -23,7 +23,7 @@ static_assert(sizeof(TraceEvent) == 48, "TraceEvent is written as a packed 48-by
 
 std::uint32_t Trace::intern(std::string_view s) {
   if (index_.size() != strings.size()) rebuild_index();
-  auto it = index_.find(std::string(s));
+  auto it = index_.find(s);
   if (it != index_.end()) return it->second;
   auto id = static_cast<std::uint32_t>(strings.size());
   strings.emplace_back(s);

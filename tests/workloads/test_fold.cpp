@@ -7,6 +7,7 @@
 
 #include "topology/cluster.hpp"
 #include "topology/network.hpp"
+#include "workloads/step_breakdown.hpp"
 #include "workloads/step_program.hpp"
 #include "workloads/step_run.hpp"
 #include "workloads/training_sim.hpp"
@@ -228,4 +229,70 @@ TEST_CASE("each collective call is priced as its own (group, op, bytes), however
     CHECK(t[r] == analytical_collective_time(cl, CollectiveCall{call.op, p.groups[call.group], call.bytes}, {}));
   }
   CHECK(sizes_differ);
+}
+
+TEST_CASE("each stage's utilization is its kernels' modelled time over the step, as the breakdown's sweep finds it") {
+  // Without noise or overlap slowdown every kernel runs for its modelled duration, one at a time
+  // on its GPU's compute stream: a stage's busy time is the sum of its compute and optimizer ops'
+  // durations (read from the program alone), and step_breakdown's sweep of the run must agree.
+  // PP4 with ZeRO-1 (an optimizer op and a parameter all-gather per stage; the first and last
+  // stages also hold the embedding and the head), 1F1B and interleaved.
+  for (const bool interleaved : {false, true}) {
+    CAPTURE(interleaved);
+    auto c = layout(2, 4, 2, 8);
+    c.parallel.zero_stage = 1;
+    if (interleaved) {
+      c.parallel.schedule = PipelineSchedule::interleaved;
+      c.parallel.virtual_stages = 2;
+    }
+    const ModelSpec m = gpt_small(8);
+    const Cluster cl = nodes(2);
+    const TrainingResult r = simulate_training(m, c, cl, {});
+    const StepProgram p = build_training_step(m, c, cl, {});
+    const LoweredStep lowered = lower_step(p);
+    const StepRun run = run_step(p, lowered, c, cl, {}, 0, 1);
+    REQUIRE(r.stage_utilization.size() == 4);
+    const auto gpu_ops = ops_by_gpu(p);
+    for (std::uint32_t g = 0; g < p.gpus.size(); ++g) {
+      const StepGpu& at = p.gpus[g];
+      if (at.tp != 0 || at.dp != 0) continue;
+      std::int64_t compute = 0, optimizer = 0;
+      for (const StepOp& op : p.ops) {
+        if (op.gpu != g) continue;
+        if (op.cls == OpClass::compute) compute += op.duration.ps;
+        if (op.cls == OpClass::optimizer) optimizer += op.duration.ps;
+      }
+      CHECK(optimizer > 0);
+      const double busy_s = static_cast<double>(compute) * 1e-12 + static_cast<double>(optimizer) * 1e-12;
+      CHECK(r.stage_utilization[at.pp] == rel_approx(busy_s / r.step_time_s, 1e-12));
+      const StepBreakdown bd = step_breakdown(p, gpu_ops[g], *run.exec, true);
+      CHECK(r.stage_utilization[at.pp] == (bd.compute_s + bd.optimizer_s) / r.step_time_s);
+    }
+  }
+}
+TEST_CASE("every rank of a CP2 DP2 layout joins one gradient reduction per bucket, whatever its CP coordinate") {
+  // Gradients are reduced over the DP and CP ranks together: a group of dp * cp = 4 ranks. Each
+  // rank issues the step's reductions in the same order, so each reduction is one call with all
+  // 4 as members (were each CP rank's reductions keyed apart, each call would have 2 members and
+  // would start without waiting for the other CP rank). Unfolded, with 2 TP ranks: 8 GPUs.
+  auto cp = layout(2, 1, 2, 2);
+  cp.parallel.cp = 2;
+  cp.seq_len = 1024;
+  TrainingOptions unfolded;
+  unfolded.fold = false;
+  const StepProgram p = build_training_step(gpt_small(), cp, nodes(1), unfolded);
+  REQUIRE(p.gpus.size() == 8);
+  std::vector<std::size_t> members(p.calls.size(), 0);
+  for (const StepOp& op : p.ops)
+    if (op.call.valid()) ++members[op.call.value];
+  int reductions = 0;
+  for (std::size_t r = 0; r < p.calls.size(); ++r) {
+    const auto& group = p.groups[p.calls[r].group];
+    if (group.size() != 4) continue;
+    ++reductions;
+    CHECK(members[r] == 4);
+  }
+  // Each of the 2 TP ranks' DP x CP groups carries the same buckets.
+  CHECK(reductions > 0);
+  CHECK(reductions % 2 == 0);
 }

@@ -123,8 +123,9 @@ RunCostModel run_cost_model() {
   // Per dependency: the program's id, the graph's (before, after) pair, the executor's successor
   // and lower_step's dependency list.
   c.bytes_per_dep = sizeof(StepOpId) + sizeof(std::pair<std::uint32_t, std::uint32_t>) + sizeof(std::uint32_t);
-  // Per call: the program's StepCall, the graph's member list and the executor's arrival count.
-  c.bytes_per_call = sizeof(StepCall) + sizeof(std::vector<TaskId>) + 2 * sizeof(std::uint32_t);
+  // Per call: the program's StepCall and the executor's member offset, arrival count and (most
+  // calls of a folded step have one simulated member) member slot.
+  c.bytes_per_call = sizeof(StepCall) + 3 * sizeof(std::uint32_t);
   c.bytes_per_trace_event = sizeof(TraceEvent);
   // Vectors grown by doubling hold up to twice what they use, and a growing one is copied;
   // measured peak RSS over these sizes on llama and GPT layouts (tests/workloads/test_run_estimate.cpp).

@@ -6,7 +6,10 @@
 namespace ctwin {
 
 std::vector<std::vector<std::uint32_t>> ops_by_gpu(const StepProgram& p) {
+  std::vector<std::size_t> count(p.gpus.size(), 0);
+  for (const StepOp& op : p.ops) ++count[op.gpu];
   std::vector<std::vector<std::uint32_t>> out(p.gpus.size());
+  for (std::size_t g = 0; g < out.size(); ++g) out[g].reserve(count[g]);
   for (std::uint32_t t = 0; t < p.ops.size(); ++t) out[p.ops[t].gpu].push_back(t);
   return out;
 }

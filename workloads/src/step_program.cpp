@@ -7,11 +7,14 @@
 #include <cmath>
 #include <span>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "sim/error.hpp"
+#include "sim/huge_pages.hpp"
 #include "topology/network.hpp"
 #include "workloads/compute_model.hpp"
 #include "workloads/layer_ops.hpp"
@@ -42,6 +45,27 @@ OpClass class_of(CommGroup g) {
   }
   return OpClass::comm_tp;
 }
+
+// An op's dependencies while it is built: a few, kept inline (no allocation per op).
+class OpDeps {
+ public:
+  OpDeps() = default;
+  explicit OpDeps(StepOpId one) { push_back(one); }
+  void push_back(StepOpId id) {
+    if (n_ == v_.size()) throw std::logic_error("step program: an op with more than 8 dependencies");
+    v_[n_++] = id;
+  }
+  StepOpId back() const { return v_[n_ - 1]; }
+  void assign_one(StepOpId id) {
+    n_ = 0;
+    push_back(id);
+  }
+  operator std::span<const StepOpId>() const { return {v_.data(), n_}; }
+
+ private:
+  std::array<StepOpId, 8> v_{};
+  std::size_t n_ = 0;
+};
 
 struct Coords {
   int t = 0, c = 0, d = 0, p = 0;
@@ -147,8 +171,8 @@ class Builder {
         // Every GPU runs about as many ops as the first: room for all of them at once spares
         // the copies (and fresh pages) of growing the arrays by doubling.
         const std::size_t n = gpus_.size() + gpus_.size() / 16;
-        p_.ops.reserve(p_.ops.size() * n);
-        p_.deps.reserve(p_.deps.size() * n);
+        reserve_huge(p_.ops, p_.ops.size() * n);
+        reserve_huge(p_.deps, p_.deps.size() * n);
       }
     }
   }
@@ -227,6 +251,11 @@ class Builder {
 
   // Joins (or opens) the rendezvous named `key` with `members` simulated members.
   StepCallId join(std::uint64_t key, std::uint32_t members, CollectiveOp op, std::uint32_t group, double bytes) {
+    if (members == 1) {
+      // Its only member: the call opens and closes here (no entry to look up later).
+      p_.calls.push_back(StepCall{op, group, bytes});
+      return StepCallId(static_cast<std::uint32_t>(p_.calls.size() - 1));
+    }
     auto it = rendezvous_.find(key);
     if (it == rendezvous_.end()) {
       const StepCallId r(static_cast<std::uint32_t>(p_.calls.size()));
@@ -238,17 +267,19 @@ class Builder {
     return r;
   }
 
-  std::uint32_t intern_group(std::uint64_t key, std::vector<GpuId> ranks) {
+  // The group named `key`, its ranks listed by `ranks()` the first time it is seen.
+  template <class Ranks>
+  std::uint32_t intern_group(std::uint64_t key, Ranks&& ranks) {
     auto it = group_index_.find(key);
     if (it != group_index_.end()) return it->second;
-    p_.groups.push_back(std::move(ranks));
+    p_.groups.push_back(ranks());
     const auto id = static_cast<std::uint32_t>(p_.groups.size() - 1);
     group_index_.emplace(key, id);
     return id;
   }
 
   // Appends an op of GPU g after `deps`; `call` is valid for a collective member.
-  StepOpId push_op(std::uint32_t g, const std::string& name, const char* kind, OpClass cls, int stream, double flops,
+  StepOpId push_op(std::uint32_t g, std::string_view name, const char* kind, OpClass cls, int stream, double flops,
                    double bytes, Time dur, StepCallId call, std::span<const StepOpId> deps) {
     StepOp op;
     op.gpu = g;
@@ -276,7 +307,7 @@ class Builder {
   }
 
   // A kernel: its shape interned in StepProgram::costs (each distinct OpCost once).
-  StepOpId kernel(std::uint32_t g, int stream, const OpCost& c, const std::string& name, OpClass cls,
+  StepOpId kernel(std::uint32_t g, int stream, const OpCost& c, std::string_view name, OpClass cls,
                   std::span<const StepOpId> deps) {
     const StepOpId id =
         add(g, stream, seconds(op_seconds(cm_, c)), name, to_string(c.kind), cls, c.flops, c.bytes, deps);
@@ -288,7 +319,7 @@ class Builder {
 
   bool is_moe_layer(int layer) const { return m_.moe.enabled() && layer >= m_.moe.first_dense_layers; }
 
-  StepOpId add(std::uint32_t g, int stream, Time dur, const std::string& name, const char* kind, OpClass cls,
+  StepOpId add(std::uint32_t g, int stream, Time dur, std::string_view name, const char* kind, OpClass cls,
                double flops, double bytes, std::span<const StepOpId> deps) {
     return push_op(g, name, kind, cls, stream, flops, bytes, dur, StepCallId::none(), deps);
   }
@@ -326,22 +357,63 @@ class Builder {
     return r;
   }
 
+  // group_ranks(c, grp).front() and .size(), without listing the group.
+  int group_first(const Coords& c, CommGroup grp) const {
+    Coords x = c;
+    switch (grp) {
+      case CommGroup::tp:
+        x.t = 0;
+        break;
+      case CommGroup::cp:
+        x.c = 0;
+        break;
+      case CommGroup::dp:
+        x.d = 0;
+        x.c = 0;
+        break;
+      case CommGroup::ep:
+        x.d = c.d / par_.ep * par_.ep;
+        break;
+      case CommGroup::pp:
+      case CommGroup::embedding:
+        x.p = 0;
+        break;
+    }
+    return place_.rank(x);
+  }
+  int group_size(CommGroup grp) const {
+    switch (grp) {
+      case CommGroup::tp:
+        return par_.tp;
+      case CommGroup::cp:
+        return par_.cp;
+      case CommGroup::dp:
+        return par_.dp * par_.cp;
+      case CommGroup::ep:
+        return par_.ep;
+      case CommGroup::pp:
+        return par_.pp;
+      case CommGroup::embedding:
+        return 2;
+    }
+    return 1;
+  }
+
   // A collective member task for GPU g: every member issues its group's collectives in the
   // same order, so (group, sequence number) names the rendezvous.
-  StepOpId collective(std::uint32_t g, int stream, CommGroup grp, CollectiveOp op, double bytes,
-                      const std::string& name, std::span<const StepOpId> deps) {
+  StepOpId collective(std::uint32_t g, int stream, CommGroup grp, CollectiveOp op, double bytes, std::string_view name,
+                      std::span<const StepOpId> deps) {
     const Coords& c = gpus_[g];
-    auto ranks = group_ranks(c, grp);
     const std::uint64_t kind = static_cast<std::uint64_t>(grp);
-    const std::uint64_t first = ranks.front().value;
+    const std::uint64_t first = static_cast<std::uint64_t>(group_first(c, grp));
     const std::uint64_t seq = seq_[g][static_cast<int>(grp)]++;
     // Members simulated: the whole group, except DP/EP groups folded down to one replica and
     // TP/CP groups folded down to one rank.
-    std::uint32_t members = static_cast<std::uint32_t>(ranks.size());
+    std::uint32_t members = static_cast<std::uint32_t>(group_size(grp));
     if (opt_.fold && grp == CommGroup::ep) members = 1;
     if (opt_.fold && grp == CommGroup::dp) members = fold_cp_ ? 1 : static_cast<std::uint32_t>(par_.cp);
     if ((fold_tp_ && grp == CommGroup::tp) || (fold_cp_ && grp == CommGroup::cp)) members = 1;
-    const std::uint32_t group = intern_group(kind << 32 | first, std::move(ranks));
+    const std::uint32_t group = intern_group(kind << 32 | first, [&] { return group_ranks(c, grp); });
     const StepCallId r = join(kind << 61 | first << 37 | seq, members, op, group, bytes);
     StepOpId id = push_op(g, name, to_string(op), class_of(grp), stream, 0, bytes, Time{}, r, deps);
     p_.ops.back().group = static_cast<std::uint8_t>(grp);
@@ -355,7 +427,9 @@ class Builder {
     const double bytes = shape_.tokens * static_cast<double>(m_.hidden) * cfg_.precision.weight_bytes / par_.tp;
     const std::uint64_t s = static_cast<std::uint64_t>(place_.rank(src));
     const std::uint64_t d = static_cast<std::uint64_t>(place_.rank(dst));
-    const std::uint32_t group = intern_group(std::uint64_t{7} << 61 | s << 30 | d, {GpuId(s), GpuId(d)});
+    const std::uint32_t group = intern_group(std::uint64_t{7} << 61 | s << 30 | d, [&] {
+      return std::vector<GpuId>{GpuId(s), GpuId(d)};
+    });
     const StepCallId r = join(std::uint64_t{6 + (fwd ? 0u : 1u)} << 61 | s << 32 |
                                   static_cast<std::uint64_t>(vs) << 16 | static_cast<std::uint64_t>(mb),
                               2, CollectiveOp::send_recv, group, bytes);
@@ -373,8 +447,8 @@ class Builder {
   // while block i computes. Backward passes the chunk and its gradient. After every block but the
   // first, a memory-bound merge of the partial result into the FP32 accumulators (TE's CP). On
   // return deps.back() is the last block (or its merge).
-  void ring_attention(std::uint32_t g, const LayerItem& it, const OpCost& whole, const std::string& name, bool fwd,
-                      std::vector<StepOpId>& deps, StepOpId& join) {
+  void ring_attention(std::uint32_t g, const LayerItem& it, const OpCost& whole, std::string_view name, bool fwd,
+                      OpDeps& deps, StepOpId& join) {
     if (join.valid()) deps.push_back(join), join = StepOpId::none();
     const int n = it.ring_steps;
     OpCost blk = whole;
@@ -390,18 +464,18 @@ class Builder {
         next = collective(g, 4, CommGroup::cp, CollectiveOp::send_recv, bytes, kv_name,
                           i == 0 ? std::span<const StepOpId>(deps) : std::span<const StepOpId>(after));
       }
-      std::vector<StepOpId> bdeps = i == 0 ? deps : std::vector<StepOpId>{prev};
+      OpDeps bdeps = i == 0 ? deps : OpDeps(prev);
       if (arrived.valid()) bdeps.push_back(arrived);
       prev = kernel(g, 0, blk, name, OpClass::compute, bdeps);
       const double merge_bytes = fwd ? it.ring_merge_fwd_bytes : it.ring_merge_bwd_bytes;
       if (i > 0 && merge_bytes > 0) {
         const OpCost merge{OpKind::elementwise, 0, merge_bytes};
         const StepOpId after_block[] = {prev};
-        prev = kernel(g, 0, merge, name + " merge", OpClass::compute, after_block);
+        prev = kernel(g, 0, merge, std::string(name) + " merge", OpClass::compute, after_block);
       }
       arrived = next;
     }
-    deps.assign(1, prev);
+    deps.assign_one(prev);
   }
 
   // Which part of a layer's work a run covers. Zero-bubble schedules split backward into the
@@ -417,7 +491,7 @@ class Builder {
     const bool overlap_tp = par_.tp_comm_overlap;
     StepOpId join = StepOpId::none();
     auto one = [&](const LayerItem& it) {
-      std::vector<StepOpId> deps;
+      OpDeps deps;
       if (dep.valid()) deps.push_back(dep);
       if (extra.valid()) {
         deps.push_back(extra);
@@ -447,7 +521,8 @@ class Builder {
         c.flops /= 2;  // dgrad
         c.bytes /= 2;
       }
-      const std::string name = pass == Pass::backward_weight ? it.name + " wgrad" : it.name;
+      const std::string wgrad = pass == Pass::backward_weight ? it.name + " wgrad" : std::string();
+      const std::string_view name = pass == Pass::backward_weight ? std::string_view(wgrad) : std::string_view(it.name);
       if (it.ring_steps > 1 && pass != Pass::backward_weight) {
         ring_attention(g, it, c, name, pass == Pass::forward, deps, join);
         dep = deps.back();
@@ -547,7 +622,7 @@ class Builder {
 
   // A ZeRO-3 collective as the framework issues it: its host work first (hooks, copy-in, the
   // c10d call, Sharding::collective_overhead_s), then the collective, both on the DP stream.
-  StepOpId issue(std::uint32_t g, CollectiveOp op, double bytes, const std::string& name,
+  StepOpId issue(std::uint32_t g, CollectiveOp op, double bytes, std::string_view name,
                  std::span<const StepOpId> deps) {
     const Time host = seconds(par_.sharding.collective_overhead_s);
     if (host <= Time{}) return collective(g, 1, CommGroup::dp, op, bytes, name, deps);
@@ -604,7 +679,7 @@ class Builder {
       cur_layer_ = static_cast<std::int16_t>(layer);  // the gather names the layer it gathers
       const std::vector<double> chunks = gather_chunks(layer);
       for (std::size_t i = part == Part::rest ? 1 : 0; i < (part == Part::first ? 1 : chunks.size()); ++i) {
-        std::vector<StepOpId> deps;
+        OpDeps deps;
         const StepOpId window = i > 0 ? recent[1] : !limited ? StepOpId::none() : early ? recent[1] : recent[0];
         if (window.valid()) deps.push_back(window);
         last = issue(g, CollectiveOp::all_gather, chunks[i], "fsdp_all_gather", deps);

@@ -21,6 +21,7 @@ LoweredStep lower_step(const StepProgram& p) {
     const StreamId compute = g.add_stream(), dp = g.add_stream(), tp = g.add_stream(), cp = g.add_stream();
     l.streams.push_back({compute, dp, StreamId::none(), tp, cp});
   }
+  g.reserve(p.ops.size(), p.deps.size() + p.late_deps.size());
   for (std::size_t r = 0; r < p.calls.size(); ++r) g.add_rendezvous();
   std::vector<TaskId> deps;
   auto late = p.late_deps.begin();
@@ -37,9 +38,9 @@ LoweredStep lower_step(const StepProgram& p) {
     for (std::uint32_t k = op.deps_begin; k < op.deps_end; ++k) deps.emplace_back(p.deps[k].value);
     const StreamId s = l.streams[op.gpu][static_cast<int>(op.stream)];
     if (op.call.valid()) {
-      g.add_member(s, RendezvousId(op.call.value), 0, deps);
+      g.add_member(s, RendezvousId(op.call.value), deps);
     } else {
-      g.add_task(s, op.duration, 0, deps);
+      g.add_task(s, op.duration, deps);
     }
   }
   replay_late(p.ops.size());

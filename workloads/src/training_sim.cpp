@@ -113,17 +113,40 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
   for (int s = 0; s < par.pp; ++s)
     res.stage_memory.push_back(estimate_stage_memory(m, cfg, cluster.spec.gpu.hbm_bytes, s));
 
-  // Where each simulated GPU's time went.
-  const auto gpu_ops = ops_by_gpu(p);
+  // Where GPU 0's time went, and each stage's busy share. A GPU's compute and optimizer ops all
+  // run on its compute stream, one at a time, so the breakdown's compute and optimizer parts are
+  // the sums of their durations: one pass over the ops gives every stage's, instead of a sweep
+  // per stage (the sweep stays for any op that breaks the rule).
   const bool pipelined = par.pp > 1;
-  res.breakdown = step_breakdown(p, gpu_ops[0], exec, pipelined);
+  std::vector<std::uint32_t> gpu0_ops;
+  std::vector<std::int64_t> compute_ps(p.gpus.size(), 0), optimizer_ps(p.gpus.size(), 0);
+  bool serial = true;
+  for (std::uint32_t t = 0; t < p.ops.size(); ++t) {
+    const StepOp& op = p.ops[t];
+    if (op.gpu == 0) gpu0_ops.push_back(t);
+    if (op.cls != OpClass::compute && op.cls != OpClass::optimizer) continue;
+    serial = serial && op.stream == StepStream::compute;
+    const TaskTiming& tm = exec.timing(TaskId(t));
+    if (tm.end > tm.start) (op.cls == OpClass::compute ? compute_ps : optimizer_ps)[op.gpu] += (tm.end - tm.start).ps;
+  }
+  res.breakdown = step_breakdown(p, gpu0_ops, exec, pipelined);
+  std::vector<std::vector<std::uint32_t>> gpu_ops;
+  if (opt.trace || !serial) gpu_ops = ops_by_gpu(p);
   res.stage_utilization.assign(par.pp, 0.0);
   for (std::uint32_t g = 0; g < p.gpus.size(); ++g) {
     const auto& c = p.gpus[g];
-    if (c.tp == 0 && c.cp == 0 && c.dp == 0) {
-      auto bd = c.pp == 0 ? res.breakdown : step_breakdown(p, gpu_ops[g], exec, pipelined);
-      res.stage_utilization[c.pp] = (bd.compute_s + bd.optimizer_s) / res.step_time_s;
+    if (c.tp != 0 || c.cp != 0 || c.dp != 0) continue;
+    double busy_s = 0;
+    if (c.pp == 0) {
+      busy_s = res.breakdown.compute_s + res.breakdown.optimizer_s;
+    } else if (serial) {
+      // As step_breakdown adds them: each part in seconds, then the sum.
+      busy_s = static_cast<double>(compute_ps[g]) * 1e-12 + static_cast<double>(optimizer_ps[g]) * 1e-12;
+    } else {
+      const auto bd = step_breakdown(p, gpu_ops[g], exec, pipelined);
+      busy_s = bd.compute_s + bd.optimizer_s;
     }
+    res.stage_utilization[c.pp] = busy_s / res.step_time_s;
   }
 
   if (opt.trace) {

@@ -89,26 +89,26 @@ Trace training_trace(const StepProgram& p, Trace names, const std::vector<std::v
   }
   // Pipeline transfers as arrows from sender to receiver.
   for (std::uint32_t r = 0; r < graph.rendezvous_count(); ++r) {
-    const auto& mem = graph.members(RendezvousId(r));
+    const auto mem = exec.members(RendezvousId(r));
     if (p.calls[r].op != CollectiveOp::send_recv || mem.size() != 2) continue;
-    const auto& a = p.ops[mem[0].value];
-    const auto& z = p.ops[mem[1].value];
+    const auto& a = p.ops[mem[0]];
+    const auto& z = p.ops[mem[1]];
     if (a.stream != StepStream::pp_transfer) continue;  // ring attention's K/V steps are drawn with the collectives
     const bool a_sends = tr.str(a.name).rfind("send", 0) == 0;
     const auto& from = a_sends ? a : z;
     const auto& to = a_sends ? z : a;
-    const TaskId from_id = a_sends ? mem[0] : mem[1];
-    const TaskId to_id = a_sends ? mem[1] : mem[0];
+    const TaskId from_id(a_sends ? mem[0] : mem[1]);
+    const TaskId to_id(a_sends ? mem[1] : mem[0]);
     tr.arrows.push_back(TraceArrow{lane_of[from.gpu][2], lane_of[to.gpu][2], exec.timing(from_id).start.ps,
                                    exec.timing(to_id).end.ps, display_name(from)});
   }
   // Collectives as arrows around their ring of members (bounded, so huge traces stay light).
   constexpr std::size_t kMaxCollectiveArrows = 200000;
   for (std::uint32_t r = 0; r < graph.rendezvous_count() && tr.arrows.size() < kMaxCollectiveArrows; ++r) {
-    const auto& mem = graph.members(RendezvousId(r));
-    if (mem.size() < 2 || p.ops[mem[0].value].stream == StepStream::pp_transfer) continue;  // pipeline transfers: above
+    const auto mem = exec.members(RendezvousId(r));
+    if (mem.size() < 2 || p.ops[mem[0]].stream == StepStream::pp_transfer) continue;  // pipeline transfers: above
     for (std::size_t i = 0; i < mem.size(); ++i) {
-      const TaskId from = mem[i], to = mem[(i + 1) % mem.size()];
+      const TaskId from(mem[i]), to(mem[(i + 1) % mem.size()]);
       const auto& fm = p.ops[from.value];
       const auto& tm = p.ops[to.value];
       tr.arrows.push_back(TraceArrow{lane_of[fm.gpu][static_cast<int>(fm.stream)],

@@ -22,34 +22,36 @@ using StreamId = Id<StreamTag>;
 using TaskId = Id<TaskTag>;
 using RendezvousId = Id<RendezvousTag>;
 
+// 16 bytes: a step graph holds millions (the caller keeps what a task stands for by its index).
 struct Task {
-  StreamId stream;          // none: a free task, started as soon as its dependencies are met
   Time duration{};          // for plain tasks; rendezvous members take their time from the handler
+  StreamId stream;          // none: a free task, started as soon as its dependencies are met
   RendezvousId rendezvous;  // valid for a member of a collective
-  std::uint32_t tag = 0;    // the caller's index (an op, a collective call), for reports and traces
 };
 
 class TaskGraph {
  public:
   StreamId add_stream();
-  TaskId add_task(StreamId stream, Time duration, std::uint32_t tag, std::span<const TaskId> deps = {});
+  TaskId add_task(StreamId stream, Time duration, std::span<const TaskId> deps = {});
   RendezvousId add_rendezvous();
-  TaskId add_member(StreamId stream, RendezvousId r, std::uint32_t tag, std::span<const TaskId> deps = {});
+  TaskId add_member(StreamId stream, RendezvousId r, std::span<const TaskId> deps = {});
   // `after` may start only once `before` has finished.
   void add_dep(TaskId before, TaskId after);
+  // Room for this many tasks and dependencies: a caller that knows its graph's size up front
+  // spares the copies (and fresh pages) of growing the arrays by doubling.
+  void reserve(std::size_t tasks, std::size_t deps);
 
   std::size_t stream_count() const { return streams_; }
   std::size_t task_count() const { return tasks_.size(); }
-  std::size_t rendezvous_count() const { return rendezvous_members_.size(); }
+  std::size_t rendezvous_count() const { return rendezvous_; }
   const Task& task(TaskId t) const { return tasks_[t.value]; }
-  const std::vector<TaskId>& members(RendezvousId r) const { return rendezvous_members_[r.value]; }
 
  private:
   friend class StreamExecutor;
   std::size_t streams_ = 0;
+  std::size_t rendezvous_ = 0;  // a rendezvous's members are the tasks naming it, in task order
   std::vector<Task> tasks_;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> deps_;  // (before, after)
-  std::vector<std::vector<TaskId>> rendezvous_members_;
 };
 
 struct TaskTiming {
@@ -83,6 +85,10 @@ class StreamExecutor {
   const std::vector<TaskTiming>& timings() const { return timings_; }
   const TaskTiming& timing(TaskId t) const { return timings_[t.value]; }
   Time makespan() const { return makespan_; }  // the latest end so far
+  // The members of rendezvous r, in the order they were added.
+  std::span<const std::uint32_t> members(RendezvousId r) const {
+    return {member_tasks_.data() + member_offsets_[r.value], member_tasks_.data() + member_offsets_[r.value + 1]};
+  }
 
  private:
   void try_start(std::uint32_t stream);
@@ -101,6 +107,8 @@ class StreamExecutor {
   std::vector<std::uint32_t> stream_tasks_;
   std::vector<std::uint32_t> stream_head_;
   std::vector<std::uint8_t> stream_busy_;
+  std::vector<std::uint32_t> member_offsets_;  // CSR of each rendezvous's members
+  std::vector<std::uint32_t> member_tasks_;
   std::vector<std::uint32_t> arrived_;  // per rendezvous
   std::vector<TaskTiming> timings_;
   std::size_t done_ = 0;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <string_view>
@@ -73,7 +74,12 @@ struct Trace {
                          std::uint32_t tid);
 
  private:
-  std::unordered_map<std::string, std::uint32_t> index_;
+  // Looked up by string_view without building a std::string (a step program interns a name per op).
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, std::uint32_t, NameHash, std::equal_to<>> index_;
   void rebuild_index();
   friend Trace read_trace_binary(std::istream& in, const std::string& what);
   friend Trace read_chrome_trace(std::istream& in, const std::string& what);

@@ -47,9 +47,11 @@ struct StepGpu {
 // StepOp::cost of an op that is no kernel (a collective member, a join, host time).
 inline constexpr std::uint32_t kNoStepCost = 0xffffffffu;
 
-// One op. Kept small: an unfolded 16,384-GPU step has tens of millions of them. Display names
-// are composed from these fields only when a trace is written.
+// One op. Kept small: an unfolded 16,384-GPU step has tens of millions of them (the 8-byte
+// duration first, so the small fields pack without padding). Display names are composed from
+// these fields only when a trace is written.
 struct StepOp {
+  Time duration{};          // kernels; a member's time comes from its call
   std::uint32_t gpu = 0;    // index into StepProgram::gpus
   std::uint32_t name = 0;   // interned in StepProgram::names ("qkv", "grad_all_reduce")
   std::uint16_t kind = 0;   // interned kind ("gemm", "all_reduce")
@@ -62,7 +64,6 @@ struct StepOp {
   std::uint8_t group = 0;  // a collective's CommGroup
   float flops = 0;
   float bytes = 0;
-  Time duration{};                             // kernels; a member's time comes from its call
   StepCallId call;                             // valid for a member of a collective or pipeline transfer
   std::uint32_t cost = kNoStepCost;            // a kernel's shape: index into StepProgram::costs
   std::uint32_t deps_begin = 0, deps_end = 0;  // its dependencies: StepProgram::deps[begin, end)
