@@ -35,7 +35,7 @@ TEST_CASE("ctwin realrun on both twin scenarios writes measurements of their lay
 }
 
 TEST_CASE("ctwin realrun refuses what it cannot run with exit status 2 and a message naming the problem") {
-  const std::string out = (temp_dir() / "bad.json").string();
+  const std::string out = (temp_dir() / "realrun-refused.json").string();
   auto r = cli("realrun scenarios/twin/cpu-fit.json");
   CHECK(r.status == 2);
   CHECK(r.err.find("-o") != std::string::npos);

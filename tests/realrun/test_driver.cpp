@@ -234,3 +234,28 @@ TEST_CASE("realrun replays a 1F1B pipeline of two stages and four micro-batches 
   CHECK(m.steps[0].layout["pp"] == 2);
   CHECK(m.steps[0].stats.repeats == 3);
 }
+
+TEST_CASE("a step program names each kernel's OpCost once, and every kernel op carries its cost's FLOPs and bytes") {
+  const RealrunPlan plan = plan_realrun(tiny_job(false));
+  const StepProgram& p = plan.program;
+  REQUIRE_FALSE(p.costs.empty());
+  for (std::size_t i = 0; i < p.costs.size(); ++i) {
+    for (std::size_t j = i + 1; j < p.costs.size(); ++j) CHECK_FALSE(p.costs[i] == p.costs[j]);
+  }
+  std::size_t kernels = 0;
+  for (const StepOp& op : p.ops) {
+    if (op.call.valid()) {
+      CHECK(op.cost == kNoStepCost);  // a collective member runs no kernel
+      continue;
+    }
+    if (op.cost == kNoStepCost) continue;
+    ++kernels;
+    const OpCost& c = p.costs[op.cost];
+    CHECK(static_cast<float>(c.flops) == op.flops);
+    CHECK(static_cast<float>(c.bytes) == op.bytes);
+    CHECK(p.names.str(op.kind) == to_string(c.kind));
+  }
+  // Every forward and backward kernel of 2 layers, embedding, head and optimizer: more kernel ops
+  // than distinct shapes (the 2 layers share theirs).
+  CHECK(kernels > p.costs.size());
+}
