@@ -15,7 +15,7 @@ ctest --test-dir build --output-on-failure --parallel "$(nproc)"
 scripts/check-tests.sh build
 if [ "${CTWIN_CI_SANITIZE:-1}" != 0 ]; then
   scripts/fuzz.sh --build
-  for target in scenario hf_config cluster_json profile trace_binary chrome_trace request_trace; do
+  for target in scenario hf_config cluster_json profile trace_binary chrome_trace request_trace measurements; do
     scripts/fuzz.sh "$target" "${CTWIN_CI_FUZZ_SECONDS:-10}"
   done
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

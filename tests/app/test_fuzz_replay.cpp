@@ -27,6 +27,7 @@ const std::map<std::string, Entry>& entries() {
       {"hf_config", [](std::string_view b) { ctwin::fuzz::run_hf_config(b, fs::temp_directory_path()); }},
       {"cluster_json", [](std::string_view b) { ctwin::fuzz::run_cluster_json(b); }},
       {"profile", [](std::string_view b) { ctwin::fuzz::run_profile(b); }},
+      {"measurements", [](std::string_view b) { ctwin::fuzz::run_measurements(b); }},
       {"trace_binary", [](std::string_view b) { ctwin::fuzz::run_trace_binary(b); }},
       {"chrome_trace", [](std::string_view b) { ctwin::fuzz::run_chrome_trace(b); }},
       {"request_trace", [](std::string_view b) { ctwin::fuzz::run_request_trace(b); }},

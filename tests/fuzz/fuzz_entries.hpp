@@ -16,6 +16,9 @@
 #include <string>
 #include <string_view>
 
+#include "calibrate/fit.hpp"
+#include "calibrate/measurements.hpp"
+#include "calibrate/readers.hpp"
 #include "scenario.hpp"
 #include "sim/error.hpp"
 #include "sim/json_reader.hpp"
@@ -135,6 +138,30 @@ inline void run_cluster_json(std::string_view bytes) {
 
 // A calibration profile (`ctwin profile`, a scenario's {"profile": {"file": ...}}): parsed,
 // written back, and applied to a cluster, whose collective model then reads its NCCL tables.
+// What `ctwin calibrate` reads, told apart by content as load_any_measurements does (realrun's
+// measurements, a Kineto trace, nccl-tests text), then fitted: the compute fits on an H100's
+// peaks, the alpha-beta fits and the measured tables.
+inline void run_measurements(std::string_view bytes) {
+  const std::string text(bytes);
+  const auto first = text.find_first_not_of(" \t\r\n");
+  calibrate::Measurements m;
+  if (first != std::string::npos && text[first] == '{') {
+    m = text.find("\"traceEvents\"") != std::string::npos
+            ? calibrate::parse_kineto_trace(text, "fuzz-trace.json")
+            : calibrate::parse_measurements(text, "fuzz-measurements.json");
+  } else {
+    m = calibrate::parse_nccl_tests(text, "fuzz-nccl-tests.txt");
+  }
+  (void)calibrate::measurements_to_json(m);
+  const auto gpus = builtin_gpus();
+  const auto it = gpus.gpus.find("H100-SXM");
+  if (it == gpus.gpus.end()) return;
+  Profile p = builtin_profile(it->first);
+  (void)calibrate::fit_compute(m.ops, it->second, Dtype::bf16, p, "fuzz");
+  (void)calibrate::fit_alpha_beta_groups(m.collectives, 8);
+  (void)calibrate::measured_tables(m, 8);
+}
+
 inline void run_profile(std::string_view bytes) {
   const Profile p = parse_profile(std::string(bytes), "fuzz-profile.json");
   (void)profile_to_json(p);
