@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: format check, a warnings-as-errors build, every CTest test, the checks
-# on the suite itself (every doctest case runs; no bare Approx), and the mutation score
+# on the suite itself (every doctest case runs; no bare Approx), the digital twin end to end on
+# this machine's CPU (scripts/twin-check.sh), and the mutation score
 # (scripts/mutate.sh: every planted bug of tests/mutations.txt, at least 90% caught, none stale;
 # one shard per core, run side by side).
 # Between them, the sanitizer stage (docs/reliability.md): clang 14 builds everything in build-fuzz
@@ -13,6 +14,9 @@ scripts/check-format.sh
 scripts/build.sh -DCTWIN_WERROR=ON
 ctest --test-dir build --output-on-failure --parallel "$(nproc)"
 scripts/check-tests.sh build
+# The digital twin end to end on two CPU ranks (realrun, calibrate, validate --profile), while
+# nothing else runs: its timings are real.
+scripts/twin-check.sh build
 if [ "${CTWIN_CI_SANITIZE:-1}" != 0 ]; then
   scripts/fuzz.sh --build
   for target in scenario hf_config cluster_json profile trace_binary chrome_trace request_trace measurements; do
