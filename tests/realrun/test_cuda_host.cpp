@@ -36,7 +36,9 @@ TEST_CASE("device names as CUDA reports them map to the builtin catalog's GPUs")
       {"NVIDIA L40S", "L40S"},
   };
   const Json& catalog = builtin_gpus_json();
-  for (const auto& [device, name] : expected) {
+  for (const auto& entry : expected) {
+    // clang 14 cannot CAPTURE a structured binding: named copies instead.
+    const std::string device = entry.first, name = entry.second;
     CAPTURE(device);
     CHECK(catalog_gpu_name(device, 80 * gib) == name);
     CHECK(catalog.contains(name));  // every answer is a name the loader knows
