@@ -150,7 +150,7 @@ int cmd_calibrate(const Args& args) {
     j["fits"] = fits_json(fits);
     j["profile"] = p->get("-o") ? nlohmann::ordered_json(*p->get("-o")) : nlohmann::ordered_json(nullptr);
     j["tables"] = {{"collectives", prof.tables.collectives.size()}, {"kernels", prof.tables.kernels.size()}};
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     print_fits(fits);
     std::printf("tables: %zu collective curves, %zu kernel shapes\n", prof.tables.collectives.size(),

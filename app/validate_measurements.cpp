@@ -98,7 +98,7 @@ int validate_measurements(const ParsedArgs& p) {
     for (const char* k : kLayoutKeys) {
       if (!s.layout.contains(k)) continue;
       if (!s.layout[k].is_number_integer()) {
-        throw InputError(file, "/steps/" + std::to_string(i) + "/layout/" + k, "found " + s.layout[k].dump(),
+        throw InputError(file, "/steps/" + std::to_string(i) + "/layout/" + k, "found " + shown(s.layout[k]),
                          "an integer");
       }
       one.scenario["training"]["parallelism"][k] = s.layout[k];
@@ -129,7 +129,7 @@ int validate_measurements(const ParsedArgs& p) {
                     {"rows", rows}};
     }
     j["skipped"] = skipped;
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return kExitOk;
   }
   for (const Level* l : levels) {

@@ -46,6 +46,14 @@ Stats parse_stats(const JsonObject& o) {
   return s;
 }
 
+// Text from nccl-tests output or a trace may hold bytes that are not UTF-8 (a host name, a
+// kernel name): written as U+FFFD rather than failing the whole file.
+constexpr auto kReplaceInvalid = nlohmann::json::error_handler_t::replace;
+
+nlohmann::ordered_json as_ordered(const nlohmann::json& j) {
+  return nlohmann::ordered_json::parse(j.dump(-1, ' ', false, kReplaceInvalid));
+}
+
 nlohmann::ordered_json stats_json(const Stats& s) {
   return {{"median_s", s.median_s}, {"min_s", s.min_s}, {"max_s", s.max_s},
           {"p10_s", s.p10_s},       {"p90_s", s.p90_s}, {"repeats", s.repeats}};
@@ -205,15 +213,15 @@ std::string measurements_to_json(const Measurements& m) {
   j["backend"] = m.backend;
   j["created_by"] = m.created_by;
   j["scenario_file"] = m.scenario_file;
-  j["scenario"] = OJ::parse(m.scenario.dump());
+  j["scenario"] = as_ordered(m.scenario);
   j["host"] = {{"hostname", m.host.hostname},
                {"cpu", m.host.cpu},
                {"cores", m.host.cores},
                {"ranks", m.host.ranks},
                {"nodes", m.host.nodes},
-               {"gpus", OJ::parse(m.host.gpus.dump())},
-               {"versions", OJ::parse(m.host.versions.dump())}};
-  j["cluster"] = OJ::parse(m.cluster.dump());
+               {"gpus", as_ordered(m.host.gpus)},
+               {"versions", as_ordered(m.host.versions)}};
+  j["cluster"] = as_ordered(m.cluster);
   j["warmup"] = m.warmup;
   j["repeats"] = m.repeats;
   OJ ops = OJ::array();
@@ -255,12 +263,12 @@ std::string measurements_to_json(const Measurements& m) {
   OJ steps = OJ::array();
   for (const auto& s : m.steps) {
     steps.push_back({{"kind", s.kind},
-                     {"layout", OJ::parse(s.layout.dump())},
+                     {"layout", as_ordered(s.layout)},
                      {"stats", stats_json(s.stats)},
                      {"per_rank_median_s", s.per_rank_median_s}});
   }
   j["steps"] = std::move(steps);
-  return j.dump(1) + "\n";
+  return j.dump(1, ' ', false, kReplaceInvalid) + "\n";
 }
 
 void write_measurements(const Measurements& m, const std::string& path, bool replace, const std::string& flag) {

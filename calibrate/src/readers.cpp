@@ -91,10 +91,19 @@ Measurements parse_nccl_tests(const std::string& text, const std::string& file) 
       }
       for (std::size_t i = 0; i + 1 < tok.size(); ++i) {
         double v = 0;
-        if (tok[i] == "nGpus" && number(tok[i + 1], v)) ngpus = static_cast<int>(v);
+        // Counts beyond these are no real run's (and would not fit an int).
+        const auto count = [&](double lo, double hi) {
+          if (v < lo || v > hi || v != std::floor(v)) {
+            throw InputError(file, "line " + std::to_string(lineno), "found " + tok[i] + " " + tok[i + 1],
+                             "an integer from " + std::to_string(static_cast<long long>(lo)) + " to " +
+                                 std::to_string(static_cast<long long>(hi)));
+          }
+          return static_cast<int>(v);
+        };
+        if (tok[i] == "nGpus" && number(tok[i + 1], v)) ngpus = count(0, 1 << 20);
         // "warmup iters: 5 iters: 20 agg iters: 1": the timed iterations.
         const bool timed = i == 0 || (tok[i - 1] != "warmup" && tok[i - 1] != "agg");
-        if (tok[i] == "iters:" && timed && number(tok[i + 1], v)) iters = static_cast<int>(v);
+        if (tok[i] == "iters:" && timed && number(tok[i + 1], v)) iters = count(1, 1e9);
       }
       continue;
     }
@@ -288,8 +297,10 @@ Measurements parse_kineto_trace(const std::string& text, const std::string& file
       const double in = num_arg(src, "In msg nelems"), out = num_arg(src, "Out msg nelems");
       const Json* dt = arg(src, "dtype");
       const double elt = dt != nullptr && dt->is_string() ? torch_type(dt->get<std::string>()).first : 4;
-      const int group = static_cast<int>(num_arg(src, "Group size"));
-      if (!op || in <= 0 || group <= 0) continue;  // no size or group: not a measurable collective
+      const double group_size = num_arg(src, "Group size");
+      // No size or group (or a group no job has: past 2^20 ranks): not a measurable collective.
+      if (!op || !(in > 0) || !(group_size >= 1 && group_size <= (1 << 20))) continue;
+      const int group = static_cast<int>(group_size);
       const double bytes = (*op == CollectiveOp::all_gather ? std::max(out, in * group) : in) * elt;
       auto& c = colls[{static_cast<int>(*op), group, bytes}];
       c.first.op = *op;
