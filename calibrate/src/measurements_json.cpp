@@ -7,13 +7,12 @@
 #include "sim/error.hpp"
 #include "sim/json_reader.hpp"
 #include "sim/output_file.hpp"
+#include "workloads/profile.hpp"
 
 namespace ctwin::calibrate {
 
 namespace {
 
-constexpr OpKind kOpKinds[] = {OpKind::gemm, OpKind::grouped_gemm, OpKind::attention, OpKind::elementwise,
-                               OpKind::norm, OpKind::embedding,    OpKind::loss,      OpKind::optimizer};
 constexpr CollectiveOp kCollectiveOps[] = {
     CollectiveOp::all_reduce, CollectiveOp::all_gather, CollectiveOp::reduce_scatter, CollectiveOp::broadcast,
     CollectiveOp::reduce,     CollectiveOp::all_to_all, CollectiveOp::send_recv};
@@ -75,20 +74,7 @@ OpMeasurement parse_op(const JsonObject& o) {
   o.only({"kind", "dtype", "m", "n", "k", "groups", "split_accumulator", "flops", "bytes", "query_tokens",
           "attended_pairs", "kv_tokens", "origin", "name", "phase", "rank", "stats"});
   OpMeasurement m;
-  m.op.kind = parse_enum(o, "kind", kOpKinds);
-  const std::string dt =
-      o.choice("dtype", std::vector<std::string>(dtype_names.names.begin(), dtype_names.names.end()));
-  m.op.dtype = *dtype_names.parse(dt);
-  m.op.m = o.number("m", 0.0, 0);
-  m.op.n = o.number("n", 0.0, 0);
-  m.op.k = o.number("k", 0.0, 0);
-  m.op.groups = o.number("groups", 1.0, 1);
-  m.op.split_accumulator = o.boolean("split_accumulator", false);
-  m.op.flops = o.number("flops", std::nullopt, 0);
-  m.op.bytes = o.number("bytes", std::nullopt, 0);
-  m.op.query_tokens = o.number("query_tokens", 0.0, 0);
-  m.op.attended_pairs = o.number("attended_pairs", 0.0, 0);
-  m.op.kv_tokens = o.number("kv_tokens", 0.0, 0);
+  m.op = read_op_cost(o, std::nullopt);
   m.origin = o.choice("origin", {"step", "sweep"}, std::string("sweep"));
   m.name = o.string("name", std::string());
   m.phase = o.string("phase", std::string());

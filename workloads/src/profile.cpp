@@ -169,6 +169,29 @@ E table_enum(const JsonObject& o, const std::string& key, const E (&values)[N]) 
   return values[0];  // unreachable: choice() accepted s
 }
 
+}  // namespace
+
+OpCost read_op_cost(const JsonObject& o, std::optional<double> sizes_default) {
+  OpCost c;
+  c.kind = table_enum(o, "kind", kTableOpKinds);
+  const std::string dt =
+      o.choice("dtype", std::vector<std::string>(dtype_names.names.begin(), dtype_names.names.end()));
+  c.dtype = *dtype_names.parse(dt);
+  c.m = o.number("m", 0.0, 0);
+  c.n = o.number("n", 0.0, 0);
+  c.k = o.number("k", 0.0, 0);
+  c.groups = o.number("groups", 1.0, 1);
+  c.split_accumulator = o.boolean("split_accumulator", false);
+  c.flops = o.number("flops", sizes_default, 0);
+  c.bytes = o.number("bytes", sizes_default, 0);
+  c.query_tokens = o.number("query_tokens", 0.0, 0);
+  c.attended_pairs = o.number("attended_pairs", 0.0, 0);
+  c.kv_tokens = o.number("kv_tokens", 0.0, 0);
+  return c;
+}
+
+namespace {
+
 // /tables (docs/profiles.md, "Measured tables").
 MeasuredTables parse_tables(const Json& j, const std::string& file) {
   if (!j.is_object()) throw InputError(file, "/tables", "found " + found(j), "an object with collectives, kernels");
@@ -211,20 +234,7 @@ MeasuredTables parse_tables(const Json& j, const std::string& file) {
     o.only({"kind", "dtype", "m", "n", "k", "groups", "split_accumulator", "flops", "bytes", "query_tokens",
             "attended_pairs", "kv_tokens", "seconds"});
     MeasuredKernel k;
-    k.op.kind = table_enum(o, "kind", kTableOpKinds);
-    const std::string dt =
-        o.choice("dtype", std::vector<std::string>(dtype_names.names.begin(), dtype_names.names.end()));
-    k.op.dtype = *dtype_names.parse(dt);
-    k.op.m = o.number("m", 0.0, 0);
-    k.op.n = o.number("n", 0.0, 0);
-    k.op.k = o.number("k", 0.0, 0);
-    k.op.groups = o.number("groups", 1.0, 1);
-    k.op.split_accumulator = o.boolean("split_accumulator", false);
-    k.op.flops = o.number("flops", 0.0, 0);
-    k.op.bytes = o.number("bytes", 0.0, 0);
-    k.op.query_tokens = o.number("query_tokens", 0.0, 0);
-    k.op.attended_pairs = o.number("attended_pairs", 0.0, 0);
-    k.op.kv_tokens = o.number("kv_tokens", 0.0, 0);
+    k.op = read_op_cost(o, 0.0);
     k.seconds = o.number("seconds", std::nullopt, 0, 1e9, true);
     out.kernels.push_back(k);
   });

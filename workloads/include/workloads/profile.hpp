@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@
 #include "workloads/measured_tables.hpp"
 
 namespace ctwin {
+
+class JsonObject;
 
 struct ProfileCompute {
   double gemm_efficiency = 0.75;                   // fraction of dense peak a large GEMM sustains
@@ -86,6 +89,11 @@ const std::vector<ProfileKey>& profile_keys();
 // keep the defaults. Throws InputError naming `file`, the JSON pointer, what was found and what
 // is expected.
 Profile parse_profile(const std::string& text, const std::string& file);
+// An OpCost's fields (kind, dtype, GEMM shape, groups, split_accumulator, flops, bytes, attention
+// geometry) from a JSON object: a profile's kernel table and realrun's measurements file share
+// it. flops and bytes are required unless `sizes_default` gives their default. The caller
+// checks the object's other keys (JsonObject::only).
+OpCost read_op_cost(const JsonObject& o, std::optional<double> sizes_default);
 Profile load_profile(const std::string& path);
 // Every key, as {"value", "source"} where the profile has a source for it, else the number.
 std::string profile_to_json(const Profile& p);
