@@ -18,6 +18,7 @@
 #include "realrun/cpu_collectives.hpp"
 #include "realrun/cpu_device.hpp"
 #include "realrun/driver.hpp"
+#include "realrun_job.hpp"
 #include "scenario.hpp"
 #include "sim/error.hpp"
 #include "sim/output_file.hpp"
@@ -139,37 +140,17 @@ int cmd_realrun(const Args& args_in) {
   const bool force = p->has("--force");
   check_output_path(*out, force, "-o");
 
-  std::vector<Override> overrides;
-  for (const auto& s : p->all("--set")) overrides.push_back(parse_override(s));
-  const std::string& path = p->positional[0];
-  const Scenario sc = load_scenario(path, overrides);
-  if (sc.kind != JobKind::training) {
-    throw InputError(path, "/kind", "'serving': realrun measures training steps", "a training scenario");
-  }
-  const TrainingJob& tj = training_job(sc);
-
-  realrun::RealrunJob job;
-  job.backend = "cpu";
-  job.created_by = "ctwin 0.1.0";
-  job.scenario_file = path;
-  // The scenario as run: the file with the --set overrides applied, for validate to re-simulate.
-  job.scenario = parse_json(read_input_file(path, path, "", "a readable scenario JSON file"), path);
-  for (const auto& ov : overrides) apply_override(job.scenario, ov, path);
-  job.model = tj.model;
-  job.training = tj.training;
-  job.cluster = sc.cluster;
-  job.options = training_options(sc);
-  job.config = sc.realrun;
-  const int ranks_flag = positive_int(*p, "--ranks", 0, 1);
-  job.config.repeats = positive_int(*p, "--repeats", job.config.repeats, 1);
-  job.config.warmup = positive_int(*p, "--warmup", job.config.warmup, 0);
-
-  const realrun::RealrunPlan plan = realrun::plan_realrun(job);
-  if (ranks_flag != 0 && ranks_flag != plan.ranks) {
-    throw InputError("", "--ranks",
-                     std::to_string(ranks_flag) + " for a layout of " + std::to_string(plan.ranks) + " GPUs",
-                     "the layout's GPU count (set /training/parallelism to change it)");
-  }
+  RealrunRequest req;
+  req.scenario_path = p->positional[0];
+  req.sets = p->all("--set");
+  req.backend = "cpu";
+  req.ranks = positive_int(*p, "--ranks", 0, 1);
+  req.repeats = positive_int(*p, "--repeats", -1, 1);
+  req.warmup = positive_int(*p, "--warmup", -1, 0);
+  const RealrunSetup setup = prepare_realrun(req);
+  const realrun::RealrunJob& job = setup.job;
+  const realrun::RealrunPlan& plan = setup.plan;
+  const std::string& path = req.scenario_path;
   realrun::BackendOptions bo;
   bo.ranks = plan.ranks;
   bo.timeout_s = job.config.timeout_s;

@@ -130,6 +130,42 @@ calibrate::Stats slowest_rank_stats(const std::vector<std::vector<double>>& per_
 
 double median_of(std::vector<double> v) { return calibrate::stats_of(std::move(v)).median_s; }
 
+// samples[entry][rank][repeat], filled for this process's ranks [first, first + local), made
+// whole from every process's block. A rank outside an entry's communicator has no samples; it
+// travels as `repeats` negative values, the one thing a duration never is.
+void gather_samples(const ProcessGroup& world, int first, int local, int repeats,
+                    std::vector<std::vector<std::vector<double>>>& samples) {
+  const auto per_rank = static_cast<std::size_t>(repeats);
+  std::vector<double> mine;
+  mine.reserve(samples.size() * static_cast<std::size_t>(local) * per_rank);
+  for (const auto& entry : samples) {
+    for (int r = first; r < first + local; ++r) {
+      const auto& v = entry[static_cast<std::size_t>(r)];
+      if (v.empty()) {
+        mine.insert(mine.end(), per_rank, -1.0);
+      } else {
+        if (v.size() != per_rank) throw std::logic_error("realrun: a rank timed a different number of repeats");
+        mine.insert(mine.end(), v.begin(), v.end());
+      }
+    }
+  }
+  const std::vector<double> all = world.all_gather(mine);
+  if (all.size() != mine.size() * static_cast<std::size_t>(world.count)) {
+    throw std::runtime_error("realrun: the processes gathered measurements of different sizes");
+  }
+  std::size_t at = 0;
+  for (int p = 0; p < world.count; ++p) {
+    for (auto& entry : samples) {
+      for (int i = 0; i < local; ++i) {
+        auto& v = entry[static_cast<std::size_t>(p * local + i)];
+        v.assign(all.begin() + static_cast<std::ptrdiff_t>(at), all.begin() + static_cast<std::ptrdiff_t>(at + per_rank));
+        at += per_rank;
+        if (!v.empty() && v.front() < 0) v.clear();
+      }
+    }
+  }
+}
+
 }  // namespace
 
 RealrunPlan plan_realrun(const RealrunJob& job) {
@@ -248,12 +284,15 @@ calibrate::HostInfo cpu_host_info(int ranks) {
 }
 
 calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& plan, const std::vector<Device*>& devices,
-                                    const RealrunProgress& progress) {
+                                    const RealrunProgress& progress, const ProcessGroup* world) {
   const int n = plan.ranks;
-  if (static_cast<int>(devices.size()) != n) {
-    throw std::invalid_argument("realrun: " + std::to_string(devices.size()) + " devices for a step of " +
-                                std::to_string(n) + " ranks");
+  const int procs = world != nullptr ? world->count : 1;
+  const int local = static_cast<int>(devices.size());
+  if (local * procs != n) {
+    throw std::invalid_argument("realrun: " + std::to_string(local) + " devices in each of " + std::to_string(procs) +
+                                " process(es) for a step of " + std::to_string(n) + " ranks");
   }
+  const int first = world != nullptr ? world->index * local : 0;  // global rank of devices[0]
   const StepProgram& p = plan.program;
   const RealrunConfig& cfg = job.config;
   const int warmup = cfg.warmup, repeats = cfg.repeats;
@@ -273,11 +312,19 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
   std::vector<std::vector<double>> step_s(static_cast<std::size_t>(n));
   const double total = static_cast<double>(plan.ops.size() + plan.collectives.size() + 1);
 
-  HostBarrier barrier(n);
+  HostBarrier local_barrier(local);
   std::mutex err_mu;
   std::exception_ptr error;
   auto rank_main = [&](int r) {
-    Device& d = *devices[static_cast<std::size_t>(r)];
+    Device& d = *devices[static_cast<std::size_t>(r - first)];
+    // Every rank of the job: this process's threads, then (one thread) the other processes.
+    auto barrier_wait = [&] {
+      local_barrier.wait();
+      if (procs > 1) {
+        if (r == first) world->barrier();
+        local_barrier.wait();
+      }
+    };
     auto report = [&](const char* phase, double done) {
       if (r == 0 && progress) progress(phase, done / total);
     };
@@ -300,12 +347,12 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
     for (const CommSpec& spec : plan.comms) {
       if (std::find(spec.ranks.begin(), spec.ranks.end(), r) != spec.ranks.end()) d.create_comm(spec, cfg.timeout_s);
     }
-    barrier.wait();
+    barrier_wait();
     // Every rank runs each kernel at once, as every GPU of a step does.
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {
       const OpCost& op = plan.ops[i].op;
       op_s[i][static_cast<std::size_t>(r)] = time_runs([&] { d.launch(0, op); });
-      barrier.wait();
+      barrier_wait();
       report("ops", static_cast<double>(i + 1));
     }
     for (std::size_t i = 0; i < plan.collectives.size(); ++i) {
@@ -321,13 +368,13 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
         }
         coll_s[i][static_cast<std::size_t>(r)] = time_runs([&] { d.collective(0, req); });
       }
-      barrier.wait();
+      barrier_wait();
       report("collectives", static_cast<double>(plan.ops.size() + i + 1));
     }
     // Steps: the program replayed, each op on its stream after its dependencies' events.
     std::vector<EventHandle> ev(p.ops.size());
     for (int it = 0; it < warmup + repeats; ++it) {
-      barrier.wait();
+      barrier_wait();
       const EventHandle start = d.record(0);
       for (int s = 1; s < kStepStreams; ++s) d.wait(s, start);
       for (std::uint32_t oi : gpu_ops[static_cast<std::size_t>(r)]) {
@@ -365,7 +412,7 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
   };
 
   std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
+  for (int r = first; r < first + local; ++r) {
     threads.emplace_back([&, r] {
       try {
         rank_main(r);
@@ -376,12 +423,19 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
           std::lock_guard lk(err_mu);
           if (!error) error = std::current_exception();
         }
-        barrier.breakdown();
+        local_barrier.breakdown();
       }
     });
   }
   for (auto& t : threads) t.join();
   if (error) std::rethrow_exception(error);
+  if (procs > 1) {
+    gather_samples(*world, first, local, repeats, op_s);
+    gather_samples(*world, first, local, repeats, coll_s);
+    std::vector<std::vector<std::vector<double>>> steps{std::move(step_s)};
+    gather_samples(*world, first, local, repeats, steps);
+    step_s = std::move(steps[0]);
+  }
 
   calibrate::Measurements m;
   m.backend = job.backend;

@@ -7,6 +7,9 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <tuple>
 
 #include "calibrate/measurements.hpp"
@@ -258,4 +261,99 @@ TEST_CASE("a step program names each kernel's OpCost once, and every kernel op c
   // Every forward and backward kernel of 2 layers, embedding, head and optimizer: more kernel ops
   // than distinct shapes (the 2 layers share theirs).
   CHECK(kernels > p.costs.size());
+}
+
+TEST_CASE("realrun split over two processes (one rank each) writes the file one process of both ranks writes") {
+  // Two "processes" as two threads, each holding one of the CPU devices and calling the driver
+  // with its block of ranks; the ProcessGroup's barrier and all_gather are a shared-memory
+  // stand-in for MPI's. Both must end with every rank's samples in its own slot.
+  const RealrunJob job = tiny_job(false);
+  const RealrunPlan plan = plan_realrun(job);
+  REQUIRE(plan.ranks == 2);
+  BackendOptions opt;
+  opt.ranks = 2;
+  auto devs = make_cpu_devices(opt);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0, generation = 0;
+  std::vector<double> slots[2];
+  auto meet = [&] {  // a two-party barrier
+    std::unique_lock lk(mu);
+    const int g = generation;
+    if (++arrived == 2) {
+      arrived = 0;
+      ++generation;
+      cv.notify_all();
+    } else {
+      cv.wait(lk, [&] { return generation != g; });
+    }
+  };
+  std::vector<double> sent[2];
+  auto group = [&](int k) {
+    ProcessGroup g;
+    g.index = k;
+    g.count = 2;
+    g.barrier = meet;
+    g.all_gather = [&, k](const std::vector<double>& mine) {
+      slots[k] = mine;
+      sent[k] = mine;
+      meet();
+      std::vector<double> all = slots[0];
+      all.insert(all.end(), slots[1].begin(), slots[1].end());
+      meet();  // nobody overwrites a slot before both have read it
+      return all;
+    };
+    return g;
+  };
+  calibrate::Measurements out[2];
+  std::thread t1([&] {
+    const ProcessGroup g = group(1);
+    out[1] = run_realrun(job, plan, {devs[1].get()}, {}, &g);
+  });
+  const ProcessGroup g0 = group(0);
+  out[0] = run_realrun(job, plan, {devs[0].get()}, {}, &g0);
+  t1.join();
+
+  for (int k = 0; k < 2; ++k) {
+    CAPTURE(k);
+    REQUIRE(out[k].steps.size() == 1);
+    REQUIRE(out[k].steps[0].per_rank_median_s.size() == 2);
+    REQUIRE(out[k].ops.size() == plan.ops.size());
+    REQUIRE(out[k].collectives.size() == plan.collectives.size());
+  }
+  // The same file on both processes: every statistic, every rank's median.
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) CHECK(out[0].ops[i].stats.median_s == out[1].ops[i].stats.median_s);
+  for (std::size_t i = 0; i < plan.collectives.size(); ++i) {
+    CHECK(out[0].collectives[i].stats.median_s == out[1].collectives[i].stats.median_s);
+    CHECK(out[0].collectives[i].stats.median_s > 0);
+  }
+  // Each rank's step samples reached its own slot: the median of what process k sent for its
+  // rank (the last `repeats` values of its block) is rank k's median on both.
+  const auto repeats = static_cast<std::size_t>(job.config.repeats);
+  for (int k = 0; k < 2; ++k) {
+    REQUIRE(sent[k].size() >= repeats);
+    std::vector<double> mine(sent[k].end() - static_cast<std::ptrdiff_t>(repeats), sent[k].end());
+    const double med = calibrate::stats_of(mine).median_s;
+    CHECK(out[0].steps[0].per_rank_median_s[static_cast<std::size_t>(k)] == med);
+    CHECK(out[1].steps[0].per_rank_median_s[static_cast<std::size_t>(k)] == med);
+  }
+  // And the step's statistic is the slowest rank's per repeat, over both blocks.
+  std::vector<double> worst(repeats);
+  for (std::size_t i = 0; i < repeats; ++i)
+    worst[i] = std::max(sent[0][sent[0].size() - repeats + i], sent[1][sent[1].size() - repeats + i]);
+  CHECK(out[0].steps[0].stats.median_s == calibrate::stats_of(worst).median_s);
+}
+
+TEST_CASE("realrun refuses a process block that does not tile the layout's ranks") {
+  const RealrunJob job = tiny_job(false);
+  const RealrunPlan plan = plan_realrun(job);
+  BackendOptions opt;
+  opt.ranks = 2;
+  auto devs = make_cpu_devices(opt);
+  ProcessGroup g;
+  g.count = 3;  // 3 processes of 1 device for a 2-rank layout
+  g.barrier = [] {};
+  g.all_gather = [](const std::vector<double>& v) { return v; };
+  CHECK_THROWS_AS(run_realrun(job, plan, {devs[0].get()}, {}, &g), std::invalid_argument);
 }

@@ -65,11 +65,23 @@ RealrunPlan plan_realrun(const RealrunJob& job);
 // multiple of 4 bytes, at least 4).
 std::vector<double> collective_sweep_sizes(const RealrunConfig& c);
 
-// Runs the plan on `devices` (one per global rank, in rank order; this process holds them
-// all) and fills the measurements. `progress` gets a phase name and the fraction done.
+// The job's other processes, when its ranks are spread over several (one per GPU under mpirun
+// or srun). Every process holds the same number of consecutive ranks, process k the k-th block.
+// Both calls are made by one thread of each process, at the same points of the run on all.
+struct ProcessGroup {
+  int index = 0;  // this process's place in the job
+  int count = 1;  // processes in the job
+  std::function<void()> barrier;
+  // Every process's `mine`, concatenated in process order (all of the same length).
+  std::function<std::vector<double>(const std::vector<double>& mine)> all_gather;
+};
+
+// Runs the plan on `devices` and fills the measurements. Without `world`, the devices are every
+// global rank, in rank order; with it, this process's block of ranks (the file is complete on
+// every process). `progress` gets a phase name and the fraction done.
 using RealrunProgress = std::function<void(const std::string& phase, double fraction)>;
 calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& plan, const std::vector<Device*>& devices,
-                                    const RealrunProgress& progress = {});
+                                    const RealrunProgress& progress = {}, const ProcessGroup* world = nullptr);
 
 // Host facts for the measurements file: hostname, CPU model, cores, compiler and Eigen versions.
 calibrate::HostInfo cpu_host_info(int ranks);
