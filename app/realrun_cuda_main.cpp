@@ -48,7 +48,7 @@ struct Options {
   std::vector<std::string> sets;
   bool force = false, quiet = false;
   int ranks = 0, warmup = -1, repeats = -1;  // -1: the scenario's /realrun
-  double timeout_s = 0;                     // 0: /realrun/timeout_s
+  double timeout_s = 0;                      // 0: /realrun/timeout_s
 };
 
 int parse_int(const std::string& flag, const char* v, int lo, int hi) {
@@ -128,9 +128,7 @@ realrun::ProcessGroup mpi_group(const World& w) {
 #endif
 
 // The attention kernels take heads of 64 or 128 (kernels.cu); other widths run at the nearer.
-int kernel_head_dim(const ModelSpec& m) {
-  return m.heads > 0 && m.effective_head_dim() <= 96 ? 64 : 128;
-}
+int kernel_head_dim(const ModelSpec& m) { return m.heads > 0 && m.effective_head_dim() <= 96 ? 64 : 128; }
 
 int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
@@ -171,10 +169,10 @@ int run(int argc, char** argv) {
   co.head_dim = kernel_head_dim(job.model);
   if (w.mpi) {
     if (plan.ranks % w.size != 0) {
-      throw InputError(o.scenario, "/training/parallelism",
-                       "a layout of " + std::to_string(plan.ranks) + " GPUs over " + std::to_string(w.size) +
-                           " MPI processes",
-                       "as many processes as the layout has GPUs (one a GPU), or one process a node");
+      throw InputError(
+          o.scenario, "/training/parallelism",
+          "a layout of " + std::to_string(plan.ranks) + " GPUs over " + std::to_string(w.size) + " MPI processes",
+          "as many processes as the layout has GPUs (one a GPU), or one process a node");
     }
     co.world_rank = w.rank;
     co.world_size = w.size;
@@ -183,10 +181,10 @@ int run(int argc, char** argv) {
   } else {
     const int visible = cuda_device_count();
     if (visible < plan.ranks) {
-      throw InputError(o.scenario, "/training/parallelism",
-                       "a layout of " + std::to_string(plan.ranks) + " GPUs; this process sees " +
-                           std::to_string(visible),
-                       "a layout that fits this node's GPUs, or mpirun/srun with one process a GPU");
+      throw InputError(
+          o.scenario, "/training/parallelism",
+          "a layout of " + std::to_string(plan.ranks) + " GPUs; this process sees " + std::to_string(visible),
+          "a layout that fits this node's GPUs, or mpirun/srun with one process a GPU");
     }
     bo.ranks = plan.ranks;
   }

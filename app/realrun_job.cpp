@@ -34,7 +34,8 @@ RealrunSetup prepare_realrun(const RealrunRequest& req) {
 
   s.plan = realrun::plan_realrun(job);
   if (req.ranks != 0 && req.ranks != s.plan.ranks) {
-    throw InputError("", "--ranks", std::to_string(req.ranks) + " for a layout of " + std::to_string(s.plan.ranks) + " GPUs",
+    throw InputError("", "--ranks",
+                     std::to_string(req.ranks) + " for a layout of " + std::to_string(s.plan.ranks) + " GPUs",
                      "the layout's GPU count (set /training/parallelism to change it)");
   }
   return s;

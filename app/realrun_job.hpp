@@ -16,9 +16,9 @@ struct RealrunRequest {
   std::vector<std::string> sets;  // --set /POINTER=VALUE, in order
   std::string backend = "cpu";
   std::string created_by = "ctwin 0.1.0";
-  int ranks = 0;        // --ranks; 0: the layout's GPU count
-  int repeats = -1;     // --repeats; -1: /realrun/repeats
-  int warmup = -1;      // --warmup; -1: /realrun/warmup
+  int ranks = 0;         // --ranks; 0: the layout's GPU count
+  int repeats = -1;      // --repeats; -1: /realrun/repeats
+  int warmup = -1;       // --warmup; -1: /realrun/warmup
   double timeout_s = 0;  // --timeout-s; 0: /realrun/timeout_s
 };
 

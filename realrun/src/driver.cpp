@@ -158,7 +158,8 @@ void gather_samples(const ProcessGroup& world, int first, int local, int repeats
     for (auto& entry : samples) {
       for (int i = 0; i < local; ++i) {
         auto& v = entry[static_cast<std::size_t>(p * local + i)];
-        v.assign(all.begin() + static_cast<std::ptrdiff_t>(at), all.begin() + static_cast<std::ptrdiff_t>(at + per_rank));
+        v.assign(all.begin() + static_cast<std::ptrdiff_t>(at),
+                 all.begin() + static_cast<std::ptrdiff_t>(at + per_rank));
         at += per_rank;
         if (!v.empty() && v.front() < 0) v.clear();
       }

@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
-#include <string>
 #include <condition_variable>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 #include <tuple>
 
