@@ -167,6 +167,10 @@ int run(int argc, char** argv) {
   CudaOptions co;
   co.step_dtype = job.training.precision.compute;
   co.head_dim = kernel_head_dim(job.model);
+  // The first, scalar prefill kernel instead of the tensor-core one: a fallback and a baseline.
+  if (const char* a = std::getenv("CTWIN_REALRUN_ATTENTION"); a != nullptr && std::string(a) == "simple") {
+    co.simple_attention = true;
+  }
   if (w.mpi) {
     if (plan.ranks % w.size != 0) {
       throw InputError(

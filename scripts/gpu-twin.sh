@@ -25,11 +25,19 @@ echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 ldd "$bin/ctwin-realrun" | grep -E "not found|cublas|nccl|cudart"
 timeout 120 "$bin/test_realrun" -tc='GPU*' -s >"$out/gpu-tests.txt" 2>&1
 echo "gpu tests: exit $?"; grep -E "skipped|ERROR|FAILED|test cases|assertions" "$out/gpu-tests.txt" | head -20
+# The tensor-core prefill kernel is checked against a host reference there; should it be wrong
+# on this GPU, the scalar kernel runs instead, on fewer repeats (it is far slower).
+extra=()
+if grep -q "tensor-core" "$out/gpu-tests.txt" && grep -q "ERROR" "$out/gpu-tests.txt"; then
+  export CTWIN_REALRUN_ATTENTION=simple
+  extra=(--repeats 3 --warmup 1)
+  echo "the tensor-core attention kernel failed its check: CTWIN_REALRUN_ATTENTION=simple" | tee -a "$log"
+fi
 cat "$out/gpu-tests.txt" >>"$log" && rm "$out/gpu-tests.txt"
 run() {
   local name=$1; shift
   local t0=$SECONDS
-  timeout 200 "$bin/ctwin-realrun" "$@" -o "$out/$name.json" --force >"$out/$name.log" 2>&1
+  timeout 200 "$bin/ctwin-realrun" "$@" "${extra[@]}" -o "$out/$name.json" --force >"$out/$name.log" 2>&1
   echo "$name: exit $? in $((SECONDS - t0)) s"; tr '\r' '\n' <"$out/$name.log" | grep -v "%$" | tail -6
   { echo "=== $name"; tr '\r' '\n' <"$out/$name.log"; } >>"$log" && rm "$out/$name.log"
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cuda_internal.hpp"
 #include "realrun/cuda_kernels.hpp"
@@ -60,9 +61,11 @@ CudaDevice::CudaDevice(int rank, int gpu, const BackendOptions& opt, const CudaO
   for (cudaStream_t& s : streams_) check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), where + ": stream");
   check(cublasLtCreate(&lt_), where + ": cublasLtCreate");
   check(cudaMalloc(&workspace_, workspace_bytes_), where + ": cuBLASLt workspace");
-  check(cudaMalloc(reinterpret_cast<void**>(&scales_), 2 * sizeof(float)), where + ": FP8 scales");
-  const float ones[2] = {1.0f, 1.0f};
-  check(cudaMemcpy(scales_, ones, sizeof ones, cudaMemcpyHostToDevice), where + ": FP8 scales");
+  // A's scale at 0 and B's 256 bytes on, each on its own aligned line as separate tensors'
+  // scales are in the frameworks (cuBLASLt may assume it of a scale pointer).
+  const std::vector<float> ones(2 * kScaleStride, 1.0f);
+  check(cudaMalloc(reinterpret_cast<void**>(&scales_), ones.size() * sizeof(float)), where + ": FP8 scales");
+  check(cudaMemcpy(scales_, ones.data(), ones.size() * sizeof(float), cudaMemcpyHostToDevice), where + ": FP8 scales");
 }
 
 CudaDevice::~CudaDevice() {
@@ -158,7 +161,7 @@ void CudaDevice::run_gemm(cudaStream_t s, const GemmPlan& p) {
     check(cublasLtMatmulDescSetAttribute(lp.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), what);
     if (p.scales) {
       const float* a_scale = scales_;
-      const float* b_scale = scales_ + 1;
+      const float* b_scale = scales_ + kScaleStride;
       check(cublasLtMatmulDescSetAttribute(lp.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale),
             what);
       check(cublasLtMatmulDescSetAttribute(lp.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale),
@@ -181,12 +184,38 @@ void CudaDevice::run_gemm(cudaStream_t s, const GemmPlan& p) {
     check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
                                                sizeof workspace_bytes_),
           what);
+    // Up to eight candidates, best first; the first that runs on these buffers is kept. The
+    // heuristic can offer an algorithm that cublasLtMatmul then refuses (NOT_SUPPORTED), seen
+    // with FP8 on an H200 (docs/realrun-cuda.md), so each is tried once here, untimed.
+    constexpr int kCandidates = 8;
+    cublasLtMatmulHeuristicResult_t cand[kCandidates] = {};
     int found = 0;
     const cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(lt_, lp.desc, lp.a, lp.b, lp.d, lp.d, pref, 1, &lp.algo, &found);
+        cublasLtMatmulAlgoGetHeuristic(lt_, lp.desc, lp.a, lp.b, lp.d, lp.d, pref, kCandidates, cand, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     check(st, what + ": heuristic");
     if (found == 0) throw std::runtime_error(what + ": cuBLASLt has no algorithm for it");
+    std::string refused;
+    bool ok = false;
+    for (int c = 0; c < found && !ok; ++c) {
+      const float one = 1.0f, zero = 0.0f;
+      const cublasStatus_t r = cublasLtMatmul(lt_, lp.desc, &one, buf_[0], lp.a, buf_[1], lp.b, &zero, buf_[2], lp.d,
+                                              buf_[2], lp.d, &cand[c].algo, workspace_, workspace_bytes_, s);
+      if (r == CUBLAS_STATUS_SUCCESS) {
+        lp.algo = cand[c];
+        ok = true;
+      } else {
+        refused += (refused.empty() ? "" : ", ") + std::to_string(static_cast<int>(r));
+      }
+    }
+    if (!ok) {
+      cublasLtMatrixLayoutDestroy(lp.a);
+      cublasLtMatrixLayoutDestroy(lp.b);
+      cublasLtMatrixLayoutDestroy(lp.d);
+      cublasLtMatmulDescDestroy(lp.desc);
+      throw std::runtime_error(what + ": cublasLtMatmul refused all " + std::to_string(found) +
+                               " algorithms the heuristic offered (statuses " + refused + ")");
+    }
     it = lt_plans_.emplace(key, lp).first;
   }
   const LtPlan& lp = it->second;
@@ -194,14 +223,16 @@ void CudaDevice::run_gemm(cudaStream_t s, const GemmPlan& p) {
   const auto* a = static_cast<const char*>(buf_[0]);
   const auto* b = static_cast<const char*>(buf_[1]);
   auto* d = static_cast<char*>(buf_[2]);
-  for (std::int64_t g = 0; g < p.groups; ++g) {
-    // Grouped GEMM as a loop of its experts' GEMMs on the stream, each on its own slice.
-    const auto ga = static_cast<std::size_t>(g) * gemm_group_stride(p.a_bytes);
-    const auto gb = static_cast<std::size_t>(g) * gemm_group_stride(p.b_bytes);
-    const auto gd = static_cast<std::size_t>(g) * gemm_group_stride(p.d_bytes);
-    check(cublasLtMatmul(lt_, lp.desc, &alpha, a + ga, lp.a, b + gb, lp.b, &beta, d + gd, lp.d, d + gd, lp.d,
-                         &lp.algo.algo, workspace_, workspace_bytes_, s),
-          "realrun rank " + std::to_string(rank_) + ": cublasLtMatmul");
+  for (std::int64_t rep = 0; rep < p.repeats; ++rep) {
+    for (std::int64_t g = 0; g < p.groups; ++g) {
+      // Grouped GEMM as a loop of its experts' GEMMs on the stream, each on its own slice.
+      const auto ga = static_cast<std::size_t>(g) * gemm_group_stride(p.a_bytes);
+      const auto gb = static_cast<std::size_t>(g) * gemm_group_stride(p.b_bytes);
+      const auto gd = static_cast<std::size_t>(g) * gemm_group_stride(p.d_bytes);
+      check(cublasLtMatmul(lt_, lp.desc, &alpha, a + ga, lp.a, b + gb, lp.b, &beta, d + gd, lp.d, d + gd, lp.d,
+                           &lp.algo.algo, workspace_, workspace_bytes_, s),
+            "realrun rank " + std::to_string(rank_) + ": cublasLtMatmul");
+    }
   }
 }
 
@@ -213,8 +244,9 @@ void CudaDevice::run_attention(cudaStream_t s, const OpCost& op) {
   auto* kv = static_cast<char*>(buf_[1]);
   const std::size_t half = buf_bytes_[1] / 2 / 256 * 256;  // K then V
   if (!a.decode) {
-    check(attention_prefill(buf_[0], kv, kv + half, buf_[2], seqs, static_cast<int>(a.q_len),
-                            static_cast<int>(a.kv_len), heads, hd, s),
+    const auto prefill = cuda_.simple_attention ? attention_prefill_simple : attention_prefill;
+    check(prefill(buf_[0], kv, kv + half, buf_[2], seqs, static_cast<int>(a.q_len), static_cast<int>(a.kv_len), heads,
+                  hd, s),
           what + " (prefill)");
     return;
   }

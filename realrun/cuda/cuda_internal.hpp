@@ -90,7 +90,8 @@ class CudaDevice final : public Device {
   void* send_ = nullptr;
   void* recv_ = nullptr;
   std::size_t send_bytes_ = 0, recv_bytes_ = 0;
-  float* scales_ = nullptr;  // FP8 A and B scales (1.0)
+  static constexpr int kScaleStride = 64;  // floats from A's FP8 scale to B's (256 bytes)
+  float* scales_ = nullptr;                // FP8 A and B scales (1.0)
   // The decode kernel's block table and context lengths for the last geometry run.
   std::int32_t* table_ = nullptr;
   std::int32_t* lens_ = nullptr;

@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #include <cmath>
 
@@ -118,6 +119,135 @@ __global__ void prefill_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k, c
   }
 }
 
+// Tensor-core prefill attention (FlashAttention-2's loop on WMMA): a block of kTcWarps warps
+// takes kTcRows query rows a warp and walks the causal key range in tiles of kTcKeys, with the
+// online softmax kept per row. S = Q K^T and O += P V run on the tensor cores (BF16 in, FP32
+// accumulate); the running output lives in shared memory because a WMMA accumulator's element
+// layout is opaque, so rows cannot be rescaled in registers. Not FlashAttention's speed (no
+// asynchronous copies, no register-resident O), but the same arithmetic on the same units,
+// unlike the one-warp-a-query kernel above.
+constexpr int kTcWarps = 4;
+constexpr int kTcRows = 16;  // query rows a warp (one WMMA tile high)
+constexpr int kTcKeys = 32;  // keys a tile
+
+template <int D>
+constexpr std::size_t tc_smem_bytes() {
+  return sizeof(__nv_bfloat16) * (kTcWarps * kTcRows * D + 2 * kTcKeys * D + kTcWarps * kTcRows * kTcKeys) +
+         sizeof(float) * (kTcWarps * kTcRows * kTcKeys + kTcWarps * kTcRows * D + kTcWarps * kTcRows);
+}
+
+template <int D>
+__global__ void prefill_tc_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                  __nv_bfloat16* o, int q_len, int kv_len, int heads) {
+  namespace wmma = nvcuda::wmma;
+  extern __shared__ __align__(32) unsigned char smem[];
+  auto* qs = reinterpret_cast<__nv_bfloat16*>(smem);                       // [warps*16][D]
+  auto* ks = qs + kTcWarps * kTcRows * D;                                  // [keys][D]
+  auto* vs = ks + kTcKeys * D;                                             // [keys][D]
+  auto* ps = vs + kTcKeys * D;                                             // [warps][16][keys]
+  auto* ss = reinterpret_cast<float*>(ps + kTcWarps * kTcRows * kTcKeys);  // [warps][16][keys]
+  auto* os = ss + kTcWarps * kTcRows * kTcKeys;                            // [warps][16][D]
+  auto* corr = os + kTcWarps * kTcRows * D;                                // [warps][16]
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / kWarp, lane = tid % kWarp;
+  const int h = static_cast<int>(blockIdx.y), s = static_cast<int>(blockIdx.z);
+  const int first = static_cast<int>(blockIdx.x) * kTcWarps * kTcRows;
+  const int offset = kv_len - q_len;  // the queries are the last q_len positions
+  const int last_q = min(first + kTcWarps * kTcRows, q_len) - 1;
+  const int keys = offset + last_q + 1;
+  const float scale = rsqrtf(static_cast<float>(D));
+
+  // Q tile (zeros past q_len) and the running output.
+  for (int i = tid; i < kTcWarps * kTcRows * D; i += blockDim.x) {
+    const int r = first + i / D;
+    qs[i] = r < q_len ? q[((static_cast<std::size_t>(s) * q_len + r) * heads + h) * D + i % D] : __float2bfloat16(0.0f);
+  }
+  float* ow = os + warp * kTcRows * D;
+  for (int i = lane; i < kTcRows * D; i += kWarp) ow[i] = 0.0f;
+  float row_m = -INFINITY, row_l = 0.0f;  // lanes 0..15: their row's softmax state
+  const int my_row = first + warp * kTcRows + lane;
+  const int my_pos = offset + my_row;
+  const bool my_valid = lane < kTcRows && my_row < q_len;
+  float* sw = ss + warp * kTcRows * kTcKeys;
+  __nv_bfloat16* pw = ps + warp * kTcRows * kTcKeys;
+  float* cw = corr + warp * kTcRows;
+  const __nv_bfloat16* qw = qs + warp * kTcRows * D;
+  const int warp_last_pos = offset + min(first + warp * kTcRows + kTcRows, q_len) - 1;
+
+  for (int t0 = 0; t0 < keys; t0 += kTcKeys) {
+    __syncthreads();  // the previous tile's K and V are no longer read
+    for (int i = tid; i < kTcKeys * D; i += blockDim.x) {
+      const int j = t0 + i / D;
+      const std::size_t src = ((static_cast<std::size_t>(s) * kv_len + j) * heads + h) * D + i % D;
+      ks[i] = j < keys ? k[src] : __float2bfloat16(0.0f);
+      vs[i] = j < keys ? v[src] : __float2bfloat16(0.0f);
+    }
+    __syncthreads();
+    if (t0 > warp_last_pos) continue;  // every row of this warp is past causally (no block sync below)
+    // S = Q K^T: 16 x kTcKeys, K^T read column-major from K's rows.
+    for (int j = 0; j < kTcKeys / 16; ++j) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::fill_fragment(acc, 0.0f);
+      for (int kk = 0; kk < D / 16; ++kk) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;
+        wmma::load_matrix_sync(a, qw + kk * 16, D);
+        wmma::load_matrix_sync(b, ks + j * 16 * D + kk * 16, D);
+        wmma::mma_sync(acc, a, b, acc);
+      }
+      wmma::store_matrix_sync(sw + j * 16, acc, kTcKeys, wmma::mem_row_major);
+    }
+    __syncwarp();
+    // Online softmax, one lane a row.
+    if (lane < kTcRows) {
+      float c = 1.0f;
+      if (my_valid) {
+        float m_new = row_m;
+        for (int j = 0; j < kTcKeys; ++j) {
+          if (t0 + j <= my_pos) m_new = fmaxf(m_new, sw[lane * kTcKeys + j] * scale);
+        }
+        c = __expf(row_m - m_new);  // row_m = -inf only before the first tile, where key 0 is seen
+        float sum = 0.0f;
+        for (int j = 0; j < kTcKeys; ++j) {
+          const float pj = t0 + j <= my_pos ? __expf(sw[lane * kTcKeys + j] * scale - m_new) : 0.0f;
+          pw[lane * kTcKeys + j] = __float2bfloat16(pj);
+          sum += pj;
+        }
+        row_l = row_l * c + sum;
+        row_m = m_new;
+      } else {
+        for (int j = 0; j < kTcKeys; ++j) pw[lane * kTcKeys + j] = __float2bfloat16(0.0f);
+      }
+      cw[lane] = c;
+    }
+    __syncwarp();
+    for (int i = lane; i < kTcRows * D; i += kWarp) ow[i] *= cw[i / D];
+    __syncwarp();
+    // O += P V: 16 x D, V row-major [keys][D].
+    for (int n = 0; n < D / 16; ++n) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::load_matrix_sync(acc, ow + n * 16, D, wmma::mem_row_major);
+      for (int kk = 0; kk < kTcKeys / 16; ++kk) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b;
+        wmma::load_matrix_sync(a, pw + kk * 16, kTcKeys);
+        wmma::load_matrix_sync(b, vs + kk * 16 * D + n * 16, D);
+        wmma::mma_sync(acc, a, b, acc);
+      }
+      wmma::store_matrix_sync(ow + n * 16, acc, D, wmma::mem_row_major);
+    }
+    __syncwarp();
+  }
+  __syncwarp();
+  if (lane < kTcRows) cw[lane] = my_valid && row_l > 0 ? 1.0f / row_l : 0.0f;
+  __syncwarp();
+  for (int i = lane; i < kTcRows * D; i += kWarp) {
+    const int r = first + warp * kTcRows + i / D;
+    if (r < q_len)
+      o[((static_cast<std::size_t>(s) * q_len + r) * heads + h) * D + i % D] = __float2bfloat16(ow[i] * cw[i / D]);
+  }
+}
+
 template <int D>
 __global__ void decode_kernel(const __nv_bfloat16* q, const __nv_bfloat16* kp, const __nv_bfloat16* vp,
                               __nv_bfloat16* o, const std::int32_t* table, const std::int32_t* lens, int max_blocks,
@@ -203,8 +333,8 @@ cudaError_t fill_random(void* p, std::size_t bytes, FillKind kind, std::uint32_t
   return cudaGetLastError();
 }
 
-cudaError_t attention_prefill(const void* q, const void* k, const void* v, void* o, int seqs, int q_len, int kv_len,
-                              int heads, int head_dim, cudaStream_t s) {
+cudaError_t attention_prefill_simple(const void* q, const void* k, const void* v, void* o, int seqs, int q_len,
+                                     int kv_len, int heads, int head_dim, cudaStream_t s) {
   if (seqs < 1 || q_len < 1 || kv_len < q_len || heads < 1 || heads > 65535 || seqs > 65535)
     return cudaErrorInvalidValue;
   const dim3 grid((q_len + kWarps - 1) / kWarps, heads, seqs);
@@ -220,6 +350,33 @@ cudaError_t attention_prefill(const void* q, const void* k, const void* v, void*
     return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
+}
+
+namespace {
+template <int D>
+cudaError_t launch_prefill_tc(const void* q, const void* k, const void* v, void* o, int seqs, int q_len, int kv_len,
+                              int heads, cudaStream_t s) {
+  constexpr std::size_t smem = tc_smem_bytes<D>();
+  // Past 48 KiB a kernel's dynamic shared memory must be allowed explicitly (once is enough,
+  // but the call is cheap and per device).
+  const cudaError_t e =
+      cudaFuncSetAttribute(prefill_tc_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  const dim3 grid((q_len + kTcWarps * kTcRows - 1) / (kTcWarps * kTcRows), heads, seqs);
+  prefill_tc_kernel<D><<<grid, kTcWarps * kWarp, smem, s>>>(
+      static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k), static_cast<const __nv_bfloat16*>(v),
+      static_cast<__nv_bfloat16*>(o), q_len, kv_len, heads);
+  return cudaGetLastError();
+}
+}  // namespace
+
+cudaError_t attention_prefill(const void* q, const void* k, const void* v, void* o, int seqs, int q_len, int kv_len,
+                              int heads, int head_dim, cudaStream_t s) {
+  if (seqs < 1 || q_len < 1 || kv_len < q_len || heads < 1 || heads > 65535 || seqs > 65535)
+    return cudaErrorInvalidValue;
+  if (head_dim == 128) return launch_prefill_tc<128>(q, k, v, o, seqs, q_len, kv_len, heads, s);
+  if (head_dim == 64) return launch_prefill_tc<64>(q, k, v, o, seqs, q_len, kv_len, heads, s);
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t attention_decode_paged(const void* q, const void* k_pool, const void* v_pool, void* o,

@@ -114,7 +114,11 @@ GemmPlan plan_gemm(const OpCost& op, Dtype step_dtype, int sm) {
   p.a_bytes = static_cast<std::size_t>(inner * out) * elem_bytes(p.a_type);
   p.b_bytes = static_cast<std::size_t>(inner * rows) * elem_bytes(p.b_type);
   p.d_bytes = static_cast<std::size_t>(out * rows) * elem_bytes(p.d_type);
-  p.flops = 2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k) * groups;
+  const double shape_flops = 2.0 * static_cast<double>(at_least_one(op.m / groups)) *
+                             static_cast<double>(at_least_one(op.n)) * static_cast<double>(at_least_one(op.k)) * groups;
+  p.repeats = static_cast<std::int64_t>(std::max(1.0, std::round(op.flops / shape_flops)));
+  p.flops = 2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k) * groups *
+            static_cast<double>(p.repeats);
   return p;
 }
 

@@ -91,37 +91,60 @@ std::vector<double> reference_attention(const std::vector<std::uint16_t>& q, std
 
 }  // namespace
 
-TEST_CASE("GPU: the prefill attention kernel equals causal softmax attention computed on the host") {
+TEST_CASE("GPU: both prefill attention kernels equal causal softmax attention computed on the host") {
   if (no_gpu()) return;
-  const int seqs = 2, q_len = 37, kv_len = 50, heads = 3, d = 64;  // q_len not a multiple of the tile
-  const auto q = bf16_values(static_cast<std::size_t>(seqs * q_len * heads * d), 1);
-  const auto k = bf16_values(static_cast<std::size_t>(seqs * kv_len * heads * d), 2);
-  const auto v = bf16_values(static_cast<std::size_t>(seqs * kv_len * heads * d), 3);
-  auto* dq = upload(q);
-  auto* dk = upload(k);
-  auto* dv = upload(v);
-  auto* dout = upload(std::vector<std::uint16_t>(q.size()));
-  REQUIRE(cuda::attention_prefill(dq, dk, dv, dout, seqs, q_len, kv_len, heads, d, nullptr) == cudaSuccess);
-  const auto out = download(dout, q.size());
-  double worst = 0;
-  for (int s = 0; s < seqs; ++s) {
-    for (int i = 0; i < q_len; ++i) {
-      for (int h = 0; h < heads; ++h) {
-        std::vector<std::size_t> keys;  // positions 0 .. kv_len - q_len + i
-        for (int j = 0; j <= kv_len - q_len + i; ++j)
-          keys.push_back(((static_cast<std::size_t>(s) * kv_len + j) * heads + h) * d);
-        const std::size_t qo = ((static_cast<std::size_t>(s) * q_len + i) * heads + h) * d;
-        const auto ref = reference_attention(q, qo, k, v, keys, d);
-        for (int e = 0; e < d; ++e)
-          worst = std::max(worst, std::fabs(ref[static_cast<std::size_t>(e)] - from_bf16(out[qo + e])));
+  using Kernel = cudaError_t (*)(const void*, const void*, const void*, void*, int, int, int, int, int, cudaStream_t);
+  struct Case {
+    const char* kernel_name;
+    Kernel kernel;
+    int seqs, q_len, kv_len, heads, d;
+  };
+  // q_len not a multiple of any tile; the larger cases span several query blocks and key tiles.
+  const Case cases[] = {{"tensor-core", cuda::attention_prefill, 2, 37, 50, 3, 64},
+                        {"tensor-core", cuda::attention_prefill, 1, 150, 200, 2, 128},
+                        {"tensor-core", cuda::attention_prefill, 2, 130, 130, 2, 64},
+                        {"simple", cuda::attention_prefill_simple, 2, 37, 50, 3, 64},
+                        {"simple", cuda::attention_prefill_simple, 1, 150, 200, 2, 128}};
+  for (const Case& c : cases) {
+    const int seqs = c.seqs, q_len = c.q_len, kv_len = c.kv_len, heads = c.heads, d = c.d;
+    const std::string kernel = c.kernel_name;
+    CAPTURE(kernel);
+    CAPTURE(q_len);
+    CAPTURE(d);
+    const auto q = bf16_values(static_cast<std::size_t>(seqs * q_len * heads * d), 1);
+    const auto k = bf16_values(static_cast<std::size_t>(seqs * kv_len * heads * d), 2);
+    const auto v = bf16_values(static_cast<std::size_t>(seqs * kv_len * heads * d), 3);
+    auto* dq = upload(q);
+    auto* dk = upload(k);
+    auto* dv = upload(v);
+    // Poisoned output (0xffff is a BF16 NaN): an element the kernel never writes fails.
+    auto* dout = upload(std::vector<std::uint16_t>(q.size(), 0xffffu));
+    REQUIRE(c.kernel(dq, dk, dv, dout, seqs, q_len, kv_len, heads, d, nullptr) == cudaSuccess);
+    const auto out = download(dout, q.size());
+    double worst = 0;
+    for (int s = 0; s < seqs; ++s) {
+      for (int i = 0; i < q_len; ++i) {
+        for (int h = 0; h < heads; ++h) {
+          std::vector<std::size_t> keys;  // positions 0 .. kv_len - q_len + i
+          for (int j = 0; j <= kv_len - q_len + i; ++j)
+            keys.push_back(((static_cast<std::size_t>(s) * kv_len + j) * heads + h) * d);
+          const std::size_t qo = ((static_cast<std::size_t>(s) * q_len + i) * heads + h) * d;
+          const auto ref = reference_attention(q, qo, k, v, keys, d);
+          for (int e = 0; e < d; ++e) {
+            const double got = from_bf16(out[qo + e]);
+            worst = std::max(worst, std::isfinite(got) ? std::fabs(ref[static_cast<std::size_t>(e)] - got) : 1e9);
+          }
+        }
       }
     }
+    // BF16 output (8 bits of mantissa on values below 1) and, in the tensor-core kernel, BF16
+    // probabilities into the P V product as FlashAttention rounds them.
+    CHECK(worst == abs_approx(0, 1.0 / 128));
+    cudaFree(dq);
+    cudaFree(dk);
+    cudaFree(dv);
+    cudaFree(dout);
   }
-  CHECK(worst == abs_approx(0, 1.0 / 128));  // BF16 output: 8 bits of mantissa on values below 1
-  cudaFree(dq);
-  cudaFree(dk);
-  cudaFree(dv);
-  cudaFree(dout);
 }
 
 TEST_CASE("GPU: paged decode attention reads each sequence's keys through the block table") {

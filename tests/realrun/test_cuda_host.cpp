@@ -352,3 +352,26 @@ TEST_CASE("a discovered DGX H100 node is written as a cluster file the loader re
   pcie.gpus[0].name = "Tesla V100-SXM2-16GB";
   CHECK(cluster_json_from_discovery(pcie, 1)["gpu"] == "Tesla V100-SXM2-16GB");
 }
+
+TEST_CASE("a backward GEMM op (dgrad and wgrad: twice its shape's FLOPs) runs its shape twice, as the CPU backend") {
+  // The step program prices a linear layer's backward as one op of 2 x 2mnk FLOPs at the
+  // forward's shape; the GPU must run the same work, not one GEMM of it.
+  OpCost op{OpKind::gemm, 2 * 2.0 * 8192 * 2048 * 8192, 0};
+  op.m = 8192;
+  op.n = 2048;
+  op.k = 8192;
+  const GemmPlan p = plan_gemm(op, Dtype::bf16, 90);
+  CHECK(p.repeats == 2);
+  CHECK(p.flops == rel_approx(op.flops, 1e-12));
+  op.flops = 2.0 * 8192 * 2048 * 8192;  // forward
+  CHECK(plan_gemm(op, Dtype::bf16, 90).repeats == 1);
+  op.flops = 0;  // a GEMM given no FLOPs still runs once
+  CHECK(plan_gemm(op, Dtype::bf16, 90).repeats == 1);
+  // Grouped: the FLOPs of all groups are one run.
+  OpCost g{OpKind::grouped_gemm, 2 * 2.0 * 8192 * 1408 * 2048, 0};
+  g.m = 8192;
+  g.n = 1408;
+  g.k = 2048;
+  g.groups = 8;
+  CHECK(plan_gemm(g, Dtype::bf16, 90).repeats == 2);
+}

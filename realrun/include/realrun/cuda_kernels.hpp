@@ -17,10 +17,16 @@ cudaError_t fill_random(void* p, std::size_t bytes, FillKind kind, std::uint32_t
 
 // Causal attention, queries [seqs][q_len][heads][head_dim], keys and values
 // [seqs][kv_len][heads][head_dim]; query i of a sequence sits at position kv_len - q_len + i and
-// sees keys 0..its position. One warp a (query, head), key/value tiles shared through shared
-// memory by the block's queries (a flash-attention-like online softmax). head_dim: 64 or 128.
+// sees keys 0..its position. FlashAttention-2's loop on the tensor cores (WMMA, BF16 in, FP32
+// accumulate): 16 query rows a warp, 32-key tiles in shared memory, online softmax. head_dim: 64
+// or 128.
 cudaError_t attention_prefill(const void* q, const void* k, const void* v, void* o, int seqs, int q_len, int kv_len,
                               int heads, int head_dim, cudaStream_t s);
+// The same function with one warp a (query, head) and scalar arithmetic: the first kernel,
+// kept as an on-GPU reference for the tensor-core one and as a fallback
+// (CTWIN_REALRUN_ATTENTION=simple).
+cudaError_t attention_prefill_simple(const void* q, const void* k, const void* v, void* o, int seqs, int q_len,
+                                     int kv_len, int heads, int head_dim, cudaStream_t s);
 
 // One query a sequence ([seqs][heads][head_dim]) over its context_lens[s] keys, read through
 // block_table (seqs x max_blocks physical block numbers) from pools [block][block_size][heads][head_dim].

@@ -46,11 +46,16 @@ struct GemmPlan {
   bool trans_a = true, trans_b = false;
   std::int64_t m = 0, n = 0, k = 0;  // cuBLAS's: m = N (the output width), n = M (tokens), k = K
   std::int64_t lda = 0, ldb = 0, ldd = 0;
-  std::int64_t groups = 1;    // grouped_gemm: `groups` independent problems of this size
+  std::int64_t groups = 1;  // grouped_gemm: `groups` independent problems of this size
+  // Runs of the whole plan one op stands for: an OpCost whose FLOPs are a multiple of its
+  // shape's (a backward op: dgrad and wgrad at the forward's shape) runs that many, as the
+  // CPU backend does (cpu_kernels.cpp) and as the roofline prices it.
+  std::int64_t repeats = 1;
   bool scales = false;        // FP8: A and B scale pointers (FP32 scalars) are required
   bool fast_accum = false;    // FP8: CUBLASLT_MATMUL_DESC_FAST_ACCUM (else split accumulation)
   bool fp8_fallback = false;  // FP8 asked on a GPU without it: ran in BF16
-  // Bytes of one group's A, B and D, and the FLOPs the whole plan performs (2 m n k groups).
+  // Bytes of one group's A, B and D, and the FLOPs the whole plan performs (2 m n k groups
+  // repeats).
   std::size_t a_bytes = 0, b_bytes = 0, d_bytes = 0;
   double flops = 0;
 };
