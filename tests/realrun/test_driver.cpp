@@ -289,7 +289,7 @@ TEST_CASE("realrun split over two processes (one rank each) writes the file one 
       cv.wait(lk, [&] { return generation != g; });
     }
   };
-  std::vector<double> sent[2];
+  std::vector<std::vector<double>> sent[2];  // each all_gather call's block, per process
   auto group = [&](int k) {
     ProcessGroup g;
     g.index = k;
@@ -297,7 +297,7 @@ TEST_CASE("realrun split over two processes (one rank each) writes the file one 
     g.barrier = meet;
     g.all_gather = [&, k](const std::vector<double>& mine) {
       slots[k] = mine;
-      sent[k] = mine;
+      sent[k].push_back(mine);
       meet();
       std::vector<double> all = slots[0];
       all.insert(all.end(), slots[1].begin(), slots[1].end());
@@ -328,20 +328,32 @@ TEST_CASE("realrun split over two processes (one rank each) writes the file one 
     CHECK(out[0].collectives[i].stats.median_s == out[1].collectives[i].stats.median_s);
     CHECK(out[0].collectives[i].stats.median_s > 0);
   }
-  // Each rank's step samples reached its own slot: the median of what process k sent for its
-  // rank (the last `repeats` values of its block) is rank k's median on both.
+  // Three gathers: kernels, collectives, steps; each block is [entry][repeat] for one rank.
+  REQUIRE(sent[0].size() == 3);
+  REQUIRE(sent[1].size() == 3);
   const auto repeats = static_cast<std::size_t>(job.config.repeats);
+  auto block = [&](int k, int call, std::size_t entry) {
+    const auto& b = sent[k][static_cast<std::size_t>(call)];
+    REQUIRE(b.size() >= (entry + 1) * repeats);
+    return std::vector<double>(b.begin() + static_cast<std::ptrdiff_t>(entry * repeats),
+                               b.begin() + static_cast<std::ptrdiff_t>((entry + 1) * repeats));
+  };
+  // Every kernel's statistic is the per-repeat slowest of what the two ranks timed for it.
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    const auto a = block(0, 0, i), b = block(1, 0, i);
+    std::vector<double> worst(repeats);
+    for (std::size_t r = 0; r < repeats; ++r) worst[r] = std::max(a[r], b[r]);
+    CHECK(out[0].ops[i].stats.median_s == calibrate::stats_of(worst).median_s);
+  }
+  // Each rank's step samples reached its own slot, on both processes.
   for (int k = 0; k < 2; ++k) {
-    REQUIRE(sent[k].size() >= repeats);
-    std::vector<double> mine(sent[k].end() - static_cast<std::ptrdiff_t>(repeats), sent[k].end());
-    const double med = calibrate::stats_of(mine).median_s;
+    const double med = calibrate::stats_of(block(k, 2, 0)).median_s;
     CHECK(out[0].steps[0].per_rank_median_s[static_cast<std::size_t>(k)] == med);
     CHECK(out[1].steps[0].per_rank_median_s[static_cast<std::size_t>(k)] == med);
   }
-  // And the step's statistic is the slowest rank's per repeat, over both blocks.
   std::vector<double> worst(repeats);
-  for (std::size_t i = 0; i < repeats; ++i)
-    worst[i] = std::max(sent[0][sent[0].size() - repeats + i], sent[1][sent[1].size() - repeats + i]);
+  const auto s0 = block(0, 2, 0), s1 = block(1, 2, 0);
+  for (std::size_t i = 0; i < repeats; ++i) worst[i] = std::max(s0[i], s1[i]);
   CHECK(out[0].steps[0].stats.median_s == calibrate::stats_of(worst).median_s);
 }
 
