@@ -110,6 +110,7 @@ int cmd_calibrate(const Args& args) {
   for (const auto& m : ms) {
     all.ops.insert(all.ops.end(), m.ops.begin(), m.ops.end());
     all.collectives.insert(all.collectives.end(), m.collectives.begin(), m.collectives.end());
+    all.overlaps.insert(all.overlaps.end(), m.overlaps.begin(), m.overlaps.end());
   }
   int gpus_per_node = sc ? sc->cluster.gpus_per_node : 0;
   if (gpus_per_node == 0) {
@@ -136,6 +137,7 @@ int cmd_calibrate(const Args& args) {
     for (auto& f : calibrate::fit_compute(all.ops, sc->cluster.gpu, compute_dtype(*sc), prof, source))
       fits.push_back(std::move(f));
     for (auto& f : calibrate::fit_links(all.collectives, sc->cluster, prof, source)) fits.push_back(std::move(f));
+    if (!all.overlaps.empty()) fits.push_back(calibrate::fit_overlap(all.overlaps, prof, source));
   } else if (!all.ops.empty()) {
     FitResult f;
     f.name = "compute";

@@ -36,6 +36,9 @@ TrainingJob read_training_job(const JsonObject& top, const Json& root, const Sce
   job.model = read_model(root, top.file(), catalogs.models);
   job.training = read_training(top.object("training"), job.model, sc.cluster);
   job.training.seed = sc.seed;
+  // A calibrated profile's measured interference applies unless the scenario sets its own.
+  if (sc.profile && !top.object("training").has("overlap_slowdown"))
+    job.training.overlap_slowdown = sc.profile->compute.overlap_slowdown;
   return job;
 }
 

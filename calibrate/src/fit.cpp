@@ -256,6 +256,28 @@ std::vector<FitResult> fit_compute(const std::vector<OpMeasurement>& ops, const 
   return out;
 }
 
+FitResult fit_overlap(const std::vector<OverlapMeasurement>& overlaps, Profile& p, const std::string& source) {
+  std::vector<std::string> labels;
+  std::vector<double> measured, alone;
+  for (const OverlapMeasurement& v : overlaps) {
+    if (!(v.alone.median_s > 0) || !(v.overlapped.median_s > 0)) continue;
+    labels.push_back(op_label(v.op) + " beside " + std::to_string(v.calls) + " x " + to_string(v.collective) + " " +
+                     v.group + " " + fmt("%g", v.bytes) + " B");
+    measured.push_back(v.overlapped.median_s);
+    alone.push_back(v.alone.median_s);
+  }
+  FitResult f = fit_keys(
+      "overlap", "t_overlapped = t_alone * (1 + overlap_slowdown)", {"/compute/overlap_slowdown"}, labels, measured, p,
+      [&](const Profile& q) {
+        std::vector<double> t;
+        for (double a : alone) t.push_back(a * (1 + q.compute.overlap_slowdown));
+        return t;
+      },
+      source);
+  if (measured.empty()) f.note = "no overlap measurements (realrun writes them for layouts with collectives)";
+  return f;
+}
+
 namespace {
 
 bool spans(const std::vector<int>& ranks, int gpus_per_node) {

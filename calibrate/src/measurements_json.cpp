@@ -53,6 +53,24 @@ nlohmann::ordered_json as_ordered(const nlohmann::json& j) {
   return nlohmann::ordered_json::parse(j.dump(-1, ' ', false, kReplaceInvalid));
 }
 
+// An OpCost's keys as read_op_cost reads them.
+nlohmann::ordered_json op_json(const OpCost& op) {
+  nlohmann::ordered_json e;
+  e["kind"] = to_string(op.kind);
+  e["dtype"] = to_string(op.dtype.value_or(Dtype::bf16));
+  e["m"] = op.m;
+  e["n"] = op.n;
+  e["k"] = op.k;
+  e["groups"] = op.groups;
+  e["split_accumulator"] = op.split_accumulator;
+  e["flops"] = op.flops;
+  e["bytes"] = op.bytes;
+  e["query_tokens"] = op.query_tokens;
+  e["attended_pairs"] = op.attended_pairs;
+  e["kv_tokens"] = op.kv_tokens;
+  return e;
+}
+
 nlohmann::ordered_json stats_json(const Stats& s) {
   return {{"median_s", s.median_s}, {"min_s", s.min_s}, {"max_s", s.max_s},
           {"p10_s", s.p10_s},       {"p90_s", s.p90_s}, {"repeats", s.repeats}};
@@ -106,6 +124,22 @@ CollectiveMeasurement parse_collective(const JsonObject& o, const std::string& f
   return c;
 }
 
+OverlapMeasurement parse_overlap(const JsonObject& o) {
+  o.only({"op", "collective", "group", "bytes", "calls", "alone", "overlapped"});
+  OverlapMeasurement v;
+  const JsonObject op = o.object("op");
+  op.only({"kind", "dtype", "m", "n", "k", "groups", "split_accumulator", "flops", "bytes", "query_tokens",
+           "attended_pairs", "kv_tokens"});
+  v.op = read_op_cost(op, std::nullopt);
+  v.collective = parse_enum(o, "collective", kCollectiveOps);
+  v.group = o.string("group", std::string());
+  v.bytes = o.number("bytes", std::nullopt, 0);
+  v.calls = static_cast<int>(o.integer("calls", 1, 1, 1'000'000));
+  v.alone = parse_stats(o.object("alone"));
+  v.overlapped = parse_stats(o.object("overlapped"));
+  return v;
+}
+
 StepMeasurement parse_step(const JsonObject& o, const std::string& file) {
   o.only({"kind", "layout", "stats", "per_rank_median_s"});
   StepMeasurement s;
@@ -151,7 +185,7 @@ Measurements parse_measurements(const std::string& text, const std::string& file
   if (!j.is_object()) throw InputError(file, "", "found " + shown(j), "a measurements object (docs/measurements.md)");
   const JsonObject o(j, "", file);
   o.only({"schema", "backend", "created_by", "scenario_file", "scenario", "host", "cluster", "warmup", "repeats", "ops",
-          "collectives", "steps"});
+          "collectives", "steps", "overlaps"});
   if (o.string("schema") != kMeasurementsSchema) {
     o.fail("schema", "found " + shown(o.raw("schema")), std::string("\"") + kMeasurementsSchema + "\"");
   }
@@ -185,6 +219,8 @@ Measurements parse_measurements(const std::string& text, const std::string& file
   }
   if (o.has("steps"))
     each_element(o, "steps", file, [&](const JsonObject& e) { m.steps.push_back(parse_step(e, file)); });
+  if (o.has("overlaps"))
+    each_element(o, "overlaps", file, [&](const JsonObject& e) { m.overlaps.push_back(parse_overlap(e)); });
   return m;
 }
 
@@ -212,19 +248,7 @@ std::string measurements_to_json(const Measurements& m) {
   j["repeats"] = m.repeats;
   OJ ops = OJ::array();
   for (const auto& o : m.ops) {
-    OJ e;
-    e["kind"] = to_string(o.op.kind);
-    e["dtype"] = to_string(o.op.dtype.value_or(Dtype::bf16));
-    e["m"] = o.op.m;
-    e["n"] = o.op.n;
-    e["k"] = o.op.k;
-    e["groups"] = o.op.groups;
-    e["split_accumulator"] = o.op.split_accumulator;
-    e["flops"] = o.op.flops;
-    e["bytes"] = o.op.bytes;
-    e["query_tokens"] = o.op.query_tokens;
-    e["attended_pairs"] = o.op.attended_pairs;
-    e["kv_tokens"] = o.op.kv_tokens;
+    OJ e = op_json(o.op);
     e["origin"] = o.origin;
     e["name"] = o.name;
     e["phase"] = o.phase;
@@ -254,6 +278,19 @@ std::string measurements_to_json(const Measurements& m) {
                      {"per_rank_median_s", s.per_rank_median_s}});
   }
   j["steps"] = std::move(steps);
+  if (!m.overlaps.empty()) {  // absent in files without them, so older files stay byte-identical
+    OJ overlaps = OJ::array();
+    for (const auto& v : m.overlaps) {
+      overlaps.push_back({{"op", op_json(v.op)},
+                          {"collective", to_string(v.collective)},
+                          {"group", v.group},
+                          {"bytes", v.bytes},
+                          {"calls", v.calls},
+                          {"alone", stats_json(v.alone)},
+                          {"overlapped", stats_json(v.overlapped)}});
+    }
+    j["overlaps"] = std::move(overlaps);
+  }
   return j.dump(1, ' ', false, kReplaceInvalid) + "\n";
 }
 

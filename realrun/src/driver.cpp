@@ -263,6 +263,30 @@ RealrunPlan plan_realrun(const RealrunJob& job) {
       if (b > 0) plan.collectives.push_back(PlannedCollective{op, comm, b});
     }
   }
+  // Overlap: the step's largest GEMM beside each communicator's largest call (its first
+  // operation's), the pairing whose slowdown a step feels most.
+  std::int64_t gemm = -1;
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    const PlannedOp& o = plan.ops[i];
+    if (o.origin != "step" || o.op.kind != OpKind::gemm) continue;
+    if (gemm < 0 || o.op.flops > plan.ops[static_cast<std::size_t>(gemm)].op.flops) gemm = static_cast<std::int64_t>(i);
+  }
+  if (gemm >= 0) {
+    std::vector<std::int64_t> largest(plan.comms.size(), -1);
+    for (std::size_t i = 0; i < plan.collectives.size(); ++i) {
+      const PlannedCollective& c = plan.collectives[i];
+      std::int64_t& l = largest[c.comm];
+      if (l < 0) {
+        l = static_cast<std::int64_t>(i);
+      } else {
+        const PlannedCollective& best = plan.collectives[static_cast<std::size_t>(l)];
+        if (c.op == best.op && c.bytes > best.bytes) l = static_cast<std::int64_t>(i);
+      }
+    }
+    for (std::int64_t l : largest) {
+      if (l >= 0) plan.overlaps.push_back({static_cast<std::uint32_t>(gemm), static_cast<std::uint32_t>(l)});
+    }
+  }
   return plan;
 }
 
@@ -311,7 +335,10 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
   Samples op_s(plan.ops.size(), std::vector<std::vector<double>>(static_cast<std::size_t>(n)));
   Samples coll_s(plan.collectives.size(), std::vector<std::vector<double>>(static_cast<std::size_t>(n)));
   std::vector<std::vector<double>> step_s(static_cast<std::size_t>(n));
-  const double total = static_cast<double>(plan.ops.size() + plan.collectives.size() + 1);
+  Samples alone_s(plan.overlaps.size(), std::vector<std::vector<double>>(static_cast<std::size_t>(n)));
+  Samples over_s(plan.overlaps.size(), std::vector<std::vector<double>>(static_cast<std::size_t>(n)));
+  std::vector<int> overlap_calls(plan.overlaps.size(), 1);
+  const double total = static_cast<double>(plan.ops.size() + plan.collectives.size() + plan.overlaps.size() + 1);
 
   HostBarrier local_barrier(local);
   std::mutex err_mu;
@@ -371,6 +398,60 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
       }
       barrier_wait();
       report("collectives", static_cast<double>(plan.ops.size() + i + 1));
+    }
+    // Overlap: the GEMM on stream 0 while `calls` collectives run back to back on stream 1.
+    if (!plan.overlaps.empty()) {
+      if (r == first) {
+        // Enough calls to outlast the kernel, from the slowest rank's medians (agreed by every
+        // process, since every member must issue the same number).
+        std::vector<double> need(plan.overlaps.size(), 1.0);
+        for (std::size_t i = 0; i < plan.overlaps.size(); ++i) {
+          double gemm_s = 0, coll_s_max = 0;
+          for (int k = first; k < first + local; ++k) {
+            const auto& g = op_s[plan.overlaps[i].op][static_cast<std::size_t>(k)];
+            const auto& c = coll_s[plan.overlaps[i].collective][static_cast<std::size_t>(k)];
+            if (!g.empty()) gemm_s = std::max(gemm_s, median_of(g));
+            if (!c.empty()) coll_s_max = std::max(coll_s_max, median_of(c));
+          }
+          need[i] = coll_s_max > 0 ? gemm_s / coll_s_max : 1.0;
+        }
+        if (procs > 1) {
+          const std::vector<double> all = world->all_gather(need);
+          for (std::size_t i = 0; i < need.size(); ++i) {
+            for (int q = 0; q < procs; ++q)
+              need[i] = std::max(need[i], all[static_cast<std::size_t>(q) * need.size() + i]);
+          }
+        }
+        for (std::size_t i = 0; i < need.size(); ++i)
+          overlap_calls[i] = static_cast<int>(std::clamp(std::ceil(1.5 * need[i]), 1.0, 10000.0));
+      }
+      barrier_wait();
+      for (std::size_t i = 0; i < plan.overlaps.size(); ++i) {
+        const OpCost& gemm = plan.ops[plan.overlaps[i].op].op;
+        const PlannedCollective& pc = plan.collectives[plan.overlaps[i].collective];
+        const CommSpec& spec = plan.comms[pc.comm];
+        const auto at = std::find(spec.ranks.begin(), spec.ranks.end(), r);
+        if (at != spec.ranks.end()) {
+          const auto member = static_cast<int>(at - spec.ranks.begin());
+          CollectiveRequest req{pc.op, spec.id, pc.bytes, -1, true};
+          if (pc.op == CollectiveOp::send_recv && spec.ranks.size() == 2) {
+            req.peer = spec.ranks[1 - static_cast<std::size_t>(member)];
+            req.send = member == 0;
+          }
+          alone_s[i][static_cast<std::size_t>(r)] = time_runs([&] { d.launch(0, gemm); });
+          std::vector<double>& t = over_s[i][static_cast<std::size_t>(r)];
+          for (int it = 0; it < warmup + repeats; ++it) {
+            for (int c = 0; c < overlap_calls[i]; ++c) d.collective(1, req);
+            const EventHandle a = d.record(0);
+            d.launch(0, gemm);
+            const EventHandle b = d.record(0);
+            d.synchronize();
+            if (it >= warmup) t.push_back(d.elapsed_s(a, b));
+          }
+        }
+        barrier_wait();
+        report("overlap", static_cast<double>(plan.ops.size() + plan.collectives.size() + i + 1));
+      }
     }
     // Steps: the program replayed, each op on its stream after its dependencies' events.
     std::vector<EventHandle> ev(p.ops.size());
@@ -436,6 +517,8 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
     std::vector<std::vector<std::vector<double>>> steps{std::move(step_s)};
     gather_samples(*world, first, local, repeats, steps);
     step_s = std::move(steps[0]);
+    gather_samples(*world, first, local, repeats, alone_s);
+    gather_samples(*world, first, local, repeats, over_s);
   }
 
   calibrate::Measurements m;
@@ -487,6 +570,18 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
   sm.stats = slowest_rank_stats(step_s);
   for (const auto& s : step_s) sm.per_rank_median_s.push_back(median_of(s));
   m.steps.push_back(std::move(sm));
+  for (std::size_t i = 0; i < plan.overlaps.size(); ++i) {
+    const PlannedCollective& pc = plan.collectives[plan.overlaps[i].collective];
+    calibrate::OverlapMeasurement v;
+    v.op = plan.ops[plan.overlaps[i].op].op;
+    v.collective = pc.op;
+    v.group = plan.comms[pc.comm].label;
+    v.bytes = pc.bytes;
+    v.calls = overlap_calls[i];
+    v.alone = slowest_rank_stats(alone_s[i]);
+    v.overlapped = slowest_rank_stats(over_s[i]);
+    m.overlaps.push_back(std::move(v));
+  }
   return m;
 }
 

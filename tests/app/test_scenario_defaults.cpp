@@ -2,6 +2,10 @@
 // unguarded; each is documented in docs/scenarios.md.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -151,4 +155,18 @@ TEST_CASE("/profile sets a preset cluster's link figures; keys written under /cl
   j.erase("profile");
   s = parse_scenario(j.dump(), "profile.json");
   CHECK_FALSE(s.profile.has_value());
+}
+
+TEST_CASE("/training/overlap_slowdown defaults to the profile's measured value; the scenario's own wins") {
+  // No profile key: the built-in profiles carry 0 (no interference measured).
+  CHECK(training_job(parse_scenario(base().dump(), "p.json")).training.overlap_slowdown == 0);
+  const auto dir = std::filesystem::temp_directory_path() / ("ctwin_overlap_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "measured.json") << R"({"name": "measured", "compute": {"overlap_slowdown": 0.25}})";
+  json j = base();
+  j["profile"] = {{"file", (dir / "measured.json").string()}};
+  CHECK(training_job(parse_scenario(j.dump(), "p.json")).training.overlap_slowdown == 0.25);
+  j["training"]["overlap_slowdown"] = 0.1;
+  CHECK(training_job(parse_scenario(j.dump(), "p.json")).training.overlap_slowdown == 0.1);
+  std::filesystem::remove_all(dir);
 }

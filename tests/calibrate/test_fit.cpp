@@ -3,6 +3,7 @@
 // deterministic multiplicative noise: the reference is the chosen coefficients.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -219,4 +220,34 @@ TEST_CASE("Levenberg-Marquardt: y = a exp(b x) through three exact points, from 
   const Vec x = levenberg_marquardt(r, {10, -1}, {0, -5}, {100, 5});
   CHECK(x[0] == rel_approx(2, 1e-6));
   CHECK(x[1] == rel_approx(0.5, 1e-6));
+}
+
+TEST_CASE("overlap fit: two kernels 1.2x and 1.5x slower beside collectives give sqrt(1.2 x 1.5) - 1") {
+  // The fits minimise the squared log ratio, so a constant factor fits at the geometric mean of
+  // the measured ratios: log(1 + s) = (log 1.2 + log 1.5) / 2.
+  std::vector<OverlapMeasurement> v(2);
+  for (auto& o : v) {
+    o.op = OpCost{OpKind::gemm, 2e12, 1e9};
+    o.op.m = o.op.n = o.op.k = 1e4;
+    o.group = "dp";
+    o.bytes = 1 << 26;
+    o.calls = 3;
+  }
+  v[0].alone = stats_of({1e-3});
+  v[0].overlapped = stats_of({1.2e-3});
+  v[1].alone = stats_of({2e-3});
+  v[1].overlapped = stats_of({3e-3});
+  Profile p;
+  const FitResult f = fit_overlap(v, p, "test");
+  REQUIRE(f.fitted());
+  CHECK(p.compute.overlap_slowdown == rel_approx(std::sqrt(1.2 * 1.5) - 1, 1e-6));
+  CHECK(f.values.front().first == "/compute/overlap_slowdown");
+  REQUIRE(f.points.size() == 2);
+  CHECK(f.points[1].predicted_s == rel_approx(2e-3 * std::sqrt(1.8), 1e-6));
+  CHECK(p.sources.at("/compute/overlap_slowdown").find("overlap fit over 2") != std::string::npos);
+  // No measurements: no fit, the profile's value kept.
+  Profile q;
+  q.compute.overlap_slowdown = 0.125;
+  CHECK_FALSE(fit_overlap({}, q, "test").fitted());
+  CHECK(q.compute.overlap_slowdown == 0.125);
 }

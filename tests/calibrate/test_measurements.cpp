@@ -81,6 +81,29 @@ TEST_CASE("a measurements file reads back what was written") {
   CHECK(r.scenario.at("model") == "tiny");
   // Writing what was read gives the same bytes (deterministic output).
   CHECK(measurements_to_json(r) == text);
+  CHECK(text.find("overlaps") == std::string::npos);  // none measured: the key is left out
+
+  Measurements o = sample();
+  OverlapMeasurement v;
+  v.op = o.ops[0].op;
+  v.collective = CollectiveOp::reduce_scatter;
+  v.group = "dp";
+  v.bytes = 4096;
+  v.calls = 7;
+  v.alone = stats_of({1e-3, 2e-3});
+  v.overlapped = stats_of({3e-3});
+  o.overlaps.push_back(v);
+  const std::string with = measurements_to_json(o);
+  const Measurements b = parse_measurements(with, "m.json");
+  REQUIRE(b.overlaps.size() == 1);
+  CHECK(b.overlaps[0].op.k == rel_approx(128, 1e-12));
+  CHECK(b.overlaps[0].collective == CollectiveOp::reduce_scatter);
+  CHECK(b.overlaps[0].group == "dp");
+  CHECK(b.overlaps[0].bytes == 4096);
+  CHECK(b.overlaps[0].calls == 7);
+  CHECK(b.overlaps[0].alone.median_s == rel_approx(1.5e-3, 1e-12));
+  CHECK(b.overlaps[0].overlapped.median_s == rel_approx(3e-3, 1e-12));
+  CHECK(measurements_to_json(b) == with);
 }
 
 TEST_CASE("a bad measurements file names the JSON pointer and what is expected") {

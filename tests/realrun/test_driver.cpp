@@ -78,6 +78,11 @@ nlohmann::json without_times(const calibrate::Measurements& m) {
       e.erase("per_rank_median_s");
     }
   }
+  for (auto& e : j["overlaps"]) {  // the call count follows the measured times
+    e.erase("alone");
+    e.erase("overlapped");
+    e.erase("calls");
+  }
   return j;
 }
 
@@ -137,6 +142,24 @@ TEST_CASE("realrun on two CPU ranks writes a measurements file with each kernel 
   CHECK(back.host.ranks == 2);
   CHECK(back.warmup == 1);
   CHECK(back.repeats == 3);
+  // One overlap: the step's largest GEMM (by FLOPs) beside the DP all-reduce's largest size,
+  // timed alone and overlapped on both ranks, read back as written.
+  REQUIRE(back.overlaps.size() == 1);
+  const auto& v = back.overlaps[0];
+  double largest_gemm = 0, largest_call = 0;
+  for (const auto& op : back.ops)
+    if (op.op.kind == OpKind::gemm && op.origin == "step") largest_gemm = std::max(largest_gemm, op.op.flops);
+  for (const auto& c : back.collectives) largest_call = std::max(largest_call, c.bytes);
+  CHECK(v.op.kind == OpKind::gemm);
+  CHECK(v.op.flops == largest_gemm);
+  CHECK(v.collective == CollectiveOp::all_reduce);
+  CHECK(v.group == "dp");
+  CHECK(v.bytes == largest_call);
+  CHECK(v.calls >= 1);
+  CHECK(v.alone.repeats == 3);
+  CHECK(v.overlapped.repeats == 3);
+  CHECK(v.alone.min_s > 0);
+  CHECK(v.overlapped.min_s > 0);
 }
 
 TEST_CASE("realrun's plan sweeps each GEMM's m, n and k by 1/4 to 4 with FLOPs and bytes following the shape") {
@@ -328,9 +351,13 @@ TEST_CASE("realrun split over two processes (one rank each) writes the file one 
     CHECK(out[0].collectives[i].stats.median_s == out[1].collectives[i].stats.median_s);
     CHECK(out[0].collectives[i].stats.median_s > 0);
   }
-  // Three gathers: kernels, collectives, steps; each block is [entry][repeat] for one rank.
-  REQUIRE(sent[0].size() == 3);
-  REQUIRE(sent[1].size() == 3);
+  // Gathers in order: the overlap's call counts (during the run), then kernels, collectives,
+  // steps, the overlap's kernel alone and beside the collectives; each sample block is
+  // [entry][repeat] for one rank.
+  REQUIRE(plan.overlaps.size() == 1);
+  REQUIRE(sent[0].size() == 6);
+  REQUIRE(sent[1].size() == 6);
+  constexpr int kOps = 1, kSteps = 3, kAlone = 4, kOverlapped = 5;
   const auto repeats = static_cast<std::size_t>(job.config.repeats);
   auto block = [&](int k, int call, std::size_t entry) {
     const auto& b = sent[k][static_cast<std::size_t>(call)];
@@ -340,21 +367,30 @@ TEST_CASE("realrun split over two processes (one rank each) writes the file one 
   };
   // Every kernel's statistic is the per-repeat slowest of what the two ranks timed for it.
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-    const auto a = block(0, 0, i), b = block(1, 0, i);
+    const auto a = block(0, kOps, i), b = block(1, kOps, i);
     std::vector<double> worst(repeats);
     for (std::size_t r = 0; r < repeats; ++r) worst[r] = std::max(a[r], b[r]);
     CHECK(out[0].ops[i].stats.median_s == calibrate::stats_of(worst).median_s);
   }
   // Each rank's step samples reached its own slot, on both processes.
   for (int k = 0; k < 2; ++k) {
-    const double med = calibrate::stats_of(block(k, 2, 0)).median_s;
+    const double med = calibrate::stats_of(block(k, kSteps, 0)).median_s;
     CHECK(out[0].steps[0].per_rank_median_s[static_cast<std::size_t>(k)] == med);
     CHECK(out[1].steps[0].per_rank_median_s[static_cast<std::size_t>(k)] == med);
   }
   std::vector<double> worst(repeats);
-  const auto s0 = block(0, 2, 0), s1 = block(1, 2, 0);
+  const auto s0 = block(0, kSteps, 0), s1 = block(1, kSteps, 0);
   for (std::size_t i = 0; i < repeats; ++i) worst[i] = std::max(s0[i], s1[i]);
   CHECK(out[0].steps[0].stats.median_s == calibrate::stats_of(worst).median_s);
+  // The overlap: both processes agreed on one call count, and its statistics are both ranks'.
+  REQUIRE(out[0].overlaps.size() == 1);
+  CHECK(out[0].overlaps[0].calls == out[1].overlaps[0].calls);
+  for (int call : {kAlone, kOverlapped}) {
+    const auto a = block(0, call, 0), b = block(1, call, 0);
+    for (std::size_t i = 0; i < repeats; ++i) worst[i] = std::max(a[i], b[i]);
+    const auto& st = call == kAlone ? out[0].overlaps[0].alone : out[0].overlaps[0].overlapped;
+    CHECK(st.median_s == calibrate::stats_of(worst).median_s);
+  }
 }
 
 TEST_CASE("realrun refuses a process block that does not tile the layout's ranks") {

@@ -48,6 +48,11 @@ const std::vector<ProfileKey>& profile_keys() {
       {"/compute/gemm_knee", 1, 0, 1e6, "elements",
        "A GEMM dimension d scales efficiency by d / (d + knee): small shapes fill fewer SMs", "assumed",
        [](Profile& p) { return &p.compute.gemm_knee; }},
+      {"/compute/overlap_slowdown", 1, 0, 10, "fraction",
+       "A kernel that starts while a collective runs on its GPU takes (1 + this) as long; the default of "
+       "/training/overlap_slowdown",
+       "0 (no interference) until ctwin calibrate fits it from realrun's overlap measurements",
+       [](Profile& p) { return &p.compute.overlap_slowdown; }},
       {"/compute/grouped_gemm_efficiency", 1, 0.01, 1, "fraction",
        "A grouped (MoE expert) GEMM over one GEMM of the same per-group shape",
        "fitted across the two MoE validation cases (docs/validation.md)",

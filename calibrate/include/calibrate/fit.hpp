@@ -55,6 +55,11 @@ Vec levenberg_marquardt(const std::function<Vec(const Vec&)>& residuals, Vec x0,
 std::vector<FitResult> fit_compute(const std::vector<OpMeasurement>& ops, const GpuSpec& gpu, Dtype dtype, Profile& p,
                                    const std::string& source);
 
+// overlap_slowdown from kernels timed alone and beside collectives: overlapped = alone x
+// (1 + overlap_slowdown), least squares on the log ratio (the other fits' criterion). Writes
+// /compute/overlap_slowdown into `p`; no measurements, no fit.
+FitResult fit_overlap(const std::vector<OverlapMeasurement>& overlaps, Profile& p, const std::string& source);
+
 // Per (op, ranks, scope): an alpha-beta fit (t = alpha + bytes / algbw) over the measured sizes.
 // `gpus_per_node` decides the scope of a group (its ranks in one node or more).
 std::vector<FitResult> fit_alpha_beta_groups(const std::vector<CollectiveMeasurement>& cs, int gpus_per_node);

@@ -42,6 +42,19 @@ struct CollectiveMeasurement {
   double algbw_gbyte_per_s = 0, busbw_gbyte_per_s = 0;
 };
 
+// A kernel timed while `calls` back-to-back collectives run beside it on another stream of the
+// same ranks (enough of them to outlast it), and the same kernel alone: what the simulator's
+// overlap_slowdown prices (a kernel that starts while a collective is in flight takes
+// 1 + overlap_slowdown times as long). Both statistics are the slowest rank's per repeat.
+struct OverlapMeasurement {
+  OpCost op;
+  CollectiveOp collective = CollectiveOp::all_reduce;
+  std::string group;  // the communicator's label
+  double bytes = 0;   // each call's nccl-tests size
+  int calls = 1;
+  Stats alone, overlapped;
+};
+
 struct StepMeasurement {
   std::string kind;                                  // "training_step", "prefill", "decode"
   nlohmann::json layout = nlohmann::json::object();  // {"tp":1,"pp":1,"dp":2,"cp":1,"ep":1} or serving shape fields
@@ -67,6 +80,7 @@ struct Measurements {
   std::vector<OpMeasurement> ops;
   std::vector<CollectiveMeasurement> collectives;
   std::vector<StepMeasurement> steps;
+  std::vector<OverlapMeasurement> overlaps;
 };
 
 inline constexpr const char* kMeasurementsSchema = "ctwin-measurements/1";

@@ -50,12 +50,19 @@ struct PlannedCollective {
   double bytes = 0;
 };
 
+// A kernel timed alone and beside a communicator's collectives (OverlapMeasurement).
+struct PlannedOverlap {
+  std::uint32_t op = 0;          // index into RealrunPlan::ops: the step's largest GEMM
+  std::uint32_t collective = 0;  // index into RealrunPlan::collectives: the comm's largest call
+};
+
 // Everything the driver will run, decided before any device is touched (deterministic).
 struct RealrunPlan {
   StepProgram program;
   std::vector<PlannedOp> ops;
   std::vector<CommSpec> comms;  // CommSpec::id is the program's group index
   std::vector<PlannedCollective> collectives;
+  std::vector<PlannedOverlap> overlaps;  // one a communicator, when the step has a GEMM
   int ranks = 0;
 };
 

@@ -29,6 +29,9 @@ struct ProfileCompute {
   double grouped_gemm_efficiency = 0.75;           // grouped (MoE) GEMM over one GEMM of the same shape
   double fp8_gemm_efficiency = 0.75;               // fraction of the dense FP8 peak a large FP8 GEMM sustains
   double fp8_split_accumulator_efficiency = 0.78;  // FP8 GEMM with split accumulation over fast
+  // A kernel that starts while a collective runs on its GPU takes (1 + this) as long: the
+  // default of a training scenario's /training/overlap_slowdown (ctwin calibrate fits it).
+  double overlap_slowdown = 0;
 };
 
 struct ProfileLinks {
