@@ -2,6 +2,7 @@
 // measurements file the reader takes, and bad invocations are clear errors with exit status 2.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <string>
 
 #include "calibrate/measurements.hpp"
@@ -51,4 +52,27 @@ TEST_CASE("ctwin realrun refuses what it cannot run with exit status 2 and a mes
   r = cli("realrun scenarios/twin/cpu-fit.json -o " + out + " --set /realrun/repeats=0");
   CHECK(r.status == 2);
   CHECK(r.err.find("/realrun/repeats") != std::string::npos);
+}
+
+TEST_CASE("ctwin realrun --backend cuda reads the scenario as the CPU backend does and refuses before touching a GPU") {
+  // ctwin-realrun sits beside ctwin where the CUDA Toolkit was found (CI's machines have it,
+  // and no GPU). Without it, ctwin says how to get it.
+  const std::string out = (temp_dir() / "realrun-cuda.json").string();
+  const bool built = std::filesystem::exists(std::filesystem::path(CTWIN_EXE).parent_path() / "ctwin-realrun");
+  auto r = cli("realrun --backend cuda scenarios/twin/no-such.json -o " + out);
+  CHECK(r.status == 2);
+  if (!built) {
+    CHECK(r.err.find("built without CUDA") != std::string::npos);
+    return;
+  }
+  // The same input errors as the CPU backend, before any device: a missing file, --ranks.
+  CHECK(r.err.find("scenarios/twin/no-such.json") != std::string::npos);
+  r = cli("realrun --backend cuda scenarios/twin/h200-fit.json -o " + out + " --ranks 2");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--ranks: 2 for a layout of 1 GPUs") != std::string::npos);
+  // A layout larger than the GPUs this process sees (none here; one on a one-GPU node).
+  r = cli("realrun --backend cuda scenarios/twin/cpu-fit.json -o " + out);
+  CHECK(r.status == 2);
+  CHECK(r.err.find("a layout of 2 GPUs; this process sees") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(out));
 }
