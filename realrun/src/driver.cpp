@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include "plan_parts.hpp"
 #include "realrun/cpu_device.hpp"
 #include "sim/error.hpp"
 #include "topology/cluster_json.hpp"
@@ -32,6 +33,20 @@ RealrunConfig read_realrun_config(const JsonObject& o) {
   c.sweep = r.boolean("sweep");
   c.sweep_max_scale = r.number("sweep_max_scale");
   c.timeout_s = r.number("timeout_s");
+  if (r.has("iterations")) {
+    const Json& a = o.raw("iterations");
+    if (!a.is_array() || a.empty()) o.fail("iterations", "found " + shown(a), "a non-empty array of iterations");
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const std::string path = o.child("iterations") + "/" + std::to_string(i);
+      if (!a[i].is_object()) throw InputError(o.file(), path, "found " + shown(a[i]), "an iteration object");
+      const JsonObject e(a[i], path, o.file());
+      e.only({"prefill", "decode"});
+      c.iterations.push_back(read_iteration_shape(e));
+      if (c.iterations.back().kind().empty()) {
+        throw InputError(o.file(), path, "an empty iteration", "\"prefill\", \"decode\" or both");
+      }
+    }
+  }
   if (c.collective_max_bytes < c.collective_min_bytes) {
     throw InputError(o.file(), o.path() + "/collective_max_bytes",
                      "is below collective_min_bytes (" + std::to_string(c.collective_min_bytes) + ")",
@@ -132,7 +147,30 @@ double median_of(std::vector<double> v) { return calibrate::stats_of(std::move(v
 
 }  // namespace
 
+void add_gemm_sweep(const RealrunConfig& c, std::vector<PlannedOp>& ops, std::unordered_set<OpCost, OpCostHash>& seen) {
+  if (!c.sweep) return;
+  const std::size_t step_ops = ops.size();
+  for (std::size_t i = 0; i < step_ops; ++i) {
+    const OpCost base = ops[i].op;
+    if (base.kind != OpKind::gemm && base.kind != OpKind::grouped_gemm) continue;
+    for (int dim = 0; dim < 3; ++dim) {
+      for (double s = 1 / c.sweep_max_scale; s <= c.sweep_max_scale * (1 + 1e-9); s *= 2) {
+        if (std::abs(s - 1) < 1e-9) continue;
+        const OpCost v = scaled_gemm(base, dim, s);
+        const double rows = base.kind == OpKind::grouped_gemm ? v.m / std::max(1.0, v.groups) : v.m;
+        if (rows < 1 || v.n < 1 || v.k < 1) continue;
+        if (seen.insert(v).second) ops.push_back(PlannedOp{v, "sweep", "", ""});
+      }
+    }
+  }
+}
+
 RealrunPlan plan_realrun(const RealrunJob& job) {
+  if (job.serving) return plan_serving_realrun(job);
+  if (!job.config.iterations.empty()) {
+    throw InputError(job.scenario_file, "/realrun/iterations", "found in a training scenario",
+                     "no /realrun/iterations (serving iterations are a serving scenario's)");
+  }
   RealrunPlan plan;
   const Cluster cluster = build_cluster(job.cluster);
   TrainingOptions opt = job.options;
@@ -170,22 +208,7 @@ RealrunPlan plan_realrun(const RealrunJob& job) {
     }
     if (seen.insert(op.op).second) plan.ops.push_back(std::move(op));
   }
-  if (job.config.sweep) {
-    const std::size_t step_ops = plan.ops.size();
-    for (std::size_t i = 0; i < step_ops; ++i) {
-      const OpCost base = plan.ops[i].op;
-      if (base.kind != OpKind::gemm && base.kind != OpKind::grouped_gemm) continue;
-      for (int dim = 0; dim < 3; ++dim) {
-        for (double s = 1 / job.config.sweep_max_scale; s <= job.config.sweep_max_scale * (1 + 1e-9); s *= 2) {
-          if (std::abs(s - 1) < 1e-9) continue;
-          const OpCost v = scaled_gemm(base, dim, s);
-          const double rows = base.kind == OpKind::grouped_gemm ? v.m / std::max(1.0, v.groups) : v.m;
-          if (rows < 1 || v.n < 1 || v.k < 1) continue;
-          if (seen.insert(v).second) plan.ops.push_back(PlannedOp{v, "sweep", "", ""});
-        }
-      }
-    }
-  }
+  add_gemm_sweep(job.config, plan.ops, seen);
 
   // Communicators: every group the step issues a call on, labelled by its kind.
   std::map<int, int> device_of_rank;
@@ -263,15 +286,20 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
   for (std::uint32_t i = 0; i < p.ops.size(); ++i) gpu_ops[p.ops[i].gpu].push_back(i);
   std::vector<std::vector<std::uint32_t>> late(p.ops.size());
   for (const StepLateDep& d : p.late_deps) late[d.after.value].push_back(d.before.value);
-  std::vector<int> comm_index(p.groups.size(), -1);
-  for (std::size_t c = 0; c < plan.comms.size(); ++c) comm_index[plan.comms[c].id] = static_cast<int>(c);
+  std::vector<int> comm_index(p.groups.size(), -1);  // training: the program's groups
+  for (std::size_t c = 0; c < plan.comms.size() && plan.iterations.empty(); ++c) {
+    comm_index[plan.comms[c].id] = static_cast<int>(c);
+  }
 
   // samples[entry][rank][repeat]
   using Samples = std::vector<std::vector<std::vector<double>>>;
   Samples op_s(plan.ops.size(), std::vector<std::vector<double>>(static_cast<std::size_t>(n)));
   Samples coll_s(plan.collectives.size(), std::vector<std::vector<double>>(static_cast<std::size_t>(n)));
   std::vector<std::vector<double>> step_s(static_cast<std::size_t>(n));
-  const double total = static_cast<double>(plan.ops.size() + plan.collectives.size() + 1);
+  Samples iter_s(plan.iterations.size(), std::vector<std::vector<double>>(static_cast<std::size_t>(n)));
+  const bool serving = !plan.iterations.empty();
+  const double total =
+      static_cast<double>(plan.ops.size() + plan.collectives.size() + (serving ? plan.iterations.size() : 1));
 
   HostBarrier barrier(n);
   std::mutex err_mu;
@@ -323,6 +351,31 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
       }
       barrier.wait();
       report("collectives", static_cast<double>(plan.ops.size() + i + 1));
+    }
+    if (serving) {
+      // Serving iterations: each rank issues the iteration's forward pass in order on the compute
+      // stream, TP collectives in line (the cost model adds them, exposed, to the compute), and
+      // the iteration's time is from an event before its first op to one after its last.
+      const CommSpec* tp = plan.comms.empty() ? nullptr : &plan.comms[0];
+      for (std::size_t i = 0; i < plan.iterations.size(); ++i) {
+        const PlannedIteration& pi = plan.iterations[i];
+        for (int it = 0; it < warmup + repeats; ++it) {
+          barrier.wait();
+          const EventHandle start = d.record(0);
+          for (const IterationOp& op : pi.ops) {
+            if (!op.collective) {
+              d.launch(0, op.cost);
+            } else if (tp != nullptr) {
+              d.collective(0, CollectiveRequest{op.op, tp->id, op.bytes, -1, true});
+            }
+          }
+          const EventHandle end = d.record(0);
+          d.synchronize();
+          if (it >= warmup) iter_s[i][static_cast<std::size_t>(r)].push_back(d.elapsed_s(start, end));
+        }
+        report("iterations", static_cast<double>(plan.ops.size() + plan.collectives.size() + i + 1));
+      }
+      return;
     }
     // Steps: the program replayed, each op on its stream after its dependencies' events.
     std::vector<EventHandle> ev(p.ops.size());
@@ -425,6 +478,16 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
     }
     m.collectives.push_back(std::move(cm));
   }
+  for (std::size_t i = 0; i < plan.iterations.size(); ++i) {
+    calibrate::StepMeasurement sm;
+    sm.kind = std::string(plan.iterations[i].shape.kind());
+    sm.layout = {{"tp", job.serving->deployment.tp}, {"pp", job.serving->deployment.pp}};
+    sm.shape = plan.iterations[i].shape;
+    sm.stats = slowest_rank_stats(iter_s[i]);
+    for (const auto& s : iter_s[i]) sm.per_rank_median_s.push_back(median_of(s));
+    m.steps.push_back(std::move(sm));
+  }
+  if (serving) return m;
   calibrate::StepMeasurement sm;
   sm.kind = "training_step";
   const Parallelism& par = job.training.parallel;
