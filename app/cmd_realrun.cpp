@@ -1,7 +1,7 @@
-// ctwin realrun: run a training scenario's kernels, collectives and whole steps for real and
-// write what was measured (docs/realrun.md, docs/measurements.md). The CPU backend runs in this
-// process; the CUDA backend is the ctwin-realrun binary beside ctwin, so ctwin itself never
-// needs a GPU driver.
+// ctwin realrun: run a training scenario's kernels, collectives and whole steps (or a serving
+// replica's iterations) for real and write what was measured (docs/realrun.md,
+// docs/measurements.md). The CPU backend runs in this process; the CUDA backend is the
+// ctwin-realrun binary beside ctwin, so ctwin itself never needs a GPU driver.
 #include <unistd.h>
 
 #include <cerrno>
@@ -67,8 +67,9 @@ int exec_cuda(const Args& args) {
 }
 
 void print_summary(const calibrate::Measurements& m, const std::string& out) {
-  std::printf("realrun (%s, %d ranks on %s): %zu ops, %zu collective sizes, %zu step -> %s\n\n", m.backend.c_str(),
-              m.host.ranks, m.host.cpu.c_str(), m.ops.size(), m.collectives.size(), m.steps.size(), out.c_str());
+  std::printf("realrun (%s, %d ranks on %s): %zu ops, %zu collective sizes, %zu %s -> %s\n\n", m.backend.c_str(),
+              m.host.ranks, m.host.cpu.c_str(), m.ops.size(), m.collectives.size(), m.steps.size(),
+              m.steps.size() == 1 ? "step" : "steps", out.c_str());
   std::printf("%-13s %-6s %-24s %12s %10s\n", "op", "origin", "shape", "median ms", "GFLOP/s");
   for (const auto& o : m.ops) {
     if (o.origin != "step") continue;
@@ -84,8 +85,10 @@ void print_summary(const calibrate::Measurements& m, const std::string& out) {
     std::printf("%-6s %-15s %12.0f %12.4f %14.3f\n", c.group.c_str(), to_string(c.op), c.bytes, c.stats.median_s * 1e3,
                 c.busbw_gbyte_per_s);
   }
+  if (!m.steps.empty()) std::printf("\n");
   for (const auto& s : m.steps) {
-    std::printf("\nstep (%s): median %.2f ms, p10 %.2f ms, p90 %.2f ms over %d repeats\n", s.kind.c_str(),
+    const std::string what = s.shape ? iteration_label(*s.shape) : s.kind;
+    std::printf("step (%s): median %.2f ms, p10 %.2f ms, p90 %.2f ms over %d repeats\n", what.c_str(),
                 s.stats.median_s * 1e3, s.stats.p10_s * 1e3, s.stats.p90_s * 1e3, s.stats.repeats);
   }
 }
@@ -108,7 +111,9 @@ int cmd_realrun(const Args& args_in) {
       "                     [--warmup W] [--set /pointer=value]... [--force] [--quiet]\n\n"
       "Runs a training scenario for real and writes what was measured (docs/realrun.md): every distinct\n"
       "kernel of its step and GEMMs swept around them, every collective of its communicators over a size\n"
-      "sweep, and whole steps. `ctwin calibrate` fits a profile from the file; `ctwin validate` compares.\n"
+      "sweep, and whole steps. A serving scenario: the same for a set of iterations of its replica (prefill\n"
+      "chunks, decode batches, mixed; /realrun/iterations, else planned from /serving's limits).\n"
+      "`ctwin calibrate` fits a profile from the file; `ctwin validate` compares.\n"
       "The CPU backend runs ranks as threads of this process (Eigen GEMMs, shared-memory collectives);\n"
       "the CUDA backend is the ctwin-realrun binary beside ctwin. /realrun in the scenario sets repeats,\n"
       "warm-up and the sweeps; the flags here win.\n"
@@ -143,10 +148,6 @@ int cmd_realrun(const Args& args_in) {
   for (const auto& s : p->all("--set")) overrides.push_back(parse_override(s));
   const std::string& path = p->positional[0];
   const Scenario sc = load_scenario(path, overrides);
-  if (sc.kind != JobKind::training) {
-    throw InputError(path, "/kind", "'serving': realrun measures training steps", "a training scenario");
-  }
-  const TrainingJob& tj = training_job(sc);
 
   realrun::RealrunJob job;
   job.backend = "cpu";
@@ -155,20 +156,28 @@ int cmd_realrun(const Args& args_in) {
   // The scenario as run: the file with the --set overrides applied, for validate to re-simulate.
   job.scenario = parse_json(read_input_file(path, path, "", "a readable scenario JSON file"), path);
   for (const auto& ov : overrides) apply_override(job.scenario, ov, path);
-  job.model = tj.model;
-  job.training = tj.training;
   job.cluster = sc.cluster;
-  job.options = training_options(sc);
   job.config = sc.realrun;
+  if (sc.kind == JobKind::serving) {
+    const ServingJob& sj = serving_job(sc);
+    job.model = sj.model;
+    job.serving = realrun::ServingReplayJob{sj.deployment, sj.scheduler};
+  } else {
+    const TrainingJob& tj = training_job(sc);
+    job.model = tj.model;
+    job.training = tj.training;
+    job.options = training_options(sc);
+  }
   const int ranks_flag = positive_int(*p, "--ranks", 0, 1);
   job.config.repeats = positive_int(*p, "--repeats", job.config.repeats, 1);
   job.config.warmup = positive_int(*p, "--warmup", job.config.warmup, 0);
 
   const realrun::RealrunPlan plan = realrun::plan_realrun(job);
   if (ranks_flag != 0 && ranks_flag != plan.ranks) {
-    throw InputError("", "--ranks",
-                     std::to_string(ranks_flag) + " for a layout of " + std::to_string(plan.ranks) + " GPUs",
-                     "the layout's GPU count (set /training/parallelism to change it)");
+    throw InputError(
+        "", "--ranks", std::to_string(ranks_flag) + " for a layout of " + std::to_string(plan.ranks) + " GPUs",
+        sc.kind == JobKind::serving ? "the replica's GPU count (set /serving/tensor_parallel_size to change it)"
+                                    : "the layout's GPU count (set /training/parallelism to change it)");
   }
   realrun::BackendOptions bo;
   bo.ranks = plan.ranks;
