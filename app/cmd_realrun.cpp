@@ -1,7 +1,7 @@
-// ctwin realrun: run a training scenario's kernels, collectives and whole steps for real and
-// write what was measured (docs/realrun.md, docs/measurements.md). The CPU backend runs in this
-// process; the CUDA backend is the ctwin-realrun binary beside ctwin, so ctwin itself never
-// needs a GPU driver.
+// ctwin realrun: run a training scenario's kernels, collectives and whole steps (or a serving
+// replica's iterations) for real and write what was measured (docs/realrun.md,
+// docs/measurements.md). The CPU backend runs in this process; the CUDA backend is the
+// ctwin-realrun binary beside ctwin, so ctwin itself never needs a GPU driver.
 #include <unistd.h>
 
 #include <cerrno>
@@ -68,8 +68,9 @@ int exec_cuda(const Args& args) {
 }
 
 void print_summary(const calibrate::Measurements& m, const std::string& out) {
-  std::printf("realrun (%s, %d ranks on %s): %zu ops, %zu collective sizes, %zu step -> %s\n\n", m.backend.c_str(),
-              m.host.ranks, m.host.cpu.c_str(), m.ops.size(), m.collectives.size(), m.steps.size(), out.c_str());
+  std::printf("realrun (%s, %d ranks on %s): %zu ops, %zu collective sizes, %zu %s -> %s\n\n", m.backend.c_str(),
+              m.host.ranks, m.host.cpu.c_str(), m.ops.size(), m.collectives.size(), m.steps.size(),
+              m.steps.size() == 1 ? "step" : "steps", out.c_str());
   std::printf("%-13s %-6s %-24s %12s %10s\n", "op", "origin", "shape", "median ms", "GFLOP/s");
   for (const auto& o : m.ops) {
     if (o.origin != "step") continue;
@@ -85,8 +86,10 @@ void print_summary(const calibrate::Measurements& m, const std::string& out) {
     std::printf("%-6s %-15s %12.0f %12.4f %14.3f\n", c.group.c_str(), to_string(c.op), c.bytes, c.stats.median_s * 1e3,
                 c.busbw_gbyte_per_s);
   }
+  if (!m.steps.empty()) std::printf("\n");
   for (const auto& s : m.steps) {
-    std::printf("\nstep (%s): median %.2f ms, p10 %.2f ms, p90 %.2f ms over %d repeats\n", s.kind.c_str(),
+    const std::string what = s.shape ? iteration_label(*s.shape) : s.kind;
+    std::printf("step (%s): median %.2f ms, p10 %.2f ms, p90 %.2f ms over %d repeats\n", what.c_str(),
                 s.stats.median_s * 1e3, s.stats.p10_s * 1e3, s.stats.p90_s * 1e3, s.stats.repeats);
   }
 }
@@ -109,7 +112,9 @@ int cmd_realrun(const Args& args_in) {
       "                     [--warmup W] [--set /pointer=value]... [--force] [--quiet]\n\n"
       "Runs a training scenario for real and writes what was measured (docs/realrun.md): every distinct\n"
       "kernel of its step and GEMMs swept around them, every collective of its communicators over a size\n"
-      "sweep, and whole steps. `ctwin calibrate` fits a profile from the file; `ctwin validate` compares.\n"
+      "sweep, and whole steps. A serving scenario: the same for a set of iterations of its replica (prefill\n"
+      "chunks, decode batches, mixed; /realrun/iterations, else planned from /serving's limits).\n"
+      "`ctwin calibrate` fits a profile from the file; `ctwin validate` compares.\n"
       "The CPU backend runs ranks as threads of this process (Eigen GEMMs, shared-memory collectives);\n"
       "the CUDA backend is the ctwin-realrun binary beside ctwin. /realrun in the scenario sets repeats,\n"
       "warm-up and the sweeps; the flags here win.\n"

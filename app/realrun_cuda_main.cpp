@@ -167,6 +167,7 @@ int run(int argc, char** argv) {
   CudaOptions co;
   co.step_dtype = job.training.precision.compute;
   co.head_dim = kernel_head_dim(job.model);
+  if (job.serving) co.kv_block_size = static_cast<int>(job.serving->scheduler.block_size);  // vLLM's --block-size
   // The first, scalar prefill kernel instead of the tensor-core one: a fallback and a baseline.
   if (const char* a = std::getenv("CTWIN_REALRUN_ATTENTION"); a != nullptr && std::string(a) == "simple") {
     co.simple_attention = true;
@@ -174,7 +175,7 @@ int run(int argc, char** argv) {
   if (w.mpi) {
     if (plan.ranks % w.size != 0) {
       throw InputError(
-          o.scenario, "/training/parallelism",
+          o.scenario, job.serving ? "/serving/tensor_parallel_size" : "/training/parallelism",
           "a layout of " + std::to_string(plan.ranks) + " GPUs over " + std::to_string(w.size) + " MPI processes",
           "as many processes as the layout has GPUs (one a GPU), or one process a node");
     }
@@ -186,7 +187,7 @@ int run(int argc, char** argv) {
     const int visible = cuda_device_count();
     if (visible < plan.ranks) {
       throw InputError(
-          o.scenario, "/training/parallelism",
+          o.scenario, job.serving ? "/serving/tensor_parallel_size" : "/training/parallelism",
           "a layout of " + std::to_string(plan.ranks) + " GPUs; this process sees " + std::to_string(visible),
           "a layout that fits this node's GPUs, or mpirun/srun with one process a GPU");
     }

@@ -1,4 +1,4 @@
-// The job realrun runs, read from a training scenario: one path for `ctwin realrun` (the CPU
+// The job realrun runs, read from a training or serving scenario: one path for `ctwin realrun` (the CPU
 // backend, in process) and ctwin-realrun (the CUDA backend), so both measure the same step,
 // the same sweeps and the same collectives, and refuse the same bad input before any device is
 // touched.
@@ -27,8 +27,9 @@ struct RealrunSetup {
   realrun::RealrunPlan plan;
 };
 
-// Loads and checks the scenario (InputError, exit 2, on bad input or a serving scenario), and
-// plans what realrun will run. --ranks must equal the layout's GPU count.
+// Loads and checks the scenario (InputError, exit 2, on bad input), and plans what realrun will
+// run: a training step, or a serving replica's iterations. --ranks must equal the layout's (or
+// the replica's) GPU count.
 RealrunSetup prepare_realrun(const RealrunRequest& req);
 
 }  // namespace ctwin

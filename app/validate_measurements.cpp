@@ -1,8 +1,12 @@
 // ctwin validate MEASUREMENTS --profile P: the measured configuration simulated with the profile,
-// predicted against measured per op, per collective and per step (docs/calibration.md).
+// predicted against measured per op, per collective and per step (docs/calibration.md): a
+// training step by simulate_training, a serving iteration by the replica's iteration cost (its
+// forward pass: the host overhead and the proposer are not replayed, so not compared).
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -10,6 +14,9 @@
 #include "sim/error.hpp"
 #include "twin.hpp"
 #include "workloads/measured_tables.hpp"
+#include "workloads/serving_cost.hpp"
+#include "workloads/serving_iteration.hpp"
+#include "workloads/serving_memory.hpp"
 #include "workloads/training_sim.hpp"
 
 namespace ctwin {
@@ -86,10 +93,47 @@ int validate_measurements(const ParsedArgs& p) {
     const double t = table_or_analytical_time(cluster, call, sc.collectives, &prof.tables.collectives).seconds();
     colls.rows.push_back({label, c.stats.median_s, t});
   }
+  // Serving iterations: the replica's scenario per layout, built once.
+  std::map<std::string, std::pair<Scenario, std::shared_ptr<const ServingCostModel>>> replicas;
   for (std::size_t i = 0; i < m.steps.size(); ++i) {
     const auto& s = m.steps[i];
-    if (s.kind != "training_step" || sc.kind != JobKind::training) {
-      skipped.push_back(s.kind + " step " + std::to_string(i) + ": only training steps are simulated here");
+    const std::string at = "/steps/" + std::to_string(i);
+    if (s.kind != "training_step") {
+      if (!s.shape) {
+        skipped.push_back(s.kind + " step " + std::to_string(i) + ": no iteration shape recorded");
+        continue;
+      }
+      if (sc.kind != JobKind::serving) {
+        skipped.push_back(s.kind + " step " + std::to_string(i) + ": a serving iteration of a training scenario");
+        continue;
+      }
+      // The iteration's replica (tp, pp) onto the scenario's /serving.
+      calibrate::Measurements one = m;
+      std::string tag;
+      for (const auto& [k, key] :
+           {std::pair{"tp", "tensor_parallel_size"}, std::pair{"pp", "pipeline_parallel_size"}}) {
+        if (!s.layout.contains(k)) continue;
+        if (!s.layout[k].is_number_integer()) {
+          throw InputError(file, at + "/layout/" + k, "found " + shown(s.layout[k]), "an integer");
+        }
+        one.scenario["serving"][key] = s.layout[k];
+        tag += std::string(" ") + k + std::to_string(s.layout[k].get<int>());
+      }
+      auto it = replicas.find(tag);
+      if (it == replicas.end()) {
+        Scenario ssc = measured_scenario(one, file, profile_path);
+        auto cost = std::make_shared<const ServingCostModel>(serving_job(ssc).deployment);
+        it = replicas.emplace(tag, std::pair{std::move(ssc), std::move(cost)}).first;
+      }
+      const ServingJob& job = serving_job(it->second.first);
+      const KvCapacity cap = kv_capacity(job.deployment, job.scheduler);
+      check_iteration_shape(*s.shape, job.scheduler, cap.num_gpu_blocks, file, at);
+      const IterationTime t = it->second.second->iteration(batch_shape(*s.shape));
+      steps.rows.push_back({s.kind + ": " + iteration_label(*s.shape) + tag, s.stats.median_s, t.forward_s()});
+      continue;
+    }
+    if (sc.kind != JobKind::training) {
+      skipped.push_back("training_step " + std::to_string(i) + ": a training step of a serving scenario");
       continue;
     }
     // The step's layout onto the scenario's /training/parallelism.

@@ -141,11 +141,21 @@ OverlapMeasurement parse_overlap(const JsonObject& o) {
 }
 
 StepMeasurement parse_step(const JsonObject& o, const std::string& file) {
-  o.only({"kind", "layout", "stats", "per_rank_median_s"});
+  o.only({"kind", "layout", "prefill", "decode", "stats", "per_rank_median_s"});
   StepMeasurement s;
-  s.kind = o.choice("kind", {"training_step", "prefill", "decode"});
+  s.kind = o.choice("kind", {"training_step", "prefill", "decode", "mixed"});
   s.layout = o.has("layout") ? o.raw("layout") : Json::object();
   if (!s.layout.is_object()) o.fail("layout", "found " + shown(s.layout), "an object");
+  if (o.has("prefill") || o.has("decode")) {
+    if (s.kind == "training_step") {
+      o.fail(o.has("prefill") ? "prefill" : "decode", "found in a training step", "no serving shape here");
+    }
+    s.shape = read_iteration_shape(o);
+    if (s.shape->kind() != s.kind) {
+      o.fail("kind", "found \"" + s.kind + "\" for a " + iteration_label(*s.shape),
+             "\"" + std::string(s.shape->kind()) + "\", the kind of its prefill and decode parts");
+    }
+  }
   s.stats = parse_stats(o.object("stats"));
   if (o.has("per_rank_median_s")) {
     const Json& a = o.raw("per_rank_median_s");
@@ -272,10 +282,13 @@ std::string measurements_to_json(const Measurements& m) {
   j["collectives"] = std::move(colls);
   OJ steps = OJ::array();
   for (const auto& s : m.steps) {
-    steps.push_back({{"kind", s.kind},
-                     {"layout", as_ordered(s.layout)},
-                     {"stats", stats_json(s.stats)},
-                     {"per_rank_median_s", s.per_rank_median_s}});
+    OJ e;
+    e["kind"] = s.kind;
+    e["layout"] = as_ordered(s.layout);
+    if (s.shape) write_iteration_shape(e, *s.shape);
+    e["stats"] = stats_json(s.stats);
+    e["per_rank_median_s"] = s.per_rank_median_s;
+    steps.push_back(std::move(e));
   }
   j["steps"] = std::move(steps);
   if (!m.overlaps.empty()) {  // absent in files without them, so older files stay byte-identical

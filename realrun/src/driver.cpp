@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include "plan_parts.hpp"
 #include "realrun/cpu_device.hpp"
 #include "sim/error.hpp"
 #include "topology/cluster_json.hpp"
@@ -32,6 +33,20 @@ RealrunConfig read_realrun_config(const JsonObject& o) {
   c.sweep = r.boolean("sweep");
   c.sweep_max_scale = r.number("sweep_max_scale");
   c.timeout_s = r.number("timeout_s");
+  if (r.has("iterations")) {
+    const Json& a = o.raw("iterations");
+    if (!a.is_array() || a.empty()) o.fail("iterations", "found " + shown(a), "a non-empty array of iterations");
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const std::string path = o.child("iterations") + "/" + std::to_string(i);
+      if (!a[i].is_object()) throw InputError(o.file(), path, "found " + shown(a[i]), "an iteration object");
+      const JsonObject e(a[i], path, o.file());
+      e.only({"prefill", "decode"});
+      c.iterations.push_back(read_iteration_shape(e));
+      if (c.iterations.back().kind().empty()) {
+        throw InputError(o.file(), path, "an empty iteration", "\"prefill\", \"decode\" or both");
+      }
+    }
+  }
   if (c.collective_max_bytes < c.collective_min_bytes) {
     throw InputError(o.file(), o.path() + "/collective_max_bytes",
                      "is below collective_min_bytes (" + std::to_string(c.collective_min_bytes) + ")",
@@ -169,7 +184,30 @@ void gather_samples(const ProcessGroup& world, int first, int local, int repeats
 
 }  // namespace
 
+void add_gemm_sweep(const RealrunConfig& c, std::vector<PlannedOp>& ops, std::unordered_set<OpCost, OpCostHash>& seen) {
+  if (!c.sweep) return;
+  const std::size_t step_ops = ops.size();
+  for (std::size_t i = 0; i < step_ops; ++i) {
+    const OpCost base = ops[i].op;
+    if (base.kind != OpKind::gemm && base.kind != OpKind::grouped_gemm) continue;
+    for (int dim = 0; dim < 3; ++dim) {
+      for (double s = 1 / c.sweep_max_scale; s <= c.sweep_max_scale * (1 + 1e-9); s *= 2) {
+        if (std::abs(s - 1) < 1e-9) continue;
+        const OpCost v = scaled_gemm(base, dim, s);
+        const double rows = base.kind == OpKind::grouped_gemm ? v.m / std::max(1.0, v.groups) : v.m;
+        if (rows < 1 || v.n < 1 || v.k < 1) continue;
+        if (seen.insert(v).second) ops.push_back(PlannedOp{v, "sweep", "", ""});
+      }
+    }
+  }
+}
+
 RealrunPlan plan_realrun(const RealrunJob& job) {
+  if (job.serving) return plan_serving_realrun(job);
+  if (!job.config.iterations.empty()) {
+    throw InputError(job.scenario_file, "/realrun/iterations", "found in a training scenario",
+                     "no /realrun/iterations (serving iterations are a serving scenario's)");
+  }
   RealrunPlan plan;
   const Cluster cluster = build_cluster(job.cluster);
   TrainingOptions opt = job.options;
@@ -207,22 +245,7 @@ RealrunPlan plan_realrun(const RealrunJob& job) {
     }
     if (seen.insert(op.op).second) plan.ops.push_back(std::move(op));
   }
-  if (job.config.sweep) {
-    const std::size_t step_ops = plan.ops.size();
-    for (std::size_t i = 0; i < step_ops; ++i) {
-      const OpCost base = plan.ops[i].op;
-      if (base.kind != OpKind::gemm && base.kind != OpKind::grouped_gemm) continue;
-      for (int dim = 0; dim < 3; ++dim) {
-        for (double s = 1 / job.config.sweep_max_scale; s <= job.config.sweep_max_scale * (1 + 1e-9); s *= 2) {
-          if (std::abs(s - 1) < 1e-9) continue;
-          const OpCost v = scaled_gemm(base, dim, s);
-          const double rows = base.kind == OpKind::grouped_gemm ? v.m / std::max(1.0, v.groups) : v.m;
-          if (rows < 1 || v.n < 1 || v.k < 1) continue;
-          if (seen.insert(v).second) plan.ops.push_back(PlannedOp{v, "sweep", "", ""});
-        }
-      }
-    }
-  }
+  add_gemm_sweep(job.config, plan.ops, seen);
 
   // Communicators: every group the step issues a call on, labelled by its kind.
   std::map<int, int> device_of_rank;
@@ -327,8 +350,10 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
   for (std::uint32_t i = 0; i < p.ops.size(); ++i) gpu_ops[p.ops[i].gpu].push_back(i);
   std::vector<std::vector<std::uint32_t>> late(p.ops.size());
   for (const StepLateDep& d : p.late_deps) late[d.after.value].push_back(d.before.value);
-  std::vector<int> comm_index(p.groups.size(), -1);
-  for (std::size_t c = 0; c < plan.comms.size(); ++c) comm_index[plan.comms[c].id] = static_cast<int>(c);
+  std::vector<int> comm_index(p.groups.size(), -1);  // training: the program's groups
+  for (std::size_t c = 0; c < plan.comms.size() && plan.iterations.empty(); ++c) {
+    comm_index[plan.comms[c].id] = static_cast<int>(c);
+  }
 
   // samples[entry][rank][repeat]
   using Samples = std::vector<std::vector<std::vector<double>>>;
@@ -338,7 +363,10 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
   Samples alone_s(plan.overlaps.size(), std::vector<std::vector<double>>(static_cast<std::size_t>(n)));
   Samples over_s(plan.overlaps.size(), std::vector<std::vector<double>>(static_cast<std::size_t>(n)));
   std::vector<int> overlap_calls(plan.overlaps.size(), 1);
-  const double total = static_cast<double>(plan.ops.size() + plan.collectives.size() + plan.overlaps.size() + 1);
+  Samples iter_s(plan.iterations.size(), std::vector<std::vector<double>>(static_cast<std::size_t>(n)));
+  const bool serving = !plan.iterations.empty();
+  const double total = static_cast<double>(plan.ops.size() + plan.collectives.size() + plan.overlaps.size() +
+                                           (serving ? plan.iterations.size() : 1));
 
   HostBarrier local_barrier(local);
   std::mutex err_mu;
@@ -453,6 +481,32 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
         report("overlap", static_cast<double>(plan.ops.size() + plan.collectives.size() + i + 1));
       }
     }
+    if (serving) {
+      // Serving iterations: each rank issues the iteration's forward pass in order on the compute
+      // stream, TP collectives in line (the cost model adds them, exposed, to the compute), and
+      // the iteration's time is from an event before its first op to one after its last.
+      const CommSpec* tp = plan.comms.empty() ? nullptr : &plan.comms[0];
+      for (std::size_t i = 0; i < plan.iterations.size(); ++i) {
+        const PlannedIteration& pi = plan.iterations[i];
+        for (int it = 0; it < warmup + repeats; ++it) {
+          barrier_wait();
+          const EventHandle start = d.record(0);
+          for (const IterationOp& op : pi.ops) {
+            if (!op.collective) {
+              d.launch(0, op.cost);
+            } else if (tp != nullptr) {
+              d.collective(0, CollectiveRequest{op.op, tp->id, op.bytes, -1, true});
+            }
+          }
+          const EventHandle end = d.record(0);
+          d.synchronize();
+          if (it >= warmup) iter_s[i][static_cast<std::size_t>(r)].push_back(d.elapsed_s(start, end));
+        }
+        report("iterations",
+               static_cast<double>(plan.ops.size() + plan.collectives.size() + plan.overlaps.size() + i + 1));
+      }
+      return;
+    }
     // Steps: the program replayed, each op on its stream after its dependencies' events.
     std::vector<EventHandle> ev(p.ops.size());
     for (int it = 0; it < warmup + repeats; ++it) {
@@ -519,6 +573,7 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
     step_s = std::move(steps[0]);
     gather_samples(*world, first, local, repeats, alone_s);
     gather_samples(*world, first, local, repeats, over_s);
+    gather_samples(*world, first, local, repeats, iter_s);
   }
 
   calibrate::Measurements m;
@@ -563,13 +618,6 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
     }
     m.collectives.push_back(std::move(cm));
   }
-  calibrate::StepMeasurement sm;
-  sm.kind = "training_step";
-  const Parallelism& par = job.training.parallel;
-  sm.layout = {{"tp", par.tp}, {"pp", par.pp}, {"dp", par.dp}, {"cp", par.cp}, {"ep", par.ep}};
-  sm.stats = slowest_rank_stats(step_s);
-  for (const auto& s : step_s) sm.per_rank_median_s.push_back(median_of(s));
-  m.steps.push_back(std::move(sm));
   for (std::size_t i = 0; i < plan.overlaps.size(); ++i) {
     const PlannedCollective& pc = plan.collectives[plan.overlaps[i].collective];
     calibrate::OverlapMeasurement v;
@@ -582,6 +630,23 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
     v.overlapped = slowest_rank_stats(over_s[i]);
     m.overlaps.push_back(std::move(v));
   }
+  for (std::size_t i = 0; i < plan.iterations.size(); ++i) {
+    calibrate::StepMeasurement sm;
+    sm.kind = std::string(plan.iterations[i].shape.kind());
+    sm.layout = {{"tp", job.serving->deployment.tp}, {"pp", job.serving->deployment.pp}};
+    sm.shape = plan.iterations[i].shape;
+    sm.stats = slowest_rank_stats(iter_s[i]);
+    for (const auto& s : iter_s[i]) sm.per_rank_median_s.push_back(median_of(s));
+    m.steps.push_back(std::move(sm));
+  }
+  if (serving) return m;
+  calibrate::StepMeasurement sm;
+  sm.kind = "training_step";
+  const Parallelism& par = job.training.parallel;
+  sm.layout = {{"tp", par.tp}, {"pp", par.pp}, {"dp", par.dp}, {"cp", par.cp}, {"ep", par.ep}};
+  sm.stats = slowest_rank_stats(step_s);
+  for (const auto& s : step_s) sm.per_rank_median_s.push_back(median_of(s));
+  m.steps.push_back(std::move(sm));
   return m;
 }
 

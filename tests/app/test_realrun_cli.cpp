@@ -46,9 +46,25 @@ TEST_CASE("ctwin realrun refuses what it cannot run with exit status 2 and a mes
   r = cli("realrun scenarios/twin/cpu-fit.json -o " + out + " --backend tpu");
   CHECK(r.status == 2);
   CHECK(r.err.find("'tpu' is no backend") != std::string::npos);
-  r = cli("realrun scenarios/serving-llama3-8b-h100.json -o " + out);
+  // Serving: what realrun cannot replay, and iterations the scheduler could never run.
+  r = cli("realrun scenarios/twin/cpu-serving.json -o " + out +
+          " --set /serving/tensor_parallel_size=1 --set /serving/pipeline_parallel_size=2");
   CHECK(r.status == 2);
-  CHECK(r.err.find("/kind") != std::string::npos);
+  CHECK(r.err.find("/serving/pipeline_parallel_size") != std::string::npos);
+  r = cli("realrun scenarios/twin/cpu-serving.json -o " + out +
+          " --set '/realrun/iterations=[{\"prefill\": {\"tokens\": 300}}]'");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("/realrun/iterations/0") != std::string::npos);
+  CHECK(r.err.find("max_num_batched_tokens (256)") != std::string::npos);
+  r = cli("realrun scenarios/twin/cpu-serving.json -o " + out +
+          " --set /serving/gpu_memory_utilization=0.163 --set '/realrun/iterations=[{\"decode\": {\"batch\": 8, "
+          "\"context\": 1024}}]'");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("512 KV blocks of 16 tokens") != std::string::npos);
+  r = cli("realrun scenarios/twin/cpu-fit.json -o " + out +
+          " --set '/realrun/iterations=[{\"decode\": {\"batch\": 1, \"context\": 8}}]'");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("/realrun/iterations") != std::string::npos);
   r = cli("realrun scenarios/twin/cpu-fit.json -o " + out + " --set /realrun/repeats=0");
   CHECK(r.status == 2);
   CHECK(r.err.find("/realrun/repeats") != std::string::npos);
@@ -75,4 +91,37 @@ TEST_CASE("ctwin realrun --backend cuda reads the scenario as the CPU backend do
   CHECK(r.status == 2);
   CHECK(r.err.find("a layout of 2 GPUs; this process sees") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(out));
+}
+
+TEST_CASE("ctwin realrun on the serving twin replays its planned iterations; calibrate and validate take the file") {
+  const std::string out = (temp_dir() / "cpu-serving.json").string();
+  const auto r = cli("realrun scenarios/twin/cpu-serving.json -o " + out +
+                     " --repeats 1 --warmup 0 --set /realrun/sweep=false --set /realrun/collective_max_bytes=4096");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(r.out.find("step (decode 8 at 512)") != std::string::npos);
+  const auto m = ctwin::calibrate::load_measurements(out);
+  // B 256, S 8, L 1024: 4 prefill chunks, 6 decode batches, 2 mixed.
+  REQUIRE(m.steps.size() == 12);
+  int prefill = 0, decode = 0, mixed = 0;
+  for (const auto& s : m.steps) {
+    REQUIRE(s.shape.has_value());
+    CHECK(s.layout["tp"] == 2);
+    prefill += s.kind == "prefill";
+    decode += s.kind == "decode";
+    mixed += s.kind == "mixed";
+  }
+  CHECK(prefill == 4);
+  CHECK(decode == 6);
+  CHECK(mixed == 2);
+  for (const auto& c : m.collectives) CHECK(c.group == "tp");
+  const std::string prof = (temp_dir() / "cpu-serving-profile.json").string();
+  const auto c = cli("calibrate " + out + " -o " + prof + " --force");
+  REQUIRE_MESSAGE(c.status == 0, c.err);
+  CHECK(c.out.find("gemm") != std::string::npos);
+  const auto v = cli("validate " + out + " --profile " + prof + " --json");
+  REQUIRE_MESSAGE(v.status == 0, v.err);
+  const auto j = nlohmann::json::parse(v.out);
+  CHECK(j["step"]["count"] == 12);
+  CHECK(j["skipped"].empty());
+  CHECK(cli("run scenarios/twin/cpu-serving.json").status == 0);
 }

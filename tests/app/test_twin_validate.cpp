@@ -13,6 +13,8 @@
 #include "calibrate/measurements.hpp"
 #include "topology/network.hpp"
 #include "twin.hpp"
+#include "workloads/serving_cost.hpp"
+#include "workloads/serving_iteration.hpp"
 #include "workloads/training_sim.hpp"
 
 #include "ctwin_cli.hpp"
@@ -207,4 +209,84 @@ TEST_CASE("a profile's measured collective curve reaches the training step's ana
   CHECK(flat > plain);
   // Every collective row is answered from the curve: 1 s.
   for (const auto& row : j["collective"]["rows"]) CHECK(row["predicted_s"].get<double>() == 1.0);
+}
+
+namespace {
+
+// Serving iterations of the CPU serving twin (scenarios/twin/cpu-serving.json) whose measured
+// medians are the truth profile's forward pass times `factor`.
+struct ServingRow {
+  IterationShape shape;
+  int tp;
+  double factor;
+};
+
+std::filesystem::path serving_measurements(const std::vector<ServingRow>& rows, double* predicted = nullptr) {
+  const auto dir = temp_dir();
+  write(dir / "truth.json", profile_text(0.5, 0.6, 20));
+  Measurements m;
+  m.scenario =
+      nlohmann::json::parse(test::slurp(std::filesystem::path(CTWIN_SOURCE_DIR) / "scenarios/twin/cpu-serving.json"));
+  m.host.ranks = 2;
+  m.repeats = 1;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    Measurements one = m;
+    one.scenario["serving"]["tensor_parallel_size"] = rows[i].tp;
+    const Scenario sc = measured_scenario(one, (dir / "serving.json").string(), (dir / "truth.json").string());
+    const ServingCostModel cost(serving_job(sc).deployment);
+    const double t = cost.iteration(batch_shape(rows[i].shape)).forward_s();
+    if (predicted != nullptr) predicted[i] = t;
+    StepMeasurement s;
+    s.kind = std::string(rows[i].shape.kind());
+    s.layout = {{"tp", rows[i].tp}, {"pp", 1}};
+    s.shape = rows[i].shape;
+    s.stats = stats_of({t * rows[i].factor});
+    m.steps.push_back(s);
+  }
+  const auto path = dir / "serving.json";
+  write_measurements(m, path.string(), true, "-o");
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("validate predicts serving iterations' forward pass: measured 1.25x and 0.8x the truth give -20% and +25%") {
+  double pred[3] = {};
+  const auto meas = serving_measurements(
+      {{{1, 128, 0, 0, 0}, 2, 1.25}, {{0, 0, 0, 8, 512}, 2, 0.8}, {{1, 120, 0, 4, 256}, 1, 1.0}}, pred);
+  const auto j = validate_json(meas, temp_dir() / "truth.json");
+  REQUIRE(j["step"]["count"] == 3);
+  const auto& rows = j["step"]["rows"];
+  // error = predicted / measured - 1, in percent.
+  CHECK(rows[0]["error_pct"].get<double>() == abs_approx(-20, 1e-9));
+  CHECK(rows[1]["error_pct"].get<double>() == abs_approx(25, 1e-9));
+  CHECK(rows[2]["error_pct"].get<double>() == abs_approx(0, 1e-9));
+  CHECK(j["step"]["mean_abs_error_pct"].get<double>() == abs_approx(15, 1e-9));
+  CHECK(j["step"]["max_abs_error_pct"].get<double>() == abs_approx(25, 1e-9));
+  // The predicted time is the forward pass at the row's own TP (no host overhead: the profile's
+  // eager 1 ms an iteration would dwarf these).
+  for (int i = 0; i < 3; ++i) CHECK(rows[i]["predicted_s"].get<double>() == test::rel_approx(pred[i], 1e-12));
+  CHECK(rows[0]["label"] == "prefill: prefill 1 x 128 after 0 tp2 pp1");
+  CHECK(rows[2]["label"] == "mixed: prefill 1 x 120 after 0 + decode 4 at 256 tp1 pp1");
+  CHECK(j["skipped"].empty());
+  // The text report prints the same rows in its step section.
+  const auto t = cli("validate " + meas.string() + " --profile " + (temp_dir() / "truth.json").string());
+  REQUIRE(t.status == 0);
+  CHECK(t.out.find("decode: decode 8 at 512 tp2 pp1") != std::string::npos);
+  CHECK(t.out.find("step: 3 compared, mean absolute error 15.0%, max 25.0%") != std::string::npos);
+}
+
+TEST_CASE("validate refuses a serving iteration the replica could never run, naming the step; skips a shapeless one") {
+  const auto meas = serving_measurements({{{0, 0, 0, 9, 100}, 2, 1.0}});  // max_num_seqs is 8
+  auto r = cli("validate " + meas.string() + " --profile " + (temp_dir() / "truth.json").string());
+  CHECK(r.status == 2);
+  CHECK(r.err.find("/steps/0") != std::string::npos);
+  CHECK(r.err.find("max_num_seqs (8)") != std::string::npos);
+  nlohmann::json old = nlohmann::json::parse(test::slurp(meas));
+  old["steps"][0].erase("decode");
+  write(temp_dir() / "old.json", old.dump());
+  const auto j = validate_json(temp_dir() / "old.json", temp_dir() / "truth.json");
+  CHECK(j["step"]["count"] == 0);
+  REQUIRE(j["skipped"].size() == 1);
+  CHECK(j["skipped"][0].get<std::string>().find("no iteration shape") != std::string::npos);
 }

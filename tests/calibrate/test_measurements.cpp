@@ -121,3 +121,78 @@ TEST_CASE("a bad measurements file names the JSON pointer and what is expected")
   }
   CHECK_THROWS_AS(parse_measurements("{\"schema\": \"ctwin-measurements/0\"}", "m.json"), InputError);
 }
+
+TEST_CASE("serving iterations read back with their kind, replica and shape; a file without shapes still reads") {
+  Measurements m = sample();
+  StepMeasurement mixed;
+  mixed.kind = "mixed";
+  mixed.layout = {{"tp", 2}, {"pp", 1}};
+  mixed.shape = IterationShape{1, 252, 0, 4, 256};
+  mixed.stats = stats_of({2e-3});
+  m.steps.push_back(mixed);
+  StepMeasurement decode;
+  decode.kind = "decode";
+  decode.layout = {{"tp", 2}, {"pp", 1}};
+  decode.shape = IterationShape{0, 0, 0, 8, 512};
+  decode.stats = stats_of({1e-3});
+  m.steps.push_back(decode);
+  const std::string text = measurements_to_json(m);
+  // The file's own words, as docs/measurements.md shows them.
+  const auto j = nlohmann::json::parse(text);
+  CHECK(j["steps"][1]["prefill"] == nlohmann::json{{"seqs", 1}, {"tokens", 252}, {"context", 0}});
+  CHECK(j["steps"][1]["decode"] == nlohmann::json{{"batch", 4}, {"context", 256}});
+  CHECK_FALSE(j["steps"][2].contains("prefill"));
+  CHECK_FALSE(j["steps"][0].contains("decode"));
+  const Measurements r = parse_measurements(text, "m.json");
+  REQUIRE(r.steps.size() == 3);
+  CHECK_FALSE(r.steps[0].shape.has_value());
+  REQUIRE(r.steps[1].shape.has_value());
+  CHECK(*r.steps[1].shape == IterationShape{1, 252, 0, 4, 256});
+  CHECK(r.steps[1].kind == "mixed");
+  CHECK(r.steps[1].layout.at("tp") == 2);
+  REQUIRE(r.steps[2].shape.has_value());
+  CHECK(*r.steps[2].shape == IterationShape{0, 0, 0, 8, 512});
+  CHECK(measurements_to_json(r) == text);
+
+  // A file from before serving iterations (a "prefill" step with only its layout) reads, shapeless.
+  auto old = j;
+  old["steps"] =
+      nlohmann::json::array({{{"kind", "prefill"}, {"layout", {{"tp", 1}}}, {"stats", j["steps"][0]["stats"]}}});
+  const Measurements o = parse_measurements(old.dump(), "old.json");
+  REQUIRE(o.steps.size() == 1);
+  CHECK(o.steps[0].kind == "prefill");
+  CHECK_FALSE(o.steps[0].shape.has_value());
+}
+
+TEST_CASE("a serving step whose kind does not match its shape, or a bad shape, names the pointer") {
+  Measurements m = sample();
+  StepMeasurement d;
+  d.kind = "decode";
+  d.shape = IterationShape{0, 0, 0, 8, 512};
+  d.stats = stats_of({1e-3});
+  m.steps.push_back(d);
+  auto j = nlohmann::json::parse(measurements_to_json(m));
+  auto expect_error = [](const nlohmann::json& bad, const std::string& where) {
+    try {
+      parse_measurements(bad.dump(), "m.json");
+      FAIL("accepted " << bad["steps"].dump());
+    } catch (const InputError& e) {
+      CHECK_MESSAGE(std::string(e.what()).find(where) != std::string::npos, e.what());
+    }
+  };
+  auto bad = j;
+  bad["steps"][1]["kind"] = "prefill";
+  expect_error(bad, "/steps/1/kind");
+  bad = j;
+  bad["steps"][1]["decode"]["batch"] = 0;
+  expect_error(bad, "/steps/1/decode/batch");
+  bad = j;
+  bad["steps"][1]["decode"].erase("context");
+  expect_error(bad, "/steps/1/decode/context");
+  bad = j;
+  bad["steps"][1]["prefill"] = {{"tokens", 4}, {"chunk", 2}};
+  expect_error(bad, "/steps/1/prefill");
+  bad = j;
+  bad["steps"][0]["decode"] = {{"batch", 1}, {"context", 1}};
+  expect_error(bad, "/steps/0/decode");
+}

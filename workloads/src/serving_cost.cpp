@@ -5,7 +5,9 @@
 #include <limits>
 
 #include "workloads/layer_ops.hpp"
+#include "workloads/measured_tables.hpp"
 #include "workloads/model_dims.hpp"
+#include "workloads/serving_memory.hpp"
 
 namespace ctwin {
 
@@ -56,15 +58,57 @@ double ServingCostModel::collective_s(CollectiveOp op, const std::vector<GpuId>&
   call.op = op;
   call.ranks = ranks;
   call.bytes = bytes;
+  // A profile's measured curve where it covers the call, as training's analytical fidelity.
+  if (d_.measured_collectives && !d_.measured_collectives->empty()) {
+    const auto t = measured_collective_s(*d_.measured_collectives, op, static_cast<int>(ranks.size()),
+                                         spans_nodes(d_.cluster, call), bytes);
+    if (t) return *t;
+  }
   return estimate_collective(d_.cluster, call, d_.collectives).time.seconds();
+}
+
+double ServingCostModel::all_reduce_bytes(std::int64_t tokens) const {
+  return static_cast<double>(tokens) * d_.model.hidden * kAct;
+}
+double ServingCostModel::logits_bytes(std::int64_t rows) const {
+  return static_cast<double>(rows) * static_cast<double>(d_.model.vocab) * kAct;
+}
+double ServingCostModel::handoff_bytes(std::int64_t tokens) const {
+  // Hidden states and the residual (vLLM's IntermediateTensors), BF16.
+  return 2 * static_cast<double>(tokens) * static_cast<double>(d_.model.hidden) * kAct;
 }
 
 double ServingCostModel::tp_all_reduce_s(std::int64_t tokens) const {
   if (d_.tp <= 1 || tokens <= 0) return 0;
   double v = memo_get(all_reduce_memo_, tokens);
   if (std::isnan(v)) {
-    v = collective_s(CollectiveOp::all_reduce, tp_ranks_, static_cast<double>(tokens) * d_.model.hidden * kAct);
+    v = collective_s(CollectiveOp::all_reduce, tp_ranks_, all_reduce_bytes(tokens));
     all_reduce_memo_[static_cast<std::size_t>(tokens)] = v;
+  }
+  return v;
+}
+
+double ServingCostModel::logits_gather_s(std::int64_t rows) const {
+  if (d_.tp <= 1 || rows <= 0) return 0;
+  double g = memo_get(logits_memo_, rows);
+  if (std::isnan(g)) {
+    g = collective_s(CollectiveOp::all_gather, tp_ranks_, logits_bytes(rows));
+    logits_memo_[static_cast<std::size_t>(rows)] = g;
+  }
+  return g;
+}
+
+double ServingCostModel::handoffs_s(std::int64_t tokens) const {
+  if (d_.pp <= 1 || tokens <= 0) return 0;
+  double v = memo_get(handoff_memo_, tokens);
+  if (std::isnan(v)) {
+    v = 0;
+    for (int s = 0; s + 1 < d_.pp; ++s) {
+      const std::vector<GpuId> pair{GpuId(static_cast<std::uint32_t>(s * d_.tp)),
+                                    GpuId(static_cast<std::uint32_t>((s + 1) * d_.tp))};
+      v += collective_s(CollectiveOp::send_recv, pair, handoff_bytes(tokens));
+    }
+    handoff_memo_[static_cast<std::size_t>(tokens)] = v;
   }
   return v;
 }
@@ -77,43 +121,159 @@ bool ServingCostModel::uses_cuda_graph(const BatchShape& b) const {
   return b.decode_kv_tokens <= static_cast<double>(d_.max_seq_len_to_capture) * static_cast<double>(b.decode_seqs);
 }
 
-double ServingCostModel::layer_shared_s(double T, bool moe) const {
+namespace {
+
+enum Want : unsigned { kShared = 1, kAttention = 2, kComm = 4, kAll = 7 };
+
+// The collectives the emitters issue, each sized by a count the pricing memoizes on.
+enum class ServingCollective : std::uint8_t { tp_all_reduce, logits_gather, handoff };
+
+}  // namespace
+
+// Prices each emitted op into a Parts (iteration() and the proposers' passes).
+struct ServingCostModel::PriceSink {
+  const ServingCostModel& m;
+  Parts& p;
+  void kernel(IterationPart part, const char*, const OpCost& op, bool quantized) {
+    const double t = (quantized ? *m.d_.gemm_cost_model : *m.d_.cost_model).op_seconds(op);
+    switch (part) {
+      case IterationPart::shared:
+        p.shared += t;
+        break;
+      case IterationPart::prefill_attention:
+        p.prefill_attention += t;
+        break;
+      case IterationPart::decode_attention:
+        p.decode_attention += t;
+        break;
+      case IterationPart::comm:
+        p.comm += t;
+        break;
+    }
+  }
+  void collective(const char*, ServingCollective c, std::int64_t count) {
+    switch (c) {
+      case ServingCollective::tp_all_reduce:
+        p.comm += m.tp_all_reduce_s(count);
+        break;
+      case ServingCollective::logits_gather:
+        p.comm += m.logits_gather_s(count);
+        break;
+      case ServingCollective::handoff:
+        p.comm += m.handoffs_s(count);
+        break;
+    }
+  }
+};
+
+// Lists each emitted op with the stage and layer it runs in. Collectives that iteration()
+// prices at 0 (TP ones at tp = 1) are not ops.
+struct ServingCostModel::ListSink {
+  const ServingCostModel& m;
+  std::vector<IterationOp>& out;
+  int stage = 0, layer = -1;
+  void kernel(IterationPart part, const char* name, const OpCost& op, bool quantized) {
+    IterationOp o;
+    o.name = name;
+    o.part = part;
+    o.stage = stage;
+    o.layer = layer;
+    o.cost = op;
+    o.quantized = quantized;
+    out.push_back(std::move(o));
+  }
+  void collective(const char* name, ServingCollective c, std::int64_t count) {
+    const int tp = m.d_.tp;
+    IterationOp o;
+    o.name = name;
+    o.part = IterationPart::comm;
+    o.stage = stage;
+    o.layer = layer;
+    o.collective = true;
+    switch (c) {
+      case ServingCollective::tp_all_reduce:
+      case ServingCollective::logits_gather:
+        if (tp <= 1 || count <= 0) return;
+        o.op = c == ServingCollective::tp_all_reduce ? CollectiveOp::all_reduce : CollectiveOp::all_gather;
+        o.bytes = c == ServingCollective::tp_all_reduce ? m.all_reduce_bytes(count) : m.logits_bytes(count);
+        for (int t = 0; t < tp; ++t) o.ranks.push_back(GpuId(static_cast<std::uint32_t>(stage * tp + t)));
+        break;
+      case ServingCollective::handoff:
+        if (stage + 1 >= m.d_.pp || count <= 0) return;
+        o.op = CollectiveOp::send_recv;
+        o.bytes = m.handoff_bytes(count);
+        o.ranks = {GpuId(static_cast<std::uint32_t>(stage * tp)), GpuId(static_cast<std::uint32_t>((stage + 1) * tp))};
+        break;
+    }
+    out.push_back(std::move(o));
+  }
+};
+
+template <class Sink>
+void ServingCostModel::emit_layer(const BatchShape& b, bool moe, unsigned want, Sink& sink) const {
   const ModelSpec& m = d_.model;
   const ModelDims& dims = dims_;
-  const CostModel& cm = *d_.cost_model;
-  const CostModel& gm = *d_.gemm_cost_model;
+  const double T = static_cast<double>(b.tokens());
   const double h = dims.hidden, tp = d_.tp;
+  const bool shared = (want & kShared) != 0;
   // A GEMM (T x k) @ (k x n) at the quantization's weight bytes and peak; weights read once, at
   // the profile's weight-read share of the streaming rate (what bounds small-batch decode).
   const double wread = 1 / d_.overhead.weight_read_efficiency;
-  auto gemm = [&](double rows, double k, double n) {
-    OpCost op{OpKind::gemm, 2 * rows * k * n, wread * w_bytes_ * k * n + kAct * (rows * k + rows * n), rows, n, k};
-    return gm.op_seconds(op);
+  auto gemm = [&](const char* name, double rows, double k, double n) {
+    if (!shared) return;
+    sink.kernel(
+        IterationPart::shared, name,
+        OpCost{OpKind::gemm, 2 * rows * k * n, wread * w_bytes_ * k * n + kAct * (rows * k + rows * n), rows, n, k},
+        true);
   };
-  auto stream = [&](OpKind kind, double bytes) { return cm.op_seconds(OpCost{kind, 0, bytes}); };
-  double s = 0;
-  s += 2 * stream(OpKind::norm, kAct * 2 * T * h);         // attention and MLP norms
-  s += 2 * stream(OpKind::elementwise, kAct * 3 * T * h);  // the two residual adds
+  auto stream = [&](const char* name, OpKind kind, double bytes) {
+    if (shared) sink.kernel(IterationPart::shared, name, OpCost{kind, 0, bytes}, false);
+  };
+  stream("input_norm", OpKind::norm, kAct * 2 * T * h);
   if (m.mla.enabled()) {
     const double ql = m.mla.q_lora_rank;
-    s += ql > 0 ? gemm(T, h, ql) + gemm(T, ql, dims.q_dim / tp) : gemm(T, h, dims.q_dim / tp);
-    s += gemm(T, h, m.mla.kv_lora_rank + m.mla.qk_rope_head_dim);
-    s += gemm(T, m.mla.kv_lora_rank, m.heads * static_cast<double>(m.mla.qk_nope_head_dim + m.mla.v_head_dim) / tp);
+    if (ql > 0) {
+      gemm("q_a", T, h, ql);
+      gemm("q_b", T, ql, dims.q_dim / tp);
+    } else {
+      gemm("q", T, h, dims.q_dim / tp);
+    }
+    gemm("kv_a", T, h, m.mla.kv_lora_rank + m.mla.qk_rope_head_dim);
+    gemm("kv_b", T, m.mla.kv_lora_rank, m.heads * static_cast<double>(m.mla.qk_nope_head_dim + m.mla.v_head_dim) / tp);
   } else {
-    s += gemm(T, h, (dims.q_dim + 2 * dims.kv_dim) / tp);
+    gemm("qkv", T, h, (dims.q_dim + 2 * dims.kv_dim) / tp);
   }
-  s += gemm(T, dims.o_in / tp, h);
+  // Attention: each part's own kernel over its sums (paged attention reads the actual contexts).
+  if ((want & kAttention) != 0) {
+    if (b.prefill_tokens > 0) {
+      const AttentionShape a{static_cast<double>(b.prefill_tokens), b.prefill_attended_pairs, b.prefill_kv_tokens};
+      sink.kernel(IterationPart::prefill_attention, "attention_prefill", attention_forward(m, a, tp, kv_bytes_), false);
+    }
+    if (b.decode_tokens > 0) {
+      const AttentionShape a{static_cast<double>(b.decode_tokens), b.decode_attended_pairs, b.decode_kv_tokens};
+      sink.kernel(IterationPart::decode_attention, "attention_decode", attention_forward(m, a, tp, kv_bytes_), false);
+    }
+  }
+  gemm("o_proj", T, dims.o_in / tp, h);
+  if ((want & kComm) != 0) sink.collective("attention_all_reduce", ServingCollective::tp_all_reduce, b.tokens());
+  stream("residual_add", OpKind::elementwise, kAct * 3 * T * h);
+  stream("post_attention_norm", OpKind::norm, kAct * 2 * T * h);
   const bool gated = is_gated(m.activation);
   auto mlp = [&](double ffn) {
     const double up = (gated ? 2 : 1) * ffn / tp;
-    return gemm(T, h, up) + stream(OpKind::elementwise, kAct * T * (up + ffn / tp)) + gemm(T, ffn / tp, h);
+    gemm("mlp_up", T, h, up);
+    stream("mlp_activation", OpKind::elementwise, kAct * T * (up + ffn / tp));
+    gemm("mlp_down", T, ffn / tp, h);
   };
   if (moe && m.moe.enabled()) {
     const double E = m.moe.experts, k = m.moe.top_k, ffn = static_cast<double>(m.moe.expert_ffn_hidden);
     const int ep = d_.ep();
     // Router (BF16, replicated) and its top-k.
-    s += cm.op_seconds(OpCost{OpKind::gemm, 2 * T * h * E, kAct * (T * h + h * E + T * E), T, E, h});
-    s += stream(OpKind::elementwise, 4 * T * E * 2 + T * k * 12);
+    if (shared) {
+      sink.kernel(IterationPart::shared, "router",
+                  OpCost{OpKind::gemm, 2 * T * h * E, kAct * (T * h + h * E + T * E), T, E, h}, false);
+    }
+    stream("router_topk", OpKind::elementwise, 4 * T * E * 2 + T * k * 12);
     // Experts: with EP each rank holds E/ep whole experts; else every expert sharded over TP.
     // Tokens are replicated over the TP group (dp = 1), so each rank runs its experts over its
     // share of the T*k routed rows and the TP all-reduce below combines them (vLLM FusedMoE).
@@ -122,7 +282,8 @@ double ServingCostModel::layer_shared_s(double T, bool moe) const {
     const double rows = T * k / ep;
     const double touched = local_experts * (1 - std::pow(1 - k / E, T));
     const double up = (gated ? 2 : 1) * ffn_local;
-    auto grouped = [&](double kk, double n) {
+    auto grouped = [&](const char* name, double kk, double n) {
+      if (!shared) return;
       OpCost op{OpKind::grouped_gemm,
                 2 * rows * kk * n,
                 wread * w_bytes_ * touched * kk * n + kAct * (rows * kk + rows * n),
@@ -130,15 +291,46 @@ double ServingCostModel::layer_shared_s(double T, bool moe) const {
                 n,
                 kk};
       op.groups = std::max(1.0, touched);
-      return gm.op_seconds(op);
+      sink.kernel(IterationPart::shared, name, op, true);
     };
-    s += stream(OpKind::elementwise, kAct * (T * h + T * k * h) + 8 * T * k) * 2;  // permute and unpermute
-    s += grouped(h, up) + stream(OpKind::elementwise, kAct * rows * (up + ffn_local)) + grouped(ffn_local, h);
-    if (m.moe.shared_experts > 0) s += mlp(ffn * m.moe.shared_experts);
+    const double permute = kAct * (T * h + T * k * h) + 8 * T * k;
+    stream("moe_permute", OpKind::elementwise, permute);
+    grouped("experts_up", h, up);
+    stream("experts_activation", OpKind::elementwise, kAct * rows * (up + ffn_local));
+    grouped("experts_down", ffn_local, h);
+    stream("moe_unpermute", OpKind::elementwise, permute);
+    if (m.moe.shared_experts > 0) mlp(ffn * m.moe.shared_experts);
   } else {
-    s += mlp(static_cast<double>(m.ffn_hidden));
+    mlp(static_cast<double>(m.ffn_hidden));
   }
-  return s;
+  if ((want & kComm) != 0) sink.collective("mlp_all_reduce", ServingCollective::tp_all_reduce, b.tokens());
+  stream("residual_add", OpKind::elementwise, kAct * 3 * T * h);
+}
+
+template <class Sink>
+void ServingCostModel::emit_embedding(const BatchShape& b, Sink& sink) const {
+  // Vocab-parallel lookup (first stage), summed over TP.
+  const double T = static_cast<double>(b.tokens()), h = static_cast<double>(d_.model.hidden);
+  sink.kernel(IterationPart::shared, "embedding", OpCost{OpKind::embedding, 0, kAct * 2 * T * h}, false);
+  sink.collective("embedding_all_reduce", ServingCollective::tp_all_reduce, b.tokens());
+}
+
+template <class Sink>
+void ServingCostModel::emit_head(const BatchShape& b, Sink& sink) const {
+  // LM head and sampling (last stage) for the tokens whose logits are needed: the last token of
+  // each prefill chunk (vLLM computes logits for every scheduled sequence) and every verified
+  // decode token. BF16, vocab-parallel; logits gathered to the first rank.
+  const std::int64_t r = b.prefill_seqs + b.decode_tokens;
+  if (r <= 0) return;
+  const double rows = static_cast<double>(r), v = static_cast<double>(d_.model.vocab), tp = d_.tp;
+  const double h = static_cast<double>(d_.model.hidden);
+  sink.kernel(IterationPart::shared, "final_norm", OpCost{OpKind::norm, 0, kAct * 2 * rows * h}, false);
+  sink.kernel(
+      IterationPart::shared, "lm_head",
+      OpCost{OpKind::gemm, 2 * rows * h * v / tp, kAct * (rows * h + h * v / tp + rows * v / tp), rows, v / tp, h},
+      false);
+  sink.kernel(IterationPart::shared, "sampling", OpCost{OpKind::elementwise, 0, 4.0 * rows * v * 2}, false);  // FP32
+  sink.collective("logits_all_gather", ServingCollective::logits_gather, r);
 }
 
 void ServingCostModel::layer(const BatchShape& b, bool moe, Parts& p) const {
@@ -146,29 +338,19 @@ void ServingCostModel::layer(const BatchShape& b, bool moe, Parts& p) const {
   std::vector<double>& memo = moe ? moe_layer_memo_ : dense_layer_memo_;
   double s = memo_get(memo, b.tokens());
   if (std::isnan(s)) {
-    s = layer_shared_s(static_cast<double>(b.tokens()), moe);
+    Parts one;
+    PriceSink sink{*this, one};
+    emit_layer(b, moe, kShared, sink);
+    s = one.shared;
     memo[static_cast<std::size_t>(b.tokens())] = s;
   }
-  const ModelSpec& m = d_.model;
-  const CostModel& cm = *d_.cost_model;
-  const double tp = d_.tp;
-  // Attention: each part's own kernel over its sums (paged attention reads the actual contexts).
-  if (b.prefill_tokens > 0) {
-    const AttentionShape a{static_cast<double>(b.prefill_tokens), b.prefill_attended_pairs, b.prefill_kv_tokens};
-    p.prefill_attention += cm.op_seconds(attention_forward(m, a, tp, kv_bytes_));
-  }
-  if (b.decode_tokens > 0) {
-    const AttentionShape a{static_cast<double>(b.decode_tokens), b.decode_attended_pairs, b.decode_kv_tokens};
-    p.decode_attention += cm.op_seconds(attention_forward(m, a, tp, kv_bytes_));
-  }
+  PriceSink sink{*this, p};
+  emit_layer(b, moe, kAttention | kComm, sink);
   p.shared += s;
-  p.comm += 2 * tp_all_reduce_s(b.tokens());
 }
 
 ServingCostModel::Parts ServingCostModel::forward(const BatchShape& b, bool lm_head) const {
   Parts p;
-  const ModelSpec& m = d_.model;
-  const CostModel& cm = *d_.cost_model;
   // Layers of one kind cost the same: price one, count it `layers` times.
   const auto add_layers = [&](int layers, bool moe) {
     if (layers == 0) return;
@@ -181,46 +363,36 @@ ServingCostModel::Parts ServingCostModel::forward(const BatchShape& b, bool lm_h
   };
   add_layers(dense_layers_, false);
   add_layers(moe_layers_, true);
-  const double T = static_cast<double>(b.tokens()), h = static_cast<double>(m.hidden), tp = d_.tp;
-  // Embedding (first stage): vocab-parallel lookup summed over TP.
-  p.shared += cm.op_seconds(OpCost{OpKind::embedding, 0, kAct * 2 * T * h});
-  p.comm += tp_all_reduce_s(b.tokens());
-  if (lm_head) {
-    // LM head and sampling (last stage) for the tokens whose logits are needed: the last token
-    // of each prefill chunk (vLLM computes logits for every scheduled sequence) and every
-    // verified decode token. BF16, vocab-parallel; logits gathered to the first rank.
-    const double rows = static_cast<double>(b.prefill_seqs + b.decode_tokens), v = static_cast<double>(m.vocab);
-    if (rows > 0) {
-      p.shared += cm.op_seconds(OpCost{OpKind::norm, 0, kAct * 2 * rows * h});
-      p.shared += cm.op_seconds(
-          OpCost{OpKind::gemm, 2 * rows * h * v / tp, kAct * (rows * h + h * v / tp + rows * v / tp), rows, v / tp, h});
-      p.shared += cm.op_seconds(OpCost{OpKind::elementwise, 0, 4.0 * rows * v * 2});  // softmax and sampling, FP32
-      if (d_.tp > 1) {
-        const auto r = static_cast<std::int64_t>(rows);
-        double g = memo_get(logits_memo_, r);
-        if (std::isnan(g)) {
-          g = collective_s(CollectiveOp::all_gather, tp_ranks_, rows * v * kAct);
-          logits_memo_[static_cast<std::size_t>(r)] = g;
-        }
-        p.comm += g;
-      }
-    }
-  }
-  if (d_.pp > 1 && b.tokens() > 0) {
-    // Stage hand-offs: hidden states and the residual (vLLM's IntermediateTensors), BF16.
-    double v = memo_get(handoff_memo_, b.tokens());
-    if (std::isnan(v)) {
-      v = 0;
-      for (int s = 0; s + 1 < d_.pp; ++s) {
-        const std::vector<GpuId> pair{GpuId(static_cast<std::uint32_t>(s * d_.tp)),
-                                      GpuId(static_cast<std::uint32_t>((s + 1) * d_.tp))};
-        v += collective_s(CollectiveOp::send_recv, pair, 2 * T * h * kAct);
-      }
-      handoff_memo_[static_cast<std::size_t>(b.tokens())] = v;
-    }
-    p.comm += v;
-  }
+  PriceSink sink{*this, p};
+  emit_embedding(b, sink);
+  if (lm_head) emit_head(b, sink);
+  // Stage hand-offs: every stage's, summed (the list names each after its stage).
+  sink.collective("stage_handoff", ServingCollective::handoff, b.tokens());
   return p;
+}
+
+std::vector<IterationOp> ServingCostModel::iteration_ops(const BatchShape& b) const {
+  std::vector<IterationOp> out;
+  if (b.tokens() <= 0) return out;
+  ListSink sink{*this, out};
+  emit_embedding(b, sink);
+  int layer = 0;
+  for (int s = 0; s < d_.pp; ++s) {
+    sink.stage = s;
+    for (int i = 0; i < stage_layers(d_, s); ++i, ++layer) {
+      sink.layer = layer;
+      emit_layer(b, layer >= dense_layers_, kAll, sink);
+    }
+    sink.layer = -1;
+    sink.collective("stage_handoff", ServingCollective::handoff, b.tokens());
+  }
+  emit_head(b, sink);
+  return out;
+}
+
+double ServingCostModel::op_seconds(const IterationOp& op) const {
+  if (!op.collective) return (op.quantized ? *d_.gemm_cost_model : *d_.cost_model).op_seconds(op.cost);
+  return collective_s(op.op, op.ranks, op.bytes);
 }
 
 IterationTime ServingCostModel::iteration(const BatchShape& b) const {

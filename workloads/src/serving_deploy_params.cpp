@@ -70,10 +70,17 @@ ServingDeployment with_default_cost_models(ServingDeployment d) {
 ServingDeployment with_profile(ServingDeployment d, const Profile& p) {
   const GpuSpec& gpu = d.cluster.spec.gpu;
   const ComputeModel bf16 = compute_model(p, gpu, Dtype::bf16);
-  d.cost_model = std::make_shared<RooflineCostModel>(bf16);
-  ComputeModel gemm = bf16;
-  gemm.peak_flops = gemm_peak_flops(gpu, d.quantization);
-  d.gemm_cost_model = std::make_shared<RooflineCostModel>(gemm);
+  d.cost_model = profile_cost_model(p, gpu, Dtype::bf16);
+  if (d.quantization == Quantization::none) {
+    d.gemm_cost_model = d.cost_model;
+  } else {
+    ComputeModel gemm = bf16;
+    gemm.peak_flops = gemm_peak_flops(gpu, d.quantization);
+    d.gemm_cost_model = std::make_shared<RooflineCostModel>(gemm);
+  }
+  d.measured_collectives = p.tables.collectives.empty()
+                               ? nullptr
+                               : std::make_shared<const std::vector<MeasuredCollective>>(p.tables.collectives);
   d.overhead = p.serving;
   return d;
 }

@@ -450,27 +450,19 @@ class Replica {
     for (const Entry& e : prefilling_) {
       const Live& l = slots_[e.slot];
       if (l.chunk == 0) continue;
-      const double p = static_cast<double>(l.computed), ch = static_cast<double>(l.chunk);
-      ++b.prefill_seqs;
-      b.prefill_tokens += l.chunk;
-      b.prefill_attended_pairs += ch * p + ch * (ch + 1) / 2;
-      b.prefill_kv_tokens += p + ch;
+      add_prefill_chunk(b, l.chunk, l.computed);
     }
     if (!decode_now || decoders_ == 0) return b;
-    b.decode_seqs = decoders_;
-    b.decode_tokens = decoders_ * (1 + k_);
     if constexpr (kFast) {
+      b.decode_seqs = decoders_;
+      b.decode_tokens = decoders_ * (1 + k_);
       b.decode_kv_tokens = static_cast<double>(ctx_sum_);
       b.decode_attended_pairs = static_cast<double>(ctx_sum_);
     } else {
-      // Context n: tokens after this step's 1 + k are written; query j sees n - k + j.
-      const double kk = k_;
+      // Context n: tokens after this step's 1 + k are written.
       for (const Entry& e : running_) {
         const Live& l = slots_[e.slot];
-        if (!l.decoding) continue;
-        const double n = static_cast<double>(l.r.prompt_tokens + l.generated + k_);
-        b.decode_kv_tokens += n;
-        b.decode_attended_pairs += (1 + kk) * n - kk * (kk + 1) / 2;
+        if (l.decoding) add_decode_sequence(b, l.r.prompt_tokens + l.generated + k_, k_);
       }
     }
     return b;

@@ -3,6 +3,7 @@
 // calibrate fits profiles from it, validate compares the simulator against it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 
 #include "topology/collective.hpp"
 #include "workloads/compute_model.hpp"
+#include "workloads/serving_iteration.hpp"
 
 namespace ctwin::calibrate {
 
@@ -56,8 +58,12 @@ struct OverlapMeasurement {
 };
 
 struct StepMeasurement {
-  std::string kind;                                  // "training_step", "prefill", "decode"
-  nlohmann::json layout = nlohmann::json::object();  // {"tp":1,"pp":1,"dp":2,"cp":1,"ep":1} or serving shape fields
+  std::string kind;  // "training_step"; a serving iteration's "prefill", "decode" or "mixed"
+  // {"tp":1,"pp":1,"dp":2,"cp":1,"ep":1}; a serving iteration's replica {"tp":2,"pp":1}
+  nlohmann::json layout = nlohmann::json::object();
+  // A serving iteration's composition ("prefill" and "decode" in the file); none in a training
+  // step, or in a file from before serving iterations were replayed (validate skips it).
+  std::optional<IterationShape> shape;
   Stats stats;
   std::vector<double> per_rank_median_s;
 };

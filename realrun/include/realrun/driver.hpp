@@ -7,9 +7,13 @@
 //   steps:       the step replayed on the devices, each op on its stream in program order,
 //                dependencies as events, collectives as rendezvous of their group;
 // and returns the measurements file's struct (docs/measurements.md, docs/realrun.md).
+// From a serving scenario's replica it measures the same three things for a set of iterations
+// (prefill chunks, decode batches, mixed): each iteration's op list is the serving cost model's
+// own (ServingCostModel::iteration_ops), and a "step" is one iteration replayed.
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,13 +24,23 @@
 #include "realrun/realrun_config.hpp"
 #include "topology/cluster.hpp"
 #include "workloads/model.hpp"
+#include "workloads/serving_cost.hpp"
+#include "workloads/serving_deploy_params.hpp"
+#include "workloads/serving_iteration.hpp"
 #include "workloads/step_program.hpp"
 #include "workloads/training.hpp"
 #include "workloads/training_sim.hpp"
 
 namespace ctwin::realrun {
 
-// What realrun runs for one training scenario.
+// A serving scenario's replica as realrun replays it: the TP ranks of one stage, BF16 weights,
+// no proposer (plan_realrun refuses the rest with the scenario key to change).
+struct ServingReplayJob {
+  ServingDeployment deployment;  // priced by the scenario's profile, as `ctwin run` prices it
+  SchedulerConfig scheduler;     // the limits every iteration must respect
+};
+
+// What realrun runs for one training scenario (or, with `serving`, one serving replica).
 struct RealrunJob {
   std::string backend = "cpu";
   std::string created_by = "ctwin";
@@ -37,6 +51,7 @@ struct RealrunJob {
   ClusterSpec cluster;      // the scenario's cluster (the discovered one is written from it)
   TrainingOptions options;  // the scenario's; realrun builds the step unfolded
   RealrunConfig config;
+  std::optional<ServingReplayJob> serving;  // set for a serving scenario: model, training, options unused
 };
 
 struct PlannedOp {
@@ -56,9 +71,17 @@ struct PlannedOverlap {
   std::uint32_t collective = 0;  // index into RealrunPlan::collectives: the comm's largest call
 };
 
+// One serving iteration to replay: its shape and one rank's forward pass (every TP rank runs the
+// same list; a collective's ranks are the TP group).
+struct PlannedIteration {
+  IterationShape shape;
+  std::vector<IterationOp> ops;
+};
+
 // Everything the driver will run, decided before any device is touched (deterministic).
 struct RealrunPlan {
-  StepProgram program;
+  StepProgram program;                       // training: the step replayed
+  std::vector<PlannedIteration> iterations;  // serving: replayed instead of a training step
   std::vector<PlannedOp> ops;
   std::vector<CommSpec> comms;  // CommSpec::id is the program's group index
   std::vector<PlannedCollective> collectives;
@@ -66,7 +89,20 @@ struct RealrunPlan {
   int ranks = 0;
 };
 
+// A training scenario's plan, or (job.serving set) a serving replica's. InputError (exit 2) for
+// what cannot be replayed: ranks other than the layout's, and for serving pipeline stages, a
+// speculative proposer, quantized weights, a replica whose weights do not fit, or an iteration
+// the scheduler could never run (check_iteration_shape).
 RealrunPlan plan_realrun(const RealrunJob& job);
+
+// The iterations realrun measures for a serving replica unless /realrun/iterations lists them,
+// from the scheduler's limits (B = max_num_batched_tokens, S = max_num_seqs, L = max_model_len):
+// prefill chunks of B/4, B/2 and B tokens (at most L) on an empty cache; with chunked prefill a
+// prompt's next chunk (min(B, L - B) after B, when L > B); decode batches of 1, S/2 and S at
+// contexts L/4 and L/2; and with chunked prefill two mixed iterations as the scheduler forms them
+// (the decodes first, a prompt's chunk filling the token budget): S/2 decodes at L/4 and S - 1
+// at L/2. Duplicates and shapes needing more than `num_gpu_blocks` KV blocks are left out.
+std::vector<IterationShape> default_serving_iterations(const SchedulerConfig& s, std::int64_t num_gpu_blocks);
 
 // The sizes of the collective sweep: min, min*factor, ... up to max (each rounded down to a
 // multiple of 4 bytes, at least 4).

@@ -2,7 +2,10 @@
 // the GEMM sweep, the timeout), declared once for the loader and `ctwin params`.
 #pragma once
 
+#include <vector>
+
 #include "sim/params.hpp"
+#include "workloads/serving_iteration.hpp"
 
 namespace ctwin::realrun {
 
@@ -17,6 +20,8 @@ struct RealrunConfig {
   bool sweep = true;
   double sweep_max_scale = 4;
   double timeout_s = 60;
+  // Serving: the iterations to replay (empty: default_serving_iterations).
+  std::vector<IterationShape> iterations;
 };
 
 inline constexpr ParamDecl realrun_params[] = {
@@ -77,6 +82,12 @@ inline constexpr ParamDecl realrun_params[] = {
      .unit = "s",
      .doc = "a rank that does not join a collective within this fails the run with its name",
      .min_exclusive = true},
+    {.key = "iterations",
+     .type = ParamType::any,
+     .doc = "serving: the iterations to replay, an array of {\"prefill\": {\"seqs\", \"tokens\", \"context\"}, "
+            "\"decode\": {\"batch\", \"context\"}} (either or both); each within the scheduler's limits and "
+            "the KV cache",
+     .computed = "prefill chunks, decode batches and mixed iterations from /serving's limits (docs/realrun.md)"},
 };
 
 // Reads /realrun (`o`) through realrun_params; InputError naming the file and pointer.

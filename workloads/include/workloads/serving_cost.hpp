@@ -15,6 +15,10 @@
 // comm_s holds the TP all-reduces, the logits' all-gather and the PP hand-offs (not overlapped);
 // overhead_s the host's; draft_s the proposer's. The parts add up to total_s.
 //
+// The op list: iteration_ops(b) lists the same forward pass kernel by kernel and collective by
+// collective, in the order a layer runs them, from the same emitters that price it (one source
+// of truth: `ctwin realrun` replays this list and `ctwin validate` compares it with the price).
+//
 // Expert parallelism inside one replica (EP = TP, vLLM's enable_expert_parallel at dp = 1): the
 // tokens are replicated over the TP group after attention, each rank runs its E/ep whole experts
 // and the same all-reduce combines them (vLLM's FusedMoE); the all-to-all dispatch appears only
@@ -31,6 +35,27 @@
 
 namespace ctwin {
 
+// Which part of an iteration's time an op of its forward pass counts in (IterationTime):
+// token-proportional work (split between prefill_s and decode_s by token share), either part's
+// attention, or communication.
+enum class IterationPart : std::uint8_t { shared, prefill_attention, decode_attention, comm };
+
+// One op of an iteration's forward pass on one GPU of the replica: a kernel (`cost`, priced by
+// the GEMM cost model when `quantized`, else by the BF16 one) or a collective (`op` of `bytes`,
+// nccl-tests' size, over `ranks`: the stage's TP group, or a stage hand-off's pair).
+struct IterationOp {
+  const char* name = "";  // "qkv", "attention_decode", "attention_all_reduce", "lm_head", ...
+  IterationPart part = IterationPart::shared;
+  int stage = 0;   // pipeline stage
+  int layer = -1;  // the model's layer, -1 for the embedding, the head and stage hand-offs
+  bool collective = false;
+  OpCost cost;
+  bool quantized = false;
+  CollectiveOp op = CollectiveOp::all_reduce;
+  double bytes = 0;
+  std::vector<GpuId> ranks;
+};
+
 // Expected distinct experts that `tokens` tokens touch when each picks top_k of `experts`
 // uniformly: E (1 - (1 - k/E)^T). Decode reads only these experts' weights.
 double expected_distinct_experts(double experts, double top_k, double tokens);
@@ -41,6 +66,12 @@ class ServingCostModel final : public IterationCostModel {
   explicit ServingCostModel(ServingDeployment d);
   ~ServingCostModel() override;
   IterationTime iteration(const BatchShape& b) const override;
+  // The target model's forward pass of iteration(b), op by op in the order it runs (embedding,
+  // each stage's layers then its hand-off, the head): every kernel and collective whose times
+  // make prefill_s + decode_s + comm_s. The proposer and the host overhead are not ops.
+  std::vector<IterationOp> iteration_ops(const BatchShape& b) const;
+  // The time of one op of iteration_ops, as iteration() prices it.
+  double op_seconds(const IterationOp& op) const;
 
   // Pieces, for tests and reports (seconds on one GPU of the replica).
   // One TP all-reduce of `tokens` x hidden BF16 over the TP group (0 at tp = 1), memoized.
@@ -57,12 +88,27 @@ class ServingCostModel final : public IterationCostModel {
     double decode_attention = 0;
     double comm = 0;
   };
+  struct PriceSink;  // sums the emitted ops' times into Parts
+  struct ListSink;   // collects them as IterationOps
   // The forward pass of the whole replica (every stage), no host overhead, no proposer.
   Parts forward(const BatchShape& b, bool lm_head) const;
   // One layer on one GPU; moe selects the MoE MLP.
   void layer(const BatchShape& b, bool moe, Parts& p) const;
-  // A layer's GEMMs, norms, residuals and MoE routing over T tokens (no attention, no comm).
-  double layer_shared_s(double T, bool moe) const;
+  // The emitters, in the order the pass runs: one layer's ops (`want`: a mask of kShared,
+  // kAttention, kComm, so that pricing builds only what it needs), the embedding, the head.
+  template <class Sink>
+  void emit_layer(const BatchShape& b, bool moe, unsigned want, Sink& sink) const;
+  template <class Sink>
+  void emit_embedding(const BatchShape& b, Sink& sink) const;
+  template <class Sink>
+  void emit_head(const BatchShape& b, Sink& sink) const;
+  // Collective sizes (bytes): a TP all-reduce of `tokens`, the logits' all-gather of `rows`, a
+  // stage hand-off of `tokens`.
+  double all_reduce_bytes(std::int64_t tokens) const;
+  double logits_bytes(std::int64_t rows) const;
+  double handoff_bytes(std::int64_t tokens) const;
+  double logits_gather_s(std::int64_t rows) const;  // memoized; 0 at tp = 1
+  double handoffs_s(std::int64_t tokens) const;     // every stage's, memoized; 0 at pp = 1
   double collective_s(CollectiveOp op, const std::vector<GpuId>& ranks, double bytes) const;
 
   ServingDeployment d_;

@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sim/params.hpp"
 #include "topology/cluster.hpp"
@@ -47,6 +49,9 @@ struct ServingDeployment {
   CostModelPtr cost_model;       // null: default_cost_model(gpu, bf16)
   CostModelPtr gemm_cost_model;  // null: the roofline at the quantization's peak (gemm_peak_flops)
   CollectiveOptions collectives;
+  // A profile's measured collective curves (/tables/collectives), consulted before the
+  // estimator where they cover a call; null: none.
+  std::shared_ptr<const std::vector<MeasuredCollective>> measured_collectives;
   ProfileServing overhead;  // host costs and non-torch memory (the GPU's profile)
   int tp = 1;
   int pp = 1;
@@ -75,8 +80,10 @@ double gemm_peak_flops(const GpuSpec& gpu, Quantization q);
 // The deployment with its null cost models filled in from the GPU's shipped profile.
 ServingDeployment with_default_cost_models(ServingDeployment d);
 // The deployment priced by profile `p` (a scenario's /profile): the roofline's coefficients for
-// both cost models (the GEMMs' at the quantization's peak) and the host costs and non-torch
-// memory of p's /serving section.
+// both cost models (the GEMMs' at the quantization's peak), the profile's measured tables where
+// it has them (kernels of a measured shape at their measured time, as training prices them:
+// profile_cost_model; BF16 GEMMs only, a quantized GEMM keeps the roofline; collectives inside a
+// measured curve), and the host costs and non-torch memory of p's /serving section.
 ServingDeployment with_profile(ServingDeployment d, const Profile& p);
 
 inline constexpr std::string_view spec_method_choices[] = {"draft_model", "ngram", "eagle"};

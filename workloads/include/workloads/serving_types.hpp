@@ -97,6 +97,26 @@ struct BatchShape {
   std::int64_t tokens() const { return prefill_tokens + decode_tokens; }
 };
 
+// A prefill chunk of `chunk` new tokens after `computed` cached (or earlier-chunk) tokens, added
+// to b: token i (1-based) of the chunk sees computed + i keys.
+inline void add_prefill_chunk(BatchShape& b, std::int64_t chunk, std::int64_t computed) {
+  const double p = static_cast<double>(computed), c = static_cast<double>(chunk);
+  ++b.prefill_seqs;
+  b.prefill_tokens += chunk;
+  b.prefill_attended_pairs += c * p + c * (c + 1) / 2;
+  b.prefill_kv_tokens += p + c;
+}
+
+// A decode sequence of context n (its K/V tokens once this step's 1 + k are written) verifying
+// 1 + k tokens, added to b: query j (0-based) sees n - k + j keys.
+inline void add_decode_sequence(BatchShape& b, std::int64_t n, int k) {
+  const double nn = static_cast<double>(n), kk = k;
+  ++b.decode_seqs;
+  b.decode_tokens += 1 + k;
+  b.decode_kv_tokens += nn;
+  b.decode_attended_pairs += (1 + kk) * nn - kk * (kk + 1) / 2;
+}
+
 // An iteration's time and where it went (seconds; the parts add up to total_s).
 struct IterationTime {
   double total_s = 0;
@@ -105,6 +125,9 @@ struct IterationTime {
   double comm_s = 0;      // exposed tensor/pipeline/expert-parallel communication
   double overhead_s = 0;  // CPU scheduling, sampling, launch (CUDA graphs shrink it)
   double draft_s = 0;     // speculative decoding's proposer
+  // The target model's forward pass on the GPUs (what `ctwin realrun` replays and times): the
+  // total less the host overhead and the proposer.
+  double forward_s() const { return prefill_s + decode_s + comm_s; }
 };
 
 // Prices an iteration from its shape (serving_cost.hpp holds the roofline-and-collectives one).
