@@ -123,13 +123,12 @@ __global__ void prefill_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k, c
 // takes kTcRows query rows a warp and walks the causal key range in tiles of kTcKeys, with the
 // online softmax kept per row. S = Q K^T and O += P V run on the tensor cores (BF16 in, FP32
 // accumulate); the running output lives in shared memory because a WMMA accumulator's element
-// layout is opaque, so rows cannot be rescaled in registers; the pass over it is skipped once
-// every row's maximum has settled. Not FlashAttention's speed (no
+// layout is opaque, so rows cannot be rescaled in registers. Not FlashAttention's speed (no
 // asynchronous copies, no register-resident O), but the same arithmetic on the same units,
 // unlike the one-warp-a-query kernel above.
 constexpr int kTcWarps = 4;
 constexpr int kTcRows = 16;  // query rows a warp (one WMMA tile high)
-constexpr int kTcKeys = 64;  // keys a tile
+constexpr int kTcKeys = 32;  // keys a tile
 
 template <int D>
 constexpr std::size_t tc_smem_bytes() {
@@ -165,12 +164,10 @@ __global__ void prefill_tc_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k
   }
   float* ow = os + warp * kTcRows * D;
   for (int i = lane; i < kTcRows * D; i += kWarp) ow[i] = 0.0f;
-  // Lanes 2r and 2r+1 hold row r's softmax state (the same values in both).
-  float row_m = -INFINITY, row_l = 0.0f;
-  const int row_of_lane = lane >> 1;
-  const int row_q = first + warp * kTcRows + row_of_lane;
-  const int row_pos = offset + row_q;
-  const bool row_valid = row_q < q_len;
+  float row_m = -INFINITY, row_l = 0.0f;  // lanes 0..15: their row's softmax state
+  const int my_row = first + warp * kTcRows + lane;
+  const int my_pos = offset + my_row;
+  const bool my_valid = lane < kTcRows && my_row < q_len;
   float* sw = ss + warp * kTcRows * kTcKeys;
   __nv_bfloat16* pw = ps + warp * kTcRows * kTcKeys;
   float* cw = corr + warp * kTcRows;
@@ -201,42 +198,31 @@ __global__ void prefill_tc_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k
       wmma::store_matrix_sync(sw + j * 16, acc, kTcKeys, wmma::mem_row_major);
     }
     __syncwarp();
-    // Online softmax, two lanes a row (each half of the tile's keys, combined by a shuffle).
-    bool rescale = false;
-    {
-      const int half = lane & 1;
-      const int j0 = half * (kTcKeys / 2), j1 = j0 + kTcKeys / 2;
-      const float* srow = sw + row_of_lane * kTcKeys;
-      __nv_bfloat16* prow = pw + row_of_lane * kTcKeys;
+    // Online softmax, one lane a row.
+    if (lane < kTcRows) {
       float c = 1.0f;
-      if (row_valid) {
+      if (my_valid) {
         float m_new = row_m;
-        for (int j = j0; j < j1; ++j) {
-          if (t0 + j <= row_pos) m_new = fmaxf(m_new, srow[j] * scale);
+        for (int j = 0; j < kTcKeys; ++j) {
+          if (t0 + j <= my_pos) m_new = fmaxf(m_new, sw[lane * kTcKeys + j] * scale);
         }
-        m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffffu, m_new, 1));
         c = __expf(row_m - m_new);  // row_m = -inf only before the first tile, where key 0 is seen
         float sum = 0.0f;
-        for (int j = j0; j < j1; ++j) {
-          const float pj = t0 + j <= row_pos ? __expf(srow[j] * scale - m_new) : 0.0f;
-          prow[j] = __float2bfloat16(pj);
+        for (int j = 0; j < kTcKeys; ++j) {
+          const float pj = t0 + j <= my_pos ? __expf(sw[lane * kTcKeys + j] * scale - m_new) : 0.0f;
+          pw[lane * kTcKeys + j] = __float2bfloat16(pj);
           sum += pj;
         }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         row_l = row_l * c + sum;
         row_m = m_new;
       } else {
-        for (int j = j0; j < j1; ++j) prow[j] = __float2bfloat16(0.0f);
+        for (int j = 0; j < kTcKeys; ++j) pw[lane * kTcKeys + j] = __float2bfloat16(0.0f);
       }
-      if (half == 0) cw[row_of_lane] = c;
-      // Once a row's maximum settles its factor is exactly 1: skip the pass over O then.
-      rescale = !__all_sync(0xffffffffu, c == 1.0f);
+      cw[lane] = c;
     }
     __syncwarp();
-    if (rescale) {
-      for (int i = lane; i < kTcRows * D; i += kWarp) ow[i] *= cw[i / D];
-      __syncwarp();
-    }
+    for (int i = lane; i < kTcRows * D; i += kWarp) ow[i] *= cw[i / D];
+    __syncwarp();
     // O += P V: 16 x D, V row-major [keys][D].
     for (int n = 0; n < D / 16; ++n) {
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
@@ -253,7 +239,7 @@ __global__ void prefill_tc_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k
     __syncwarp();
   }
   __syncwarp();
-  if ((lane & 1) == 0) cw[row_of_lane] = row_valid && row_l > 0 ? 1.0f / row_l : 0.0f;
+  if (lane < kTcRows) cw[lane] = my_valid && row_l > 0 ? 1.0f / row_l : 0.0f;
   __syncwarp();
   for (int i = lane; i < kTcRows * D; i += kWarp) {
     const int r = first + warp * kTcRows + i / D;
