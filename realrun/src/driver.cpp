@@ -6,6 +6,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -144,6 +145,21 @@ calibrate::Stats slowest_rank_stats(const std::vector<std::vector<double>>& per_
 }
 
 double median_of(std::vector<double> v) { return calibrate::stats_of(std::move(v)).median_s; }
+
+// Rank r's call of a planned collective, or none when r is no member of its communicator. A
+// two-member send_recv sends from the first member to the second.
+std::optional<CollectiveRequest> request_of(const RealrunPlan& plan, const PlannedCollective& pc, int r) {
+  const CommSpec& spec = plan.comms[pc.comm];
+  const auto at = std::find(spec.ranks.begin(), spec.ranks.end(), r);
+  if (at == spec.ranks.end()) return std::nullopt;
+  const auto member = static_cast<int>(at - spec.ranks.begin());
+  CollectiveRequest req{pc.op, spec.id, pc.bytes, -1, true};
+  if (pc.op == CollectiveOp::send_recv && spec.ranks.size() == 2) {
+    req.peer = spec.ranks[1 - static_cast<std::size_t>(member)];
+    req.send = member == 0;
+  }
+  return req;
+}
 
 // samples[entry][rank][repeat], filled for this process's ranks [first, first + local), made
 // whole from every process's block. A rank outside an entry's communicator has no samples; it
@@ -412,17 +428,8 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
       report("ops", static_cast<double>(i + 1));
     }
     for (std::size_t i = 0; i < plan.collectives.size(); ++i) {
-      const PlannedCollective& pc = plan.collectives[i];
-      const CommSpec& spec = plan.comms[pc.comm];
-      const auto at = std::find(spec.ranks.begin(), spec.ranks.end(), r);
-      if (at != spec.ranks.end()) {
-        const auto member = static_cast<int>(at - spec.ranks.begin());
-        CollectiveRequest req{pc.op, spec.id, pc.bytes, -1, true};
-        if (pc.op == CollectiveOp::send_recv && spec.ranks.size() == 2) {
-          req.peer = spec.ranks[1 - static_cast<std::size_t>(member)];
-          req.send = member == 0;
-        }
-        coll_s[i][static_cast<std::size_t>(r)] = time_runs([&] { d.collective(0, req); });
+      if (const auto req = request_of(plan, plan.collectives[i], r)) {
+        coll_s[i][static_cast<std::size_t>(r)] = time_runs([&] { d.collective(0, *req); });
       }
       barrier_wait();
       report("collectives", static_cast<double>(plan.ops.size() + i + 1));
@@ -456,20 +463,11 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
       barrier_wait();
       for (std::size_t i = 0; i < plan.overlaps.size(); ++i) {
         const OpCost& gemm = plan.ops[plan.overlaps[i].op].op;
-        const PlannedCollective& pc = plan.collectives[plan.overlaps[i].collective];
-        const CommSpec& spec = plan.comms[pc.comm];
-        const auto at = std::find(spec.ranks.begin(), spec.ranks.end(), r);
-        if (at != spec.ranks.end()) {
-          const auto member = static_cast<int>(at - spec.ranks.begin());
-          CollectiveRequest req{pc.op, spec.id, pc.bytes, -1, true};
-          if (pc.op == CollectiveOp::send_recv && spec.ranks.size() == 2) {
-            req.peer = spec.ranks[1 - static_cast<std::size_t>(member)];
-            req.send = member == 0;
-          }
+        if (const auto req = request_of(plan, plan.collectives[plan.overlaps[i].collective], r)) {
           alone_s[i][static_cast<std::size_t>(r)] = time_runs([&] { d.launch(0, gemm); });
           std::vector<double>& t = over_s[i][static_cast<std::size_t>(r)];
           for (int it = 0; it < warmup + repeats; ++it) {
-            for (int c = 0; c < overlap_calls[i]; ++c) d.collective(1, req);
+            for (int c = 0; c < overlap_calls[i]; ++c) d.collective(1, *req);
             const EventHandle a = d.record(0);
             d.launch(0, gemm);
             const EventHandle b = d.record(0);
