@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The digital twin on a real GPU node: the GPU-only test cases of realrun's CUDA backend, then
-# ctwin-realrun on the H200 twin scenarios (BF16 fit, BF16 and FP8 held-out). Writes the
-# measurements files and logs into OUT_DIR (default ./gpu-out), then calibrate and validate run
-# anywhere (docs/realrun-cuda.md, "Measured on an H200").
+# ctwin-realrun on the H200 twin scenarios. SET training (the default): the BF16 fit, the BF16
+# and FP8 held-out (about 5 minutes); SET serving: the serving twin's prefill, decode and mixed
+# iterations and the fit without sweeps (about 3 minutes). Writes the measurements files and one
+# log into OUT_DIR (default ./gpu-out); calibrate and validate then run anywhere
+# (docs/realrun-cuda.md, "Measured on an H200").
 #
-#   scripts/gpu-twin.sh BIN_DIR [OUT_DIR]     BIN_DIR holds ctwin-realrun and test_realrun
+#   scripts/gpu-twin.sh BIN_DIR [OUT_DIR [SET]]     BIN_DIR holds ctwin-realrun and test_realrun
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:?usage: scripts/gpu-twin.sh BIN_DIR [OUT_DIR]}
 out=${2:-gpu-out}
+set_name=${3:-training}
 mkdir -p "$out"
 log=$out/run.log  # every log in one file: a device run returns few files
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu --format=csv | tee "$log"
@@ -41,7 +44,12 @@ run() {
   echo "$name: exit $? in $((SECONDS - t0)) s"; tr '\r' '\n' <"$out/$name.log" | grep -v "%$" | tail -6
   { echo "=== $name"; tr '\r' '\n' <"$out/$name.log"; } >>"$log" && rm "$out/$name.log"
 }
-run h200-fit scenarios/twin/h200-fit.json --cluster-out "$out/h200-cluster.json"
-run h200-heldout scenarios/twin/h200-heldout.json
-run h200-heldout-fp8 scenarios/twin/h200-heldout.json --set /training/precision/compute=fp8
+if [[ $set_name == serving ]]; then
+  run h200-serving scenarios/twin/h200-serving.json
+  run h200-fit scenarios/twin/h200-fit.json --set /realrun/sweep=false
+else
+  run h200-fit scenarios/twin/h200-fit.json --cluster-out "$out/h200-cluster.json"
+  run h200-heldout scenarios/twin/h200-heldout.json
+  run h200-heldout-fp8 scenarios/twin/h200-heldout.json --set /training/precision/compute=fp8
+fi
 ls -la "$out"
