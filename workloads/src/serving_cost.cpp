@@ -215,19 +215,40 @@ void ServingCostModel::emit_layer(const BatchShape& b, bool moe, unsigned want, 
   const ModelDims& dims = dims_;
   const double T = static_cast<double>(b.tokens());
   const double h = dims.hidden, tp = d_.tp;
-  const bool shared = (want & kShared) != 0;
+  // Attention: each part's own kernel over its sums (paged attention reads the actual contexts).
+  auto attention = [&] {
+    if ((want & kAttention) == 0) return;
+    if (b.prefill_tokens > 0) {
+      const AttentionShape a{static_cast<double>(b.prefill_tokens), b.prefill_attended_pairs, b.prefill_kv_tokens};
+      sink.kernel(IterationPart::prefill_attention, "attention_prefill", attention_forward(m, a, tp, kv_bytes_), false);
+    }
+    if (b.decode_tokens > 0) {
+      const AttentionShape a{static_cast<double>(b.decode_tokens), b.decode_attended_pairs, b.decode_kv_tokens};
+      sink.kernel(IterationPart::decode_attention, "attention_decode", attention_forward(m, a, tp, kv_bytes_), false);
+    }
+  };
+  auto all_reduce = [&](const char* name) {
+    if ((want & kComm) != 0) sink.collective(name, ServingCollective::tp_all_reduce, b.tokens());
+  };
+  if ((want & kShared) == 0) {
+    // Pricing's per-iteration part (the token-proportional ops are memoized): the same calls,
+    // without walking the GEMMs it does not want.
+    attention();
+    all_reduce("attention_all_reduce");
+    all_reduce("mlp_all_reduce");
+    return;
+  }
   // A GEMM (T x k) @ (k x n) at the quantization's weight bytes and peak; weights read once, at
   // the profile's weight-read share of the streaming rate (what bounds small-batch decode).
   const double wread = 1 / d_.overhead.weight_read_efficiency;
   auto gemm = [&](const char* name, double rows, double k, double n) {
-    if (!shared) return;
     sink.kernel(
         IterationPart::shared, name,
         OpCost{OpKind::gemm, 2 * rows * k * n, wread * w_bytes_ * k * n + kAct * (rows * k + rows * n), rows, n, k},
         true);
   };
   auto stream = [&](const char* name, OpKind kind, double bytes) {
-    if (shared) sink.kernel(IterationPart::shared, name, OpCost{kind, 0, bytes}, false);
+    sink.kernel(IterationPart::shared, name, OpCost{kind, 0, bytes}, false);
   };
   stream("input_norm", OpKind::norm, kAct * 2 * T * h);
   if (m.mla.enabled()) {
@@ -243,19 +264,9 @@ void ServingCostModel::emit_layer(const BatchShape& b, bool moe, unsigned want, 
   } else {
     gemm("qkv", T, h, (dims.q_dim + 2 * dims.kv_dim) / tp);
   }
-  // Attention: each part's own kernel over its sums (paged attention reads the actual contexts).
-  if ((want & kAttention) != 0) {
-    if (b.prefill_tokens > 0) {
-      const AttentionShape a{static_cast<double>(b.prefill_tokens), b.prefill_attended_pairs, b.prefill_kv_tokens};
-      sink.kernel(IterationPart::prefill_attention, "attention_prefill", attention_forward(m, a, tp, kv_bytes_), false);
-    }
-    if (b.decode_tokens > 0) {
-      const AttentionShape a{static_cast<double>(b.decode_tokens), b.decode_attended_pairs, b.decode_kv_tokens};
-      sink.kernel(IterationPart::decode_attention, "attention_decode", attention_forward(m, a, tp, kv_bytes_), false);
-    }
-  }
+  attention();
   gemm("o_proj", T, dims.o_in / tp, h);
-  if ((want & kComm) != 0) sink.collective("attention_all_reduce", ServingCollective::tp_all_reduce, b.tokens());
+  all_reduce("attention_all_reduce");
   stream("residual_add", OpKind::elementwise, kAct * 3 * T * h);
   stream("post_attention_norm", OpKind::norm, kAct * 2 * T * h);
   const bool gated = is_gated(m.activation);
@@ -269,10 +280,8 @@ void ServingCostModel::emit_layer(const BatchShape& b, bool moe, unsigned want, 
     const double E = m.moe.experts, k = m.moe.top_k, ffn = static_cast<double>(m.moe.expert_ffn_hidden);
     const int ep = d_.ep();
     // Router (BF16, replicated) and its top-k.
-    if (shared) {
-      sink.kernel(IterationPart::shared, "router",
-                  OpCost{OpKind::gemm, 2 * T * h * E, kAct * (T * h + h * E + T * E), T, E, h}, false);
-    }
+    sink.kernel(IterationPart::shared, "router",
+                OpCost{OpKind::gemm, 2 * T * h * E, kAct * (T * h + h * E + T * E), T, E, h}, false);
     stream("router_topk", OpKind::elementwise, 4 * T * E * 2 + T * k * 12);
     // Experts: with EP each rank holds E/ep whole experts; else every expert sharded over TP.
     // Tokens are replicated over the TP group (dp = 1), so each rank runs its experts over its
@@ -283,7 +292,6 @@ void ServingCostModel::emit_layer(const BatchShape& b, bool moe, unsigned want, 
     const double touched = local_experts * (1 - std::pow(1 - k / E, T));
     const double up = (gated ? 2 : 1) * ffn_local;
     auto grouped = [&](const char* name, double kk, double n) {
-      if (!shared) return;
       OpCost op{OpKind::grouped_gemm,
                 2 * rows * kk * n,
                 wread * w_bytes_ * touched * kk * n + kAct * (rows * kk + rows * n),
@@ -303,7 +311,7 @@ void ServingCostModel::emit_layer(const BatchShape& b, bool moe, unsigned want, 
   } else {
     mlp(static_cast<double>(m.ffn_hidden));
   }
-  if ((want & kComm) != 0) sink.collective("mlp_all_reduce", ServingCollective::tp_all_reduce, b.tokens());
+  all_reduce("mlp_all_reduce");
   stream("residual_add", OpKind::elementwise, kAct * 3 * T * h);
 }
 
