@@ -222,10 +222,13 @@ std::vector<FitResult> fit_compute(const std::vector<OpMeasurement>& ops, const 
       b.push_back(o->op.bytes);
       t.push_back(o->stats.median_s);
     }
-    const AlphaBetaFit ab = fit_alpha_beta(b, t);
-    if (ab.alpha_s > 0) p.compute.kernel_launch_us = std::clamp(ab.alpha_s * 1e6, 1e-3, 1000.0);
-    if (std::isfinite(ab.bandwidth_gbps) && ab.bandwidth_gbps > 0)
-      p.compute.hbm_efficiency = std::clamp(ab.bandwidth_gbps / gpu.hbm_gbyte_per_s, 0.01, 1.0);
+    // Without a linear start (sizes too close together, a zero time) the key fit starts from the
+    // profile's own values.
+    if (const auto ab = fit_alpha_beta(b, t)) {
+      if (ab->alpha_s > 0) p.compute.kernel_launch_us = std::clamp(ab->alpha_s * 1e6, 1e-3, 1000.0);
+      if (std::isfinite(ab->bandwidth_gbps) && ab->bandwidth_gbps > 0)
+        p.compute.hbm_efficiency = std::clamp(ab->bandwidth_gbps / gpu.hbm_gbyte_per_s, 0.01, 1.0);
+    }
     run("memory-bound", "t = launch + max(flops / peak, bytes / (hbm * hbm_efficiency))",
         {"/compute/kernel_launch_us", "/compute/hbm_efficiency"}, mem);
   } else {
@@ -330,7 +333,13 @@ std::vector<FitResult> fit_alpha_beta_groups(const std::vector<CollectiveMeasure
       out.push_back(f);
       continue;
     }
-    const AlphaBetaFit ab = fit_alpha_beta(b, t);
+    const auto fit = fit_alpha_beta(b, t);
+    if (!fit) {
+      f.note = "sizes too close together: latency and bandwidth cannot be told apart";
+      out.push_back(f);
+      continue;
+    }
+    const AlphaBetaFit& ab = *fit;
     const double bf = bus_factor(std::get<0>(key), std::get<1>(key));
     f.values = {{"alpha_us", ab.alpha_s * 1e6},
                 {"algbw_gbyte_per_s", ab.bandwidth_gbps},

@@ -2,6 +2,7 @@
 // measured (bytes, seconds) pairs, as nccl-tests or a GEMM sweep produce them.
 #pragma once
 
+#include <optional>
 #include <span>
 
 namespace ctwin::calibrate {
@@ -13,7 +14,9 @@ struct AlphaBetaFit {
 };
 
 // Weighted least squares minimising relative error, so small messages count as much as large.
-// Throws std::invalid_argument with fewer than two distinct sizes.
-AlphaBetaFit fit_alpha_beta(std::span<const double> bytes, std::span<const double> seconds);
+// nullopt where the samples cannot separate latency from bandwidth: a time that is not positive
+// (measured files may hold zeros), or fewer than two sizes far enough apart to tell the columns
+// apart numerically. Throws std::invalid_argument only on spans of different lengths.
+std::optional<AlphaBetaFit> fit_alpha_beta(std::span<const double> bytes, std::span<const double> seconds);
 
 }  // namespace ctwin::calibrate
