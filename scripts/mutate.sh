@@ -354,7 +354,7 @@ for i in "${selected[@]}"; do
   k=$((k + 1))
   t0=$EPOCHREALTIME
   f=$src/${files[i]}
-  status="" killer=""
+  status="" killer="" build_s=0 test_s=0 passes=0
   n=$(applies "$i" "$src")
   if [[ $n -ne 1 ]]; then
     status=stale killer="$n occurrences of the original text"
@@ -365,20 +365,29 @@ for i in "${selected[@]}"; do
     status=survived
     log=$logs/${ids[i]}
     while read -r t p; do
-      if ! cmake --build "$build" --parallel "$jobs" --target "$t" >"$log.build.log" 2>&1; then
+      tb=$EPOCHREALTIME
+      built=1
+      cmake --build "$build" --parallel "$jobs" --target "$t" >"$log.build.log" 2>&1 || built=0
+      build_s=$(awk -v s="$build_s" -v a="$tb" -v b="$EPOCHREALTIME" 'BEGIN { print s + b - a }')
+      if [[ $built -eq 0 ]]; then
         status=nobuild killer=$t
         killer="$(grep -m1 'error:' "$log.build.log" | cut -c1-200)"
         if [[ $verbose -eq 1 ]]; then grep -m5 -A3 'error:' "$log.build.log" >&2; fi
         break
       fi
+      tt=$EPOCHREALTIME
       run_test "$t" "$(limit_for "$t" "$p")" "$log.test.log" "$(pass_args "$p")" "${doctest_filter[@]}"
       rc=$?
+      test_s=$(awk -v s="$test_s" -v a="$tt" -v b="$EPOCHREALTIME" 'BEGIN { print s + b - a }')
+      passes=$((passes + 1))
       if [[ $rc -eq 124 || $rc -eq 137 ]]; then
         status=timeout killer=$t
         break
       elif [[ $rc -ne 0 ]]; then
         status=killed
-        case_name=$(sed -n 's/^TEST CASE: *//p' "$log.test.log" | head -1)
+        # The case whose assertion failed or that crashed, not the first one that printed.
+        case_name=$(awk '/^TEST CASE: / { c = $0; sub(/^TEST CASE: */, "", c); next }
+          /: (FATAL )?ERROR: / { print c; exit }' "$log.test.log")
         killer="$t${case_name:+: $case_name}"
         if [[ $verbose -eq 1 ]]; then grep -m3 -B2 -A6 'ERROR' "$log.test.log" >&2; fi
         break
@@ -394,7 +403,11 @@ for i in "${selected[@]}"; do
     survived) detail="${bugs[i]}" ;;
     *) detail=$killer ;;
   esac
-  say "$(printf '[%d/%d] %-8s %-34s %6ss  %s' "$k" "$n_sel" "$label" "${ids[i]}" "$dt" "$detail")"
+  split=""
+  if [[ $status != stale ]]; then
+    split=$(awk -v b="$build_s" -v t="$test_s" -v n="$passes" 'BEGIN { printf " (build %.1fs, %d test runs %.1fs)", b, n, t }')
+  fi
+  say "$(printf '[%d/%d] %-8s %-34s %6ss  %s%s' "$k" "$n_sel" "$label" "${ids[i]}" "$dt" "$detail" "$split")"
 done
 
 # ------------------------------------------------------------------ summary
