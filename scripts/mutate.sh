@@ -12,8 +12,9 @@
 # removed on exit, or to --workdir DIR, kept and reused (only changed files are copied again, so
 # a rerun rebuilds incrementally). The user's tree is only read. It is configured once (Release,
 # Ninja, CTWIN_WERROR=ON as CI builds, ccache as compiler launcher when installed, so restoring a
-# mutated file is a cache hit) and built once; the suite must pass there before any mutation is
-# tried.
+# mutated file is a cache hit; realrun's CUDA backend only where a GPU runs its tests or a
+# mutation lies in CUDA-only code) and built once; the suite must pass there before any mutation
+# is tried.
 #
 # For each mutation: the original text must occur exactly once in its file, else the mutation is
 # STALE (the code changed; update tests/mutations.txt). It is applied, and the test executables
@@ -281,15 +282,25 @@ if [[ $keep -eq 1 ]]; then
 fi
 say "mutate: $copied files copied, $removed removed"
 
-cmake_args=(-S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCTWIN_WERROR=ON)
+# realrun's CUDA backend is built only where it can matter: a GPU to run its tests on, or a
+# selected mutation in code that compiles only with CUDA. Without a GPU its test cases only say
+# "skipped: no GPU", so the scratch tree leaves out nvcc and the backend's compiles and links.
+cuda=OFF
+if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then cuda=ON; fi
+for i in "${selected[@]}"; do
+  case ${files[i]} in realrun/cuda/*) cuda=ON ;; esac
+  if [[ -f $root/${files[i]} ]] && grep -q CTWIN_HAVE_CUDA "$root/${files[i]}"; then cuda=ON; fi
+done
+cmake_args=(-S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCTWIN_WERROR=ON -DCTWIN_BUILD_CUDA=$cuda)
 if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR=$work CCACHE_NOHASHDIR=1
-  cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
 if ! cmake "${cmake_args[@]}" >"$logs/configure.log" 2>&1; then
   tail -30 "$logs/configure.log" >&2
   die "configuring the scratch tree failed (log: $logs/configure.log)"
 fi
+say "mutate: realrun's CUDA backend $([[ $cuda == ON ]] && echo built || echo "left out (no GPU, no mutation in CUDA-only code)")"
 mapfile -t tests < <(ninja -C "$build" -t targets all 2>/dev/null | sed -n 's/^\(test_[A-Za-z0-9_]*\): phony$/\1/p' | sort -u)
 [[ ${#tests[@]} -gt 0 ]] || die "the build defines no test_* executables"
 say "mutate: building ${tests[*]} (${jobs} jobs)"
