@@ -17,7 +17,8 @@ build() {
   local launcher=()
   if command -v ccache >/dev/null; then
     export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$PWD")}" CCACHE_NOHASHDIR=1
-    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache
+              -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
   fi
   if [ ! -f build-fuzz/CMakeCache.txt ]; then
     # -O1 keeps the sanitizer build quick to compile and still fast to run; NDEBUG as shipped.

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git clang-format
-  ccache
+  ccache mold  # mold: CMakeLists.txt links with it when present (the mutation run relinks a lot)
   clang-14 libfuzzer-14-dev llvm-14  # the sanitizer and fuzz build (scripts/fuzz.sh, docs/reliability.md)
   libboost-graph-dev nlohmann-json3-dev libeigen3-dev doctest-dev
   libopenmpi-dev  # ctwin-realrun under mpirun/srun (realrun/CMakeLists.txt finds it with CUDA)

@@ -12,8 +12,9 @@
 # removed on exit, or to --workdir DIR, kept and reused (only changed files are copied again, so
 # a rerun rebuilds incrementally). The user's tree is only read. It is configured once (Release,
 # Ninja, CTWIN_WERROR=ON as CI builds, ccache as compiler launcher when installed, so restoring a
-# mutated file is a cache hit) and built once; the suite must pass there before any mutation is
-# tried.
+# mutated file is a cache hit; realrun's CUDA backend only where a GPU runs its tests or a
+# mutation lies in CUDA-only code) and built once; the suite must pass there before any mutation
+# is tried.
 #
 # For each mutation: the original text must occur exactly once in its file, else the mutation is
 # STALE (the code changed; update tests/mutations.txt). It is applied, and the test executables
@@ -281,15 +282,25 @@ if [[ $keep -eq 1 ]]; then
 fi
 say "mutate: $copied files copied, $removed removed"
 
-cmake_args=(-S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCTWIN_WERROR=ON)
+# realrun's CUDA backend is built only where it can matter: a GPU to run its tests on, or a
+# selected mutation in code that compiles only with CUDA. Without a GPU its test cases only say
+# "skipped: no GPU", so the scratch tree leaves out nvcc and the backend's compiles and links.
+cuda=OFF
+if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then cuda=ON; fi
+for i in "${selected[@]}"; do
+  case ${files[i]} in realrun/cuda/*) cuda=ON ;; esac
+  if [[ -f $root/${files[i]} ]] && grep -q CTWIN_HAVE_CUDA "$root/${files[i]}"; then cuda=ON; fi
+done
+cmake_args=(-S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCTWIN_WERROR=ON -DCTWIN_BUILD_CUDA=$cuda)
 if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR=$work CCACHE_NOHASHDIR=1
-  cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
 if ! cmake "${cmake_args[@]}" >"$logs/configure.log" 2>&1; then
   tail -30 "$logs/configure.log" >&2
   die "configuring the scratch tree failed (log: $logs/configure.log)"
 fi
+say "mutate: realrun's CUDA backend $([[ $cuda == ON ]] && echo built || echo "left out (no GPU, no mutation in CUDA-only code)")"
 mapfile -t tests < <(ninja -C "$build" -t targets all 2>/dev/null | sed -n 's/^\(test_[A-Za-z0-9_]*\): phony$/\1/p' | sort -u)
 [[ ${#tests[@]} -gt 0 ]] || die "the build defines no test_* executables"
 say "mutate: building ${tests[*]} (${jobs} jobs)"
@@ -309,7 +320,6 @@ pass_args() {
   case $1 in
     slow) echo "--test-suite=slow" ;;
     quick) echo "--test-suite-exclude=slow" ;;
-    *) echo "--abort-after=1" ;;  # all: every case, in file order
   esac
 }
 for t in "${tests[@]}"; do
@@ -328,19 +338,17 @@ say "mutate: unmutated suite passes (quick+slow):$baseline_line"
 
 limit_for() {
   if [[ -n $timeout_s ]]; then echo "$timeout_s"; else
-    local b
-    if [[ $2 == all ]]; then b=$(awk -v q="${base_s[$1 quick]}" -v s="${base_s[$1 slow]}" 'BEGIN { print q + s }')
-    else b=${base_s[$1 $2]}; fi
-    awk -v b="$b" 'BEGIN { t = 10 * b; if (t < 60) t = 60; printf "%d", t + 0.5 }'
+    awk -v b="${base_s[$1 $2]}" 'BEGIN { t = 10 * b; if (t < 60) t = 60; printf "%d", t + 0.5 }'
   fi
 }
 
-# The mutated module's own tests first, all of them in file order (its likeliest killers are
-# spread over both suites), then the rest's quick cases, quickest first, then their slow cases.
+# The mutated module's own tests first, its quick cases then its slow ones (its likeliest killers
+# are in both suites; run whole in file order, test_workloads' 5 s of slow cases came before most
+# of its quick ones), then the rest's quick cases, quickest first, then their slow cases.
 mapfile -t by_speed < <(for t in "${tests[@]}"; do echo "${base_s[$t quick]} $t"; done | sort -n | cut -d' ' -f2)
 order_for() {
   local module=${1%%/*} t p
-  for t in "${tests[@]}"; do [[ $t == "test_$module" ]] && echo "$t all"; done
+  for t in "${tests[@]}"; do [[ $t == "test_$module" ]] && echo "$t quick" && echo "$t slow"; done
   for p in quick slow; do
     for t in "${by_speed[@]}"; do [[ $t == "test_$module" ]] || echo "$t $p"; done
   done
@@ -354,7 +362,7 @@ for i in "${selected[@]}"; do
   k=$((k + 1))
   t0=$EPOCHREALTIME
   f=$src/${files[i]}
-  status="" killer=""
+  status="" killer="" build_s=0 test_s=0 passes=0
   n=$(applies "$i" "$src")
   if [[ $n -ne 1 ]]; then
     status=stale killer="$n occurrences of the original text"
@@ -365,20 +373,29 @@ for i in "${selected[@]}"; do
     status=survived
     log=$logs/${ids[i]}
     while read -r t p; do
-      if ! cmake --build "$build" --parallel "$jobs" --target "$t" >"$log.build.log" 2>&1; then
+      tb=$EPOCHREALTIME
+      built=1
+      cmake --build "$build" --parallel "$jobs" --target "$t" >"$log.build.log" 2>&1 || built=0
+      build_s=$(awk -v s="$build_s" -v a="$tb" -v b="$EPOCHREALTIME" 'BEGIN { print s + b - a }')
+      if [[ $built -eq 0 ]]; then
         status=nobuild killer=$t
         killer="$(grep -m1 'error:' "$log.build.log" | cut -c1-200)"
         if [[ $verbose -eq 1 ]]; then grep -m5 -A3 'error:' "$log.build.log" >&2; fi
         break
       fi
+      tt=$EPOCHREALTIME
       run_test "$t" "$(limit_for "$t" "$p")" "$log.test.log" "$(pass_args "$p")" "${doctest_filter[@]}"
       rc=$?
+      test_s=$(awk -v s="$test_s" -v a="$tt" -v b="$EPOCHREALTIME" 'BEGIN { print s + b - a }')
+      passes=$((passes + 1))
       if [[ $rc -eq 124 || $rc -eq 137 ]]; then
         status=timeout killer=$t
         break
       elif [[ $rc -ne 0 ]]; then
         status=killed
-        case_name=$(sed -n 's/^TEST CASE: *//p' "$log.test.log" | head -1)
+        # The case whose assertion failed or that crashed, not the first one that printed.
+        case_name=$(awk '/^TEST CASE: / { c = $0; sub(/^TEST CASE: */, "", c); next }
+          /: (FATAL )?ERROR: / { print c; exit }' "$log.test.log")
         killer="$t${case_name:+: $case_name}"
         if [[ $verbose -eq 1 ]]; then grep -m3 -B2 -A6 'ERROR' "$log.test.log" >&2; fi
         break
@@ -394,7 +411,11 @@ for i in "${selected[@]}"; do
     survived) detail="${bugs[i]}" ;;
     *) detail=$killer ;;
   esac
-  say "$(printf '[%d/%d] %-8s %-34s %6ss  %s' "$k" "$n_sel" "$label" "${ids[i]}" "$dt" "$detail")"
+  split=""
+  if [[ $status != stale ]]; then
+    split=$(awk -v b="$build_s" -v t="$test_s" -v n="$passes" 'BEGIN { printf " (build %.1fs, %d test runs %.1fs)", b, n, t }')
+  fi
+  say "$(printf '[%d/%d] %-8s %-34s %6ss  %s%s' "$k" "$n_sel" "$label" "${ids[i]}" "$dt" "$detail" "$split")"
 done
 
 # ------------------------------------------------------------------ summary

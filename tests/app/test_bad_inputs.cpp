@@ -26,8 +26,8 @@ using test::temp_dir;
 test::Run limited(const std::string& args) {
   const auto d = temp_dir();
   const std::string out = (d / "out").string(), err = (d / "err").string();
-  const std::string cmd =
-      std::string("cd ") + CTWIN_SOURCE_DIR + " && timeout 30 " + CTWIN_EXE + " " + args + " >" + out + " 2>" + err;
+  const std::string cmd = std::string("cd ") + ctwin::test::source_dir() + " && timeout 30 " +
+                          ctwin::test::ctwin_exe() + " " + args + " >" + out + " 2>" + err;
   test::Run r;
   const int rc = std::system(cmd.c_str());
   r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
@@ -78,7 +78,7 @@ const char* kQuickstart = R"({"name": "q", "kind": "training", "seed": 1, "clust
 
 TEST_CASE("every scenario in tests/app/scenarios/bad is refused with exit 2 naming its file and pointer" *
           doctest::test_suite("slow")) {
-  const auto dir = std::filesystem::path(CTWIN_SOURCE_DIR) / "tests/app/scenarios/bad";
+  const auto dir = std::filesystem::path(ctwin::test::source_dir()) / "tests/app/scenarios/bad";
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();

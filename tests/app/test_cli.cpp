@@ -188,8 +188,9 @@ TEST_CASE("ctwin view --screenshot renders the trace ctwin run wrote into a PNG 
   std::filesystem::remove(png);
   REQUIRE(cli("run scenarios/quickstart.json --trace " + trace).status == 0);
   // Headless under Xvfb (CI installs xvfb and xauth, as scripts/install-deps.sh does).
-  const std::string cmd = std::string("cd ") + CTWIN_SOURCE_DIR + " && timeout 120 xvfb-run -a " + CTWIN_EXE +
-                          " view " + trace + " --screenshot " + png + " --size 640x360 >/dev/null 2>&1";
+  const std::string cmd = std::string("cd ") + ctwin::test::source_dir() + " && timeout 120 xvfb-run -a " +
+                          ctwin::test::ctwin_exe() + " view " + trace + " --screenshot " + png +
+                          " --size 640x360 >/dev/null 2>&1";
   const int rc = std::system(cmd.c_str());
   REQUIRE(WIFEXITED(rc));
   CHECK(WEXITSTATUS(rc) == 0);
@@ -329,7 +330,7 @@ double trace_dur(const std::string& trace_path, const std::string& name) {
 
 // The quickstart (Llama-3.2-1B, DP 8 on a DGX H100) with /profile set to `profile`.
 std::string quickstart_with_profile(const std::string& file, const nlohmann::json& profile) {
-  auto sc = nlohmann::json::parse(slurp(std::string(CTWIN_SOURCE_DIR) + "/scenarios/quickstart.json"));
+  auto sc = nlohmann::json::parse(slurp(ctwin::test::source_dir() + "/scenarios/quickstart.json"));
   sc["profile"] = profile;
   const std::string path = (temp_dir() / file).string();
   std::ofstream(path) << sc.dump();
@@ -497,8 +498,8 @@ TEST_CASE("a NIC above 1,000 GB/s (Gb/s typed into a GB/s key) warns on stderr a
 
 TEST_CASE("a report that cannot be written (full disk) exits 1 with a message, never 0") {
   const auto d = ctwin::test::temp_dir();
-  const std::string cmd =
-      std::string("cd ") + CTWIN_SOURCE_DIR + " && " + CTWIN_EXE + " params >/dev/full 2>" + (d / "full_err").string();
+  const std::string cmd = std::string("cd ") + ctwin::test::source_dir() + " && " + ctwin::test::ctwin_exe() +
+                          " params >/dev/full 2>" + (d / "full_err").string();
   const int rc = std::system(cmd.c_str());
   REQUIRE(WIFEXITED(rc));
   CHECK(WEXITSTATUS(rc) == 1);

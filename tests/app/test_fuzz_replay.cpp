@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../fuzz/fuzz_entries.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 
@@ -23,7 +24,7 @@ using Entry = std::function<void(std::string_view)>;
 const std::map<std::string, Entry>& entries() {
   static const std::map<std::string, Entry> e = {
       {"scenario",
-       [](std::string_view b) { ctwin::fuzz::run_scenario(b, ctwin::fuzz::scenario_path(CTWIN_SOURCE_DIR)); }},
+       [](std::string_view b) { ctwin::fuzz::run_scenario(b, ctwin::fuzz::scenario_path(ctwin::test::source_dir())); }},
       {"hf_config", [](std::string_view b) { ctwin::fuzz::run_hf_config(b, fs::temp_directory_path()); }},
       {"cluster_json", [](std::string_view b) { ctwin::fuzz::run_cluster_json(b); }},
       {"profile", [](std::string_view b) { ctwin::fuzz::run_profile(b); }},
@@ -37,7 +38,7 @@ const std::map<std::string, Entry>& entries() {
 
 std::vector<fs::path> saved_inputs(const std::string& kind, const std::string& target) {
   std::vector<fs::path> files;
-  const fs::path dir = fs::path(CTWIN_SOURCE_DIR) / "tests/fuzz" / kind / target;
+  const fs::path dir = fs::path(ctwin::test::source_dir()) / "tests/fuzz" / kind / target;
   if (!fs::is_directory(dir)) return files;
   for (const auto& f : fs::directory_iterator(dir)) {
     if (!f.is_regular_file() || f.path().extension() == ".known" || f.path().filename() == "README.md") continue;
@@ -82,5 +83,5 @@ TEST_CASE("fuzz seed corpora end normally or as InputError") { replay("corpus");
 
 TEST_CASE("every input a fuzz target ever crashed on ends normally or as InputError") {
   replay("regressions");
-  CHECK(fs::is_directory(fs::path(CTWIN_SOURCE_DIR) / "tests/fuzz/regressions"));
+  CHECK(fs::is_directory(fs::path(ctwin::test::source_dir()) / "tests/fuzz/regressions"));
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "scenario.hpp"
+#include "test_paths.hpp"
 #include "tolerance.hpp"
 #include "workloads/memory.hpp"
 #include "workloads/training_sim.hpp"
@@ -23,7 +24,7 @@ namespace {
 
 Scenario memory_case(const char* name) {
   const auto file =
-      std::filesystem::path(CTWIN_SOURCE_DIR) / "scenarios" / "validation" / (std::string(name) + ".json");
+      std::filesystem::path(ctwin::test::source_dir()) / "scenarios" / "validation" / (std::string(name) + ".json");
   return load_scenario(file.string());
 }
 
@@ -98,7 +99,7 @@ TEST_CASE("Megatron logs the last rank: the tiny TP2 PP2 case's metric is its la
 }
 
 TEST_CASE("peak_reserved_bytes reads the worst stage's allocated peak x (1 + allocator_reserve_fraction)") {
-  const auto file = std::filesystem::path(CTWIN_SOURCE_DIR) / "scenarios" / "validation" /
+  const auto file = std::filesystem::path(ctwin::test::source_dir()) / "scenarios" / "validation" /
                     "megatron-gpt-tiny-full-recompute-memory-h100.json";
   const Scenario sc = load_scenario(file.string(), {parse_override("/validation/metric=peak_reserved_bytes"),
                                                     parse_override("/training/allocator_reserve_fraction=0.1")});

@@ -8,6 +8,7 @@
 
 #include "scenario.hpp"
 #include "sim/error.hpp"
+#include "test_paths.hpp"
 #include "tolerance.hpp"
 #include "topology/catalog_json.hpp"
 #include "topology/cluster_json.hpp"
@@ -47,7 +48,7 @@ void check_round_trip(const NameTable<E, N>& t) {
 }  // namespace
 
 TEST_CASE("docs/scenarios.md carries `ctwin params --markdown` between its markers") {
-  const std::string doc = slurp(std::string(CTWIN_SOURCE_DIR) + "/docs/scenarios.md");
+  const std::string doc = slurp(ctwin::test::source_dir() + "/docs/scenarios.md");
   const std::string begin = "<!-- BEGIN ctwin params --markdown -->\n";
   const std::string end = "<!-- END ctwin params --markdown -->";
   const auto b = doc.find(begin);

@@ -6,6 +6,7 @@
 
 #include "scenario.hpp"
 #include "sim/error.hpp"
+#include "test_paths.hpp"
 #include "topology/catalog_json.hpp"
 #include "workloads/model_json.hpp"
 
@@ -256,7 +257,7 @@ TEST_CASE("a HuggingFace config.json gives the same model as the catalog's llama
   // meta-llama/Meta-Llama-3-8B/config.json.
   json j = base();
   j["model"] = {{"hf_config", "llama3-8b-config.json"}};
-  const Scenario hf = parse_scenario(j.dump(), std::string(CTWIN_SOURCE_DIR) + "/tests/app/scenarios/s.json");
+  const Scenario hf = parse_scenario(j.dump(), ctwin::test::source_dir() + "/tests/app/scenarios/s.json");
   const Scenario cat = parse_scenario(base().dump(), "good.json");
   CHECK(training_job(hf).model.layers == training_job(cat).model.layers);
   CHECK(training_job(hf).model.hidden == training_job(cat).model.hidden);
@@ -273,7 +274,7 @@ TEST_CASE("a HuggingFace config.json gives the same model as the catalog's llama
 TEST_CASE("a HuggingFace Mixtral config maps its experts") {
   json j = base();
   j["model"] = {{"hf_config", "mixtral-config.json"}};
-  const Scenario s = parse_scenario(j.dump(), std::string(CTWIN_SOURCE_DIR) + "/tests/app/scenarios/s.json");
+  const Scenario s = parse_scenario(j.dump(), ctwin::test::source_dir() + "/tests/app/scenarios/s.json");
   CHECK(training_job(s).model.moe.experts == 8);
   CHECK(training_job(s).model.moe.top_k == 2);
   CHECK(training_job(s).model.moe.expert_ffn_hidden == 14336);

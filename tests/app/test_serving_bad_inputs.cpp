@@ -67,7 +67,7 @@ nlohmann::json run_json(const std::string& file) {
 
 TEST_CASE("every serving scenario in tests/app/scenarios/bad is refused with exit 2 at its pointer" *
           doctest::test_suite("slow")) {
-  const auto dir = std::filesystem::path(CTWIN_SOURCE_DIR) / "tests/app/scenarios/bad";
+  const auto dir = std::filesystem::path(ctwin::test::source_dir()) / "tests/app/scenarios/bad";
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     if (e.path().filename().string().rfind("serving-", 0) == 0) files.push_back(e.path());

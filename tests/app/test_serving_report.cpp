@@ -16,7 +16,7 @@ using nlohmann::json;
 namespace {
 
 json serving_json(const std::string& extra = "") {
-  const auto r = cli("run " CTWIN_SOURCE_DIR "/scenarios/serving-llama3-8b-h100.json --json " + extra);
+  const auto r = cli("run " + ctwin::test::source_dir() + "/scenarios/serving-llama3-8b-h100.json --json " + extra);
   REQUIRE(r.status == 0);
   return json::parse(r.out);
 }
@@ -63,11 +63,11 @@ TEST_CASE("serving --json holds every key the issue names, and the figures agree
 }
 
 TEST_CASE("serving: the same scenario and seed give byte-identical reports; another seed differs") {
-  const auto a =
-      cli("run " CTWIN_SOURCE_DIR "/scenarios/serving-llama3-8b-h100.json --json --set /traffic/duration_s=60");
-  const auto b =
-      cli("run " CTWIN_SOURCE_DIR "/scenarios/serving-llama3-8b-h100.json --json --set /traffic/duration_s=60");
-  const auto c = cli("run " CTWIN_SOURCE_DIR
+  const auto a = cli("run " + ctwin::test::source_dir() +
+                     "/scenarios/serving-llama3-8b-h100.json --json --set /traffic/duration_s=60");
+  const auto b = cli("run " + ctwin::test::source_dir() +
+                     "/scenarios/serving-llama3-8b-h100.json --json --set /traffic/duration_s=60");
+  const auto c = cli("run " + ctwin::test::source_dir() +
                      "/scenarios/serving-llama3-8b-h100.json --json --set /traffic/duration_s=60 --set /seed=7");
   REQUIRE(a.status == 0);
   CHECK(a.out == b.out);
@@ -75,7 +75,7 @@ TEST_CASE("serving: the same scenario and seed give byte-identical reports; anot
 }
 
 TEST_CASE("serving: a replica whose weights do not fit is refused with the reason (exit 3)") {
-  const auto r = cli("run " CTWIN_SOURCE_DIR
+  const auto r = cli("run " + ctwin::test::source_dir() +
                      "/scenarios/serving-llama3-8b-h100.json --set /model=\"llama3-70b\" --set /traffic/duration_s=10");
   CHECK(r.status == 3);
   CHECK(r.err.find("the replica cannot run") != std::string::npos);

@@ -27,7 +27,8 @@ nlohmann::json run_json(const std::string& scenario) {
 
 TEST_CASE("serving scenarios shipped: each runs and accounts for every request") {
   int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(CTWIN_SOURCE_DIR) / "scenarios")) {
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::filesystem::path(ctwin::test::source_dir()) / "scenarios")) {
     const std::string name = e.path().filename().string();
     if (name.rfind("serving-", 0) != 0) continue;
     ++n;
@@ -45,7 +46,7 @@ TEST_CASE("serving scenarios shipped: each runs and accounts for every request")
 
 TEST_CASE("serving scenarios shipped: the Azure-layout trace rejects exactly the rows beyond 8192 tokens") {
   // Independent count from the CSV: ContextTokens + GeneratedTokens > Llama-3-8B's 8192 context.
-  std::ifstream csv(std::string(CTWIN_SOURCE_DIR) + "/scenarios/data/azure-conv-sample.csv");
+  std::ifstream csv(ctwin::test::source_dir() + "/scenarios/data/azure-conv-sample.csv");
   std::string line;
   std::getline(csv, line);  // header
   std::int64_t rows = 0, too_long = 0;

@@ -8,6 +8,7 @@
 
 #include "scenario.hpp"
 #include "sim/error.hpp"
+#include "test_paths.hpp"
 #include "workloads/serving_run.hpp"
 
 namespace ctwin {
@@ -21,7 +22,7 @@ namespace {
 // The relative error of one serving validation case (its published figure and source are in the
 // file and in docs/validation.md's serving table).
 double case_error(const std::string& name) {
-  const auto file = std::filesystem::path(CTWIN_SOURCE_DIR) / "scenarios" / "validation" / (name + ".json");
+  const auto file = std::filesystem::path(ctwin::test::source_dir()) / "scenarios" / "validation" / (name + ".json");
   const Scenario sc = load_scenario(file.string());
   REQUIRE(sc.validation.present());
   const ServingJob& job = serving_job(sc);
@@ -36,8 +37,8 @@ double case_error(const std::string& name) {
 // the band goes to scenarios/validation/open/ with its reason, docs/validation.md).
 std::vector<std::string> serving_cases(const std::string& prefix = "serving-") {
   std::vector<std::string> names;
-  for (const auto& e :
-       std::filesystem::directory_iterator(std::filesystem::path(CTWIN_SOURCE_DIR) / "scenarios" / "validation")) {
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(ctwin::test::source_dir()) /
+                                                           "scenarios" / "validation")) {
     const std::string stem = e.path().stem().string();
     if (e.path().extension() == ".json" && stem.rfind(prefix, 0) == 0) names.push_back(stem);
   }

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "scenario.hpp"
+#include "test_paths.hpp"
 #include "tolerance.hpp"
 #include "workloads/training_sim.hpp"
 
@@ -19,7 +20,7 @@ using ctwin::test::rel_approx;
 // case joins the bound only once it is reviewed and documented.
 // A published run ran, so it fit in its GPUs' memory: a case predicted out of memory fails too.
 TEST_CASE("every validation case is within 10% of its published figure, fits in memory, and the mean is within 5%") {
-  const auto dir = std::filesystem::path(CTWIN_SOURCE_DIR) / "scenarios" / "validation";
+  const auto dir = std::filesystem::path(ctwin::test::source_dir()) / "scenarios" / "validation";
   const char* cases[] = {
       "llama3-405b-128k-16384xh100", "llama3-405b-16384xh100", "llama3-405b-8192xh100", "megatron-gpt-1.7b-a100",
       "megatron-gpt-145b-a100", "megatron-gpt-18b-a100", "megatron-gpt-3.6b-a100", "megatron-gpt-39b-a100",
@@ -56,8 +57,8 @@ TEST_CASE("causal_tflops_per_gpu counts QK^T and PV over the causal half: Llama 
   // input embedding and the 65 x 4096 norm scales) = 45,027,950,592; attention 12 x 32 layers x
   // 8192 x 4096 = 12,884,901,888, of which the causal count keeps half.
   // (45,027,950,592 + 6,442,450,944) / (45,027,950,592 + 12,884,901,888).
-  const auto file =
-      std::filesystem::path(CTWIN_SOURCE_DIR) / "scenarios" / "validation" / "open" / "nemo-llama3-8b-fp8-8xh100.json";
+  const auto file = std::filesystem::path(ctwin::test::source_dir()) / "scenarios" / "validation" / "open" /
+                    "nemo-llama3-8b-fp8-8xh100.json";
   const Scenario sc = load_scenario(file.string(), {parse_override("/validation/metric=causal_tflops_per_gpu")});
   TrainingResult r;
   r.tflops_per_gpu = 100;

@@ -13,6 +13,7 @@
 #include "topology/catalog_json.hpp"
 #include "topology/network.hpp"
 
+#include "test_paths.hpp"
 #include "tolerance.hpp"
 
 using namespace ctwin;
@@ -22,7 +23,7 @@ namespace {
 
 // The data files' "size time_us busbw" rows as an all_reduce over `ranks` GPUs.
 std::vector<CollectiveMeasurement> published(const std::string& name, int ranks) {
-  std::ifstream in(std::string(CTWIN_SOURCE_DIR) + "/tests/topology/data/nccl-tests/" + name);
+  std::ifstream in(ctwin::test::source_dir() + "/tests/topology/data/nccl-tests/" + name);
   REQUIRE(in);
   std::vector<CollectiveMeasurement> out;
   for (std::string line; std::getline(in, line);) {

@@ -1,5 +1,5 @@
 // Running the ctwin executable from tests/app: a per-process scratch directory, captured stdout,
-// stderr and exit status. Needs CTWIN_EXE and CTWIN_SOURCE_DIR (set for test_app in CMake).
+// stderr and exit status. Runs the build's ctwin (test_paths.hpp) from the source tree.
 #pragma once
 
 #include <sys/wait.h>
@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "test_paths.hpp"
 
 namespace ctwin::test {
 
@@ -45,8 +47,8 @@ inline std::filesystem::path temp_dir() {
 inline Run cli(const std::string& args) {
   const auto d = temp_dir();
   const std::string out = (d / "out").string(), err = (d / "err").string();
-  const std::string cmd =
-      std::string("cd ") + CTWIN_SOURCE_DIR + " && " + CTWIN_EXE + " " + args + " >" + out + " 2>" + err;
+  const std::string cmd = std::string("cd ") + ctwin::test::source_dir() + " && " + ctwin::test::ctwin_exe() + " " +
+                          args + " >" + out + " 2>" + err;
   Run r;
   const int rc = std::system(cmd.c_str());
   r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;

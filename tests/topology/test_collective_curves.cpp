@@ -17,6 +17,7 @@
 #include "topology/cluster.hpp"
 #include "topology/collective.hpp"
 
+#include "test_paths.hpp"
 #include "tolerance.hpp"
 
 using namespace ctwin;
@@ -35,7 +36,7 @@ struct Curve {
 };
 
 Curve load(const std::string& name) {
-  const auto path = std::filesystem::path(CTWIN_SOURCE_DIR) / "tests/topology/data/nccl-tests" / name;
+  const auto path = std::filesystem::path(ctwin::test::source_dir()) / "tests/topology/data/nccl-tests" / name;
   std::ifstream in(path);
   REQUIRE_MESSAGE(in.good(), "cannot read " << path);
   Curve c;

@@ -16,6 +16,7 @@
 #include "viz/text_format.hpp"
 #include "viz/timeline_model.hpp"
 
+#include "test_paths.hpp"
 #include "tolerance.hpp"
 #include "trace_events.hpp"
 
@@ -323,12 +324,12 @@ TEST_CASE("a TP8 trace from ctwin run folds to 1/8 of its GPU lanes, per stream"
   // the viewer's fold is tried on the unfolded trace (TP8 x PP2 x DP4, 3 lanes per GPU). Four
   // layers and 8 micro-batches per replica keep every lane and stream of the layout at a fraction
   // of the run's time.
-  const auto exe = std::filesystem::path(CTWIN_BINARY_DIR) / "ctwin";
+  const auto exe = std::filesystem::path(ctwin::test::binary_dir()) / "ctwin";
   REQUIRE(std::filesystem::exists(exe));
   const auto dir = std::filesystem::temp_directory_path() / ("ctwin_viz_fold_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto trace = dir / "tp8.ctt";
-  const std::string cmd = std::string("cd ") + CTWIN_SOURCE_DIR + " && " + exe.string() +
+  const std::string cmd = std::string("cd ") + ctwin::test::source_dir() + " && " + exe.string() +
                           " run scenarios/llama3-70b-64xh100.json --no-fold --set /model/layers=4"
                           " --set /training/global_batch=32 --trace " +
                           trace.string() + " >/dev/null 2>&1";

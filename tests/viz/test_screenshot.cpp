@@ -25,6 +25,7 @@
 #include <stb/stb_image.h>
 
 #include "sim/trace.hpp"
+#include "test_paths.hpp"
 #include "viz/timeline_model.hpp"
 #include "viz/viewer.hpp"
 
@@ -113,7 +114,7 @@ struct Png {
 
 // Renders, writes the PNG through write_png, and decodes it again with stb_image.
 Png shoot(TimelineModel& a, TimelineModel* b, int w, int h, std::pair<double, double> range, const char* name) {
-  const auto path = std::filesystem::path(CTWIN_BINARY_DIR) / "tests" / name;
+  const auto path = std::filesystem::path(ctwin::test::binary_dir()) / "tests" / name;
   write_png(path.string(), render_offscreen(a, b, w, h, range));
   Png png;
   int n = 0;

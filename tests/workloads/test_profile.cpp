@@ -9,6 +9,7 @@
 #include "topology/collective.hpp"
 #include "workloads/profile.hpp"
 
+#include "test_paths.hpp"
 #include "tolerance.hpp"
 
 using namespace ctwin;
@@ -17,7 +18,7 @@ using ctwin::test::rel_approx;
 namespace {
 
 nlohmann::json gpu_catalog() {
-  std::ifstream in(std::string(CTWIN_SOURCE_DIR) + "/topology/catalog/gpus.json");
+  std::ifstream in(ctwin::test::source_dir() + "/topology/catalog/gpus.json");
   return nlohmann::json::parse(in);
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sim/error.hpp"
+#include "test_paths.hpp"
 #include "tolerance.hpp"
 #include "workloads/serving_traffic_params.hpp"
 
@@ -98,7 +99,7 @@ TEST_CASE("request trace CSV errors name the row and column") {
 }
 
 TEST_CASE("the shipped sample trace loads and replays at a requested mean rate") {
-  const std::filesystem::path dir = std::string(CTWIN_SOURCE_DIR) + "/scenarios";
+  const std::filesystem::path dir = ctwin::test::source_dir() + "/scenarios";
   const TrafficSpec s =
       load(R"({"arrival": {"process": "trace", "file": "data/azure-conv-sample.csv", "rate_per_s": 10}})", dir);
   REQUIRE(s.arrival.trace);

@@ -4,6 +4,12 @@ namespace ctwin {
 
 const char* to_string(Activation a) { return activation_names.name(a); }
 
+// Defined here, not inline in model.hpp, which some 75 objects include: a change to either (as
+// scripts/mutate.sh makes) recompiles one file.
+bool is_gated(Activation a) { return a == Activation::swiglu || a == Activation::geglu; }
+
+int mlp_saved_widths(Activation a) { return is_gated(a) ? 3 : a == Activation::relu ? 1 : 2; }
+
 double attention_params_per_layer(const ModelSpec& m) {
   const double h = static_cast<double>(m.hidden);
   if (m.mla.enabled()) {

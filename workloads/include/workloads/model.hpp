@@ -24,12 +24,12 @@ inline constexpr auto activation_names = make_names<Activation>({{Activation::sw
                                                                  {Activation::relu, "relu"},
                                                                  {Activation::relu2, "relu2"}});
 // Gated activations: the up projection is two (gate and up), ffn wide each.
-constexpr bool is_gated(Activation a) { return a == Activation::swiglu || a == Activation::geglu; }
+bool is_gated(Activation a);
 // Tensors of width ffn (per token) the MLP keeps for backward besides its input: a gated kind
 // its two projections' outputs and their product (3); GELU its input and output (2); squared
 // ReLU relu(x) for the square's backward and the square itself, fc2's input (2); ReLU only its
 // output, which is also fc2's input (1).
-constexpr int mlp_saved_widths(Activation a) { return is_gated(a) ? 3 : a == Activation::relu ? 1 : 2; }
+int mlp_saved_widths(Activation a);
 inline constexpr auto norm_names = make_names<Norm>({{Norm::rmsnorm, "rmsnorm"}, {Norm::layernorm, "layernorm"}});
 
 struct MoeSpec {
