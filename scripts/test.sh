@@ -10,21 +10,46 @@
 # run under the sanitizers. CTWIN_CI_SANITIZE=0 skips the stage (a quick local run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage's wall time, printed last (also when a stage fails), so CI's tail shows where the
+# time went.
+stages=()
+stage_begin=$SECONDS
+stage_name=""
+stage() {
+  if [ -n "$stage_name" ]; then stages+=("$(printf '%6ds  %s' $((SECONDS - stage_begin)) "$stage_name")"); fi
+  stage_name=$1
+  stage_begin=$SECONDS
+}
+report_stages() {
+  stage ""
+  echo "--- test.sh stages (wall seconds)"
+  printf '%s\n' "${stages[@]}"
+  printf '%6ds  total\n' "$SECONDS"
+}
+trap report_stages EXIT
+stage "format check"
 scripts/check-format.sh
+stage "build (GCC, -Werror)"
 scripts/build.sh -DCTWIN_WERROR=ON
+stage "ctest"
 ctest --test-dir build --output-on-failure --parallel "$(nproc)"
 scripts/check-tests.sh build
 # The digital twin end to end on two CPU ranks (realrun, calibrate, validate --profile), while
 # nothing else runs: its timings are real.
+stage "twin-check"
 scripts/twin-check.sh build
 if [ "${CTWIN_CI_SANITIZE:-1}" != 0 ]; then
+  stage "sanitizer build (clang 14, ASan+UBSan+libFuzzer)"
   scripts/fuzz.sh --build
+  stage "fuzz targets"
   for target in scenario hf_config cluster_json profile trace_binary chrome_trace request_trace measurements; do
     scripts/fuzz.sh "$target" "${CTWIN_CI_FUZZ_SECONDS:-10}"
   done
+  stage "ctest under the sanitizers"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-fuzz --output-on-failure --parallel "$(nproc)" ${CTWIN_CI_SANITIZE_TESTS:+-R "$CTWIN_CI_SANITIZE_TESTS"}
 fi
+stage "mutation score"
 # The mutation run rebuilds and tests one mutant at a time, mostly on one core: as many shards
 # as cores run side by side (each its own scratch tree; ccache shares their first build).
 shards=${CTWIN_CI_MUTATION_SHARDS:-$(nproc)}
