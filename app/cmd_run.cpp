@@ -85,6 +85,8 @@ int cmd_run(const Args& args) {
                   {"--trace", "FILE", "write a trace: .json (Chrome/Perfetto) or .ctt (ClusterTwin binary)"},
                   {"--set", "/POINTER=VALUE", "override a scenario key, e.g. --set /training/parallelism/tp=2", true},
                   {"--no-fold", "", "simulate every data-parallel replica instead of one representative"},
+                  {"--whole-step", "",
+                   "simulate every micro-batch instead of three short runs and the steady period (same figures)"},
                   {"--force", "", "overwrite an existing trace file"},
                   {"--max-memory", "BYTES",
                    "refuse a run whose estimated host memory exceeds this (8G, 512M; default 90% of MemAvailable)"},
@@ -122,6 +124,7 @@ int cmd_run(const Args& args) {
   }
   TrainingOptions opt = training_options(sc);
   opt.fold = !p->has("--no-fold");
+  opt.fold_micro_batches = !p->has("--whole-step");
   opt.trace = trace_path.has_value();
   ProgressLine progress("simulating");
   opt.progress = [&progress](double f) { progress.update(f); };

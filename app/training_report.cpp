@@ -132,6 +132,8 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
   j["warnings"] = training_warnings(sc, r);
   j["simulation"] = J{{"simulated_gpus", r.simulated_gpus}, {"folded", r.folded}, {"tp_folded", r.tp_folded},
                       {"cp_folded", r.cp_folded},           {"tasks", r.tasks},   {"events", r.events}};
+  // The micro-batch counts simulated when the steady state was extrapolated (docs/training.md).
+  if (!r.simulated_micro_batches.empty()) j["simulation"]["simulated_micro_batches"] = r.simulated_micro_batches;
   return j;
 }
 
@@ -245,10 +247,16 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
   fold_part(r.folded, "identical data-parallel replicas into one");
   fold_part(r.tp_folded, "each TP group's " + std::to_string(p.tp) + " ranks into one");
   fold_part(r.cp_folded, "each CP group's " + std::to_string(p.cp) + " ranks into one");
+  if (!r.simulated_micro_batches.empty()) {
+    const auto& mb = r.simulated_micro_batches;
+    fold_part(true, "the " + std::to_string(r.grad_accum) + " micro-batches as runs of " + std::to_string(mb[0]) +
+                        ", " + std::to_string(mb[1]) + " and " + std::to_string(mb[2]) +
+                        " whose steady period is extended to the step");
+  }
   if (!folded.empty()) folded += "; --no-fold to simulate all)";
-  std::snprintf(line, sizeof line, "\n  simulated %d of %d GPUs%s: %llu tasks, %llu events\n", r.simulated_gpus, r.gpus,
-                folded.c_str(), static_cast<unsigned long long>(r.tasks), static_cast<unsigned long long>(r.events));
-  o += line;
+  // Built as a string: the folding note can outgrow a line buffer.
+  o += "\n  simulated " + std::to_string(r.simulated_gpus) + " of " + std::to_string(r.gpus) + " GPUs" + folded + ": " +
+       std::to_string(r.tasks) + " tasks, " + std::to_string(r.events) + " events\n";
   return o;
 }
 

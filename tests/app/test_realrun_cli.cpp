@@ -74,7 +74,8 @@ TEST_CASE("ctwin realrun --backend cuda reads the scenario as the CPU backend do
   // ctwin-realrun sits beside ctwin where the CUDA Toolkit was found (CI's machines have it,
   // and no GPU). Without it, ctwin says how to get it.
   const std::string out = (temp_dir() / "realrun-cuda.json").string();
-  const bool built = std::filesystem::exists(std::filesystem::path(ctwin::test::ctwin_exe()).parent_path() / "ctwin-realrun");
+  const bool built =
+      std::filesystem::exists(std::filesystem::path(ctwin::test::ctwin_exe()).parent_path() / "ctwin-realrun");
   auto r = cli("realrun --backend cuda scenarios/twin/no-such.json -o " + out);
   CHECK(r.status == 2);
   if (!built) {

@@ -225,8 +225,8 @@ std::filesystem::path serving_measurements(const std::vector<ServingRow>& rows, 
   const auto dir = temp_dir();
   write(dir / "truth.json", profile_text(0.5, 0.6, 20));
   Measurements m;
-  m.scenario =
-      nlohmann::json::parse(test::slurp(std::filesystem::path(ctwin::test::source_dir()) / "scenarios/twin/cpu-serving.json"));
+  m.scenario = nlohmann::json::parse(
+      test::slurp(std::filesystem::path(ctwin::test::source_dir()) / "scenarios/twin/cpu-serving.json"));
   m.host.ranks = 2;
   m.repeats = 1;
   for (std::size_t i = 0; i < rows.size(); ++i) {

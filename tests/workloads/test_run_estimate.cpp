@@ -119,7 +119,8 @@ TEST_CASE("the estimate's op and dependency counts are the real program's") {
     CAPTURE(name);
     const ModelSpec m = tiny_llama(c.layers);
     const TrainingConfig cfg = config_of(c);
-    const TrainingOptions opt = options_of(c, false);
+    TrainingOptions opt = options_of(c, false);
+    opt.fold_micro_batches = false;  // the estimate of the whole program build_training_step builds
     const RunEstimate e = estimate_training_run(m, cfg, cl, opt);
     const StepProgram p = build_training_step(m, cfg, cl, opt);
     CHECK(e.ops == p.ops.size());
@@ -156,6 +157,27 @@ TEST_CASE("noise and flow fidelity unfold the estimate as they unfold the run") 
   CHECK_FALSE(f.folded);
   CHECK(f.simulated_gpus == 8);
   CHECK(f.flows > 0);
+}
+
+TEST_CASE("with folded micro-batches the estimate counts the three short runs and holds the longest") {
+  const Cluster cl = h100_nodes(1);
+  const TrainingConfig cfg = tiny_layout(2, 2, 2, 400);
+  TrainingOptions opt, whole;
+  whole.fold_micro_batches = false;
+  const RunEstimate e = estimate_training_run(tiny_llama(), cfg, cl, opt);
+  const RunEstimate w = estimate_training_run(tiny_llama(), cfg, cl, whole);
+  const TrainingResult r = simulate_training(tiny_llama(), cfg, cl, opt);
+  REQUIRE(r.simulated_micro_batches == std::vector<int>{4, 6, 8});
+  CHECK(e.micro_batch_fold);
+  CHECK_FALSE(w.micro_batch_fold);
+  CHECK(e.ops == r.tasks);  // 4 + 6 + 8 micro-batches' ops
+  CHECK(static_cast<double>(e.events) == rel_approx(static_cast<double>(r.events), 0.02));
+  // The host holds the 8-micro-batch program: ops are linear in micro-batches from pp on, so its
+  // bytes are the whole step's scaled by the ops of 8 over those of 400.
+  const RunCostModel c = run_cost_model();
+  const double ops8 = static_cast<double>(e.ops) * 8 / 18;  // 4 + 6 + 8 = 18 micro-batches of equal ops
+  CHECK(static_cast<double>(e.program_bytes) > c.overhead * ops8 * c.bytes_per_op);
+  CHECK(static_cast<double>(e.program_bytes) < static_cast<double>(w.program_bytes) / 20);
 }
 
 TEST_CASE("the estimate's events and trace file sizes are the run's" * doctest::test_suite("slow")) {
@@ -229,7 +251,8 @@ TEST_CASE("the host byte estimate is the run's peak RSS growth within 30%" * doc
     CAPTURE(name);
     const ModelSpec m = tiny_llama(run.c.layers);
     const TrainingConfig cfg = config_of(run.c);
-    const TrainingOptions opt = options_of(run.c, run.trace);
+    TrainingOptions opt = options_of(run.c, run.trace);
+    opt.fold_micro_batches = false;  // the whole step in memory: tens of MB
     const auto t0 = std::chrono::steady_clock::now();
     const RunEstimate e = estimate_training_run(m, cfg, cl, opt);
     const double estimate_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

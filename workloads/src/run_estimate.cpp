@@ -181,11 +181,21 @@ RunEstimate estimate_training_run(const ModelSpec& m, const TrainingConfig& cfg,
   }
   const double share = r - 1;  // shared parts counted once, not r times
   const int steps = std::max(1, cfg.noise.steps);
-  e.ops = whole(r * at(s1.ops, s2.ops, k1, k2, mbs));
-  e.deps = whole(r * at(s1.deps, s2.deps, k1, k2, mbs));
-  e.calls = whole(r * at(s1.calls, s2.calls, k1, k2, mbs));
-  e.events = whole(
-      steps * (r * at(s1.events, s2.events, k1, k2, mbs) - share * at(shared1.events, shared2.events, k1, k2, mbs)));
+  // Folded micro-batches: three short runs, one after the other. Tasks and events add up over
+  // them; the host holds one program at a time, the longest.
+  const MicroBatchFold mf = micro_batch_fold(cfg, opt);
+  e.micro_batch_fold = mf.active();
+  const std::vector<int> counts = mf.active() ? std::vector<int>{mf.at(0), mf.at(1), mf.at(2)} : std::vector<int>{mbs};
+  const int longest = counts.back();
+  auto over_runs = [&](double c1, double c2) {
+    double sum = 0;
+    for (const int n : counts) sum += at(c1, c2, k1, k2, n);
+    return sum;
+  };
+  e.ops = whole(r * over_runs(s1.ops, s2.ops));
+  e.deps = whole(r * over_runs(s1.deps, s2.deps));
+  e.calls = whole(r * over_runs(s1.calls, s2.calls));
+  e.events = whole(steps * (r * over_runs(s1.events, s2.events) - share * over_runs(shared1.events, shared2.events)));
   if (opt.flow_network) e.flows = whole(r * at(s1.comm_ops, s2.comm_ops, k1, k2, mbs));
   e.trace_events = whole(r * at(s1.trace_events, s2.trace_events, k1, k2, mbs));
   e.trace_bytes_ctt = whole(r * at(s1.trace_ctt, s2.trace_ctt, k1, k2, mbs) -
@@ -200,9 +210,10 @@ RunEstimate estimate_training_run(const ModelSpec& m, const TrainingConfig& cfg,
   e.trace_bytes_ctt += whole(arrows * s2.arrow_ctt);
   e.trace_bytes_json += whole(arrows * s2.arrow_json);
   const RunCostModel c = run_cost_model();
-  e.program_bytes =
-      whole(c.overhead * (static_cast<double>(e.ops) * c.bytes_per_op + static_cast<double>(e.deps) * c.bytes_per_dep +
-                          static_cast<double>(e.calls) * c.bytes_per_call));
+  e.program_bytes = whole(c.overhead * r *
+                          (at(s1.ops, s2.ops, k1, k2, longest) * c.bytes_per_op +
+                           at(s1.deps, s2.deps, k1, k2, longest) * c.bytes_per_dep +
+                           at(s1.calls, s2.calls, k1, k2, longest) * c.bytes_per_call));
   const double trace_host = opt.trace ? c.overhead * at(s1.trace_host, s2.trace_host, k1, k2, mbs) : 0.0;
   e.trace_host_bytes = whole(r * trace_host + (opt.trace ? c.overhead * arrows * sizeof(TraceArrow) : 0.0));
   e.host_bytes = e.program_bytes + e.trace_host_bytes;

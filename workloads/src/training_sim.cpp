@@ -1,10 +1,14 @@
 #include "workloads/training_sim.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "sim/error.hpp"
+#include "workloads/layout_check.hpp"
 #include "workloads/model_dims.hpp"
 #include "workloads/step_breakdown.hpp"
 #include "workloads/step_program.hpp"
@@ -60,58 +64,89 @@ double recompute_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
   return 0;
 }
 
-TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cluster,
-                                 const TrainingOptions& opt) {
+MicroBatchFold micro_batch_fold(const TrainingConfig& cfg, const TrainingOptions& opt) {
+  MicroBatchFold f;
+  if (!opt.fold || !opt.fold_micro_batches || opt.trace || opt.flow_network || cfg.noise.active()) return f;
+  const int m = cfg.grad_accum();
+  if (opt.micro_batch_fold_plan) {
+    const auto [first, stride] = *opt.micro_batch_fold_plan;
+    if (first >= 1 && stride >= 1 && first + 2 * stride < m && (m - first) % stride == 0) {
+      f.first = first;
+      f.stride = stride;
+    }
+    return f;
+  }
+  // A zero-bubble order is built from the costs for the whole count at once: 40 micro-batches do
+  // not run as 12 plus 28 more periods (a TP2 PP2 step differed by 0.3%), so it is never folded.
+  if (cfg.parallel.schedule == PipelineSchedule::zero_bubble) return f;
+  const int pp = std::max(1, cfg.parallel.pp);
+  // The steady state may repeat every other micro-batch rather than every one (two streams
+  // whose ops interleave differently on odd and even micro-batches: seen on TP2 PP2 layouts), so
+  // the runs stand two apart; interleaving's groups of pp make it pp, or 2 pp for odd pp.
+  const bool interleaved = cfg.parallel.schedule == PipelineSchedule::interleaved && cfg.parallel.virtual_stages > 1;
+  const int stride = interleaved ? (pp % 2 == 0 ? pp : 2 * pp) : 2;
+  // The warm-up (pp - 1 forwards on the first stage, plus (chunks - 1) x pp interleaved) over
+  // and a pipeline's worth of steady micro-batches after it.
+  const int chunks = interleaved ? cfg.parallel.virtual_stages : 1;
+  int first = std::max((chunks + 1) * pp, 4);
+  first += ((m - first) % stride + stride) % stride;  // congruent to m modulo stride
+  // Worth it only when the three short runs hold fewer micro-batches than the step.
+  if (m <= 3 * first + 3 * stride) return f;
+  f.first = first;
+  f.stride = stride;
+  return f;
+}
+
+namespace {
+
+// What one simulated program gives: the result's simulation figures, and what folding
+// micro-batches extrapolates from.
+// The program and its first step's run, kept for the trace (the executor refers to the graph:
+// held in one place on the heap).
+struct KeptRun {
+  StepProgram p;
+  LoweredStep lowered;
+  StepRun first;
+  std::vector<std::vector<std::uint32_t>> gpu_ops;
+};
+
+struct ProgramRun {
+  TrainingResult res;  // step times, breakdown, events, tasks, folding flags
+  Time makespan{};     // the first step's
+  // Each stage's compute and optimizer time (its first GPU), as the breakdown adds them: each
+  // part in seconds, then the sum.
+  std::vector<std::array<double, 2>> stage_busy_s;
+  std::unique_ptr<KeptRun> kept;  // with TrainingOptions::trace
+};
+
+ProgramRun simulate_program(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cluster,
+                            const TrainingOptions& eff) {
   const auto& par = cfg.parallel;
-  TrainingOptions eff = opt;
-  // Noise breaks the symmetry between replicas, and flow fidelity needs every replica's traffic
-  // on the links: simulate all of them.
-  if (cfg.noise.active() || opt.flow_network) eff.fold = false;
-  StepProgram p = build_training_step(m, cfg, cluster, eff);
-  const LoweredStep lowered = lower_step(p);
+  auto kept = std::make_unique<KeptRun>();
+  kept->p = build_training_step(m, cfg, cluster, eff);
+  const StepProgram& p = kept->p;
+  kept->lowered = lower_step(p);
+  const LoweredStep& lowered = kept->lowered;
   const int steps = std::max(1, cfg.noise.steps);
-  std::vector<double> step_times;
-  StepRun first;  // the first step is kept for the breakdown and trace
+  ProgramRun out;
+  TrainingResult& res = out.res;
+  StepRun& first = kept->first;  // the first step is kept for the breakdown and trace
   std::uint64_t events = 0;
   for (int step = 0; step < steps; ++step) {
     StepRun run = run_step(p, lowered, cfg, cluster, eff, step, steps);
-    step_times.push_back(run.step_time_s);
+    res.step_times_s.push_back(run.step_time_s);
     events += run.events;
     if (step == 0) first = std::move(run);
   }
   const StreamExecutor& exec = *first.exec;
-  TrainingResult res;
-  const int gpus = par.tp * par.pp * par.dp * par.cp;
-  res.gpus = gpus;
   res.simulated_gpus = static_cast<int>(p.gpus.size());
-  res.grad_accum = cfg.grad_accum();
   res.events = events;
   res.folded = p.folded;
   res.tp_folded = p.tp_folded;
   res.cp_folded = p.cp_folded;
-  res.step_times_s = step_times;
-  {
-    std::vector<double> sorted = step_times;
-    std::sort(sorted.begin(), sorted.end());
-    // Nearest-rank percentiles.
-    auto pct = [&](double q) { return sorted[static_cast<std::size_t>(std::ceil(q * sorted.size())) - 1]; };
-    res.step_time_p50_s = pct(0.5);
-    res.step_time_p99_s = pct(0.99);
-  }
   res.tasks = lowered.graph.task_count();
-  res.step_time_s = exec.makespan().seconds();
-  res.tokens_per_step = static_cast<double>(cfg.global_batch) * cfg.seq_len;
-  res.tokens_per_s = res.tokens_per_step / res.step_time_s;
-  res.model_flops_per_step = model_flops_per_step(m, cfg);
-  res.hardware_flops_per_step = res.model_flops_per_step + recompute_flops_per_step(m, cfg);
-  res.peak_tflops = cluster.spec.gpu.peak_flops(cfg.precision.compute) / 1e12;
-  res.tflops_per_gpu = res.model_flops_per_step / res.step_time_s / gpus / 1e12;
-  res.hw_tflops_per_gpu = res.hardware_flops_per_step / res.step_time_s / gpus / 1e12;
-  res.mfu = res.tflops_per_gpu / res.peak_tflops;
-  res.hfu = res.hw_tflops_per_gpu / res.peak_tflops;
-  res.memory = estimate_memory(m, cfg, cluster.spec.gpu.hbm_bytes);
-  for (int s = 0; s < par.pp; ++s)
-    res.stage_memory.push_back(estimate_stage_memory(m, cfg, cluster.spec.gpu.hbm_bytes, s));
+  out.makespan = exec.makespan();
+  res.step_time_s = out.makespan.seconds();
 
   // Where GPU 0's time went, and each stage's busy share. A GPU's compute and optimizer ops all
   // run on its compute stream, one at a time, so the breakdown's compute and optimizer parts are
@@ -130,29 +165,150 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
     if (tm.end > tm.start) (op.cls == OpClass::compute ? compute_ps : optimizer_ps)[op.gpu] += (tm.end - tm.start).ps;
   }
   res.breakdown = step_breakdown(p, gpu0_ops, exec, pipelined);
-  std::vector<std::vector<std::uint32_t>> gpu_ops;
-  if (opt.trace || !serial) gpu_ops = ops_by_gpu(p);
-  res.stage_utilization.assign(par.pp, 0.0);
+  std::vector<std::vector<std::uint32_t>>& gpu_ops = kept->gpu_ops;
+  if (eff.trace || !serial) gpu_ops = ops_by_gpu(p);
+  out.stage_busy_s.assign(par.pp, {0.0, 0.0});
   for (std::uint32_t g = 0; g < p.gpus.size(); ++g) {
     const auto& c = p.gpus[g];
     if (c.tp != 0 || c.cp != 0 || c.dp != 0) continue;
-    double busy_s = 0;
+    std::array<double, 2> busy_s{};
     if (c.pp == 0) {
-      busy_s = res.breakdown.compute_s + res.breakdown.optimizer_s;
+      busy_s = {res.breakdown.compute_s, res.breakdown.optimizer_s};
     } else if (serial) {
-      // As step_breakdown adds them: each part in seconds, then the sum.
-      busy_s = static_cast<double>(compute_ps[g]) * 1e-12 + static_cast<double>(optimizer_ps[g]) * 1e-12;
+      busy_s = {static_cast<double>(compute_ps[g]) * 1e-12, static_cast<double>(optimizer_ps[g]) * 1e-12};
     } else {
       const auto bd = step_breakdown(p, gpu_ops[g], exec, pipelined);
-      busy_s = bd.compute_s + bd.optimizer_s;
+      busy_s = {bd.compute_s, bd.optimizer_s};
     }
-    res.stage_utilization[c.pp] = busy_s / res.step_time_s;
+    out.stage_busy_s[c.pp] = busy_s;
   }
 
-  if (opt.trace) {
-    res.collectives = step_collectives(p);
-    Trace names = std::move(p.names);  // the trace keeps the program's string table
-    res.trace = training_trace(p, std::move(names), gpu_ops, lowered.graph, exec, cfg, cluster, res);
+  if (eff.trace) out.kept = std::move(kept);
+  return out;
+}
+
+// The picoseconds a figure in seconds was made from (static_cast<double>(ps) * 1e-12, as the
+// breakdown makes every part), or nullopt where it was not: extrapolating in whole picoseconds and
+// converting once gives the bits the whole step's run would.
+std::optional<std::int64_t> ps_of(double s) {
+  const double x = s * 1e12;
+  if (!(std::abs(x) < 4e15)) return std::nullopt;  // past 4,000 s the round trip is not exact
+  const auto ps = static_cast<std::int64_t>(std::llround(x));
+  if (static_cast<double>(ps) * 1e-12 != s) return std::nullopt;
+  return ps;
+}
+
+// The value `periods` strides past c, from three values a stride apart that grow by exactly the
+// same picoseconds; nullopt where they do not.
+std::optional<double> extend(double a, double b, double c, std::int64_t periods) {
+  const auto pa = ps_of(a), pb = ps_of(b), pc = ps_of(c);
+  if (!pa || !pb || !pc || *pc - *pb != *pb - *pa) return std::nullopt;
+  return static_cast<double>(*pc + (*pc - *pb) * periods) * 1e-12;
+}
+
+// The step at cfg's micro-batch count from runs at f.at(0..2), or nullopt where the three do
+// not grow evenly.
+std::optional<ProgramRun> extrapolate(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cluster,
+                                      const TrainingOptions& eff, const MicroBatchFold& f) {
+  std::array<ProgramRun, 3> runs;
+  for (int i = 0; i < 3; ++i) {
+    TrainingConfig c = cfg;
+    c.global_batch = c.micro_batch * c.parallel.dp * f.at(i);
+    TrainingOptions o = eff;
+    if (eff.progress) o.progress = [&, i](double x) { eff.progress((i + x) / 3.0); };
+    runs[i] = simulate_program(m, c, cluster, o);
+  }
+  const auto& [r0, r1, r2] = runs;
+  const std::int64_t d1 = (r1.makespan - r0.makespan).ps, d2 = (r2.makespan - r1.makespan).ps;
+  if (d1 != d2) return std::nullopt;
+  const StepBreakdown &b0 = r0.res.breakdown, &b1 = r1.res.breakdown, &b2 = r2.res.breakdown;
+  const std::int64_t periods = (cfg.grad_accum() - f.at(2)) / f.stride;
+  ProgramRun out;
+  out.makespan = r2.makespan + Time{d2 * periods};
+  // Every part of the breakdown and every stage's busy time must grow by whole, equal steps too.
+  StepBreakdown& b = out.res.breakdown;
+  for (auto part : {&StepBreakdown::compute_s, &StepBreakdown::optimizer_s, &StepBreakdown::exposed_tp_s,
+                    &StepBreakdown::exposed_cp_s, &StepBreakdown::exposed_ep_s, &StepBreakdown::exposed_dp_s,
+                    &StepBreakdown::exposed_pp_s, &StepBreakdown::bubble_s, &StepBreakdown::other_s}) {
+    const auto v = extend(b0.*part, b1.*part, b2.*part, periods);
+    if (!v) return std::nullopt;
+    b.*part = *v;
+  }
+  for (std::size_t s = 0; s < r2.stage_busy_s.size(); ++s) {
+    std::array<double, 2> busy{};
+    for (std::size_t k = 0; k < 2; ++k) {
+      const auto v = extend(r0.stage_busy_s[s][k], r1.stage_busy_s[s][k], r2.stage_busy_s[s][k], periods);
+      if (!v) return std::nullopt;
+      busy[k] = *v;
+    }
+    out.stage_busy_s.push_back(busy);
+  }
+  TrainingResult& res = out.res;
+  res.simulated_gpus = r2.res.simulated_gpus;
+  res.folded = r2.res.folded;
+  res.tp_folded = r2.res.tp_folded;
+  res.cp_folded = r2.res.cp_folded;
+  res.simulated_micro_batches = {f.at(0), f.at(1), f.at(2)};
+  for (const ProgramRun& r : runs) {
+    res.events += r.res.events;
+    res.tasks += r.res.tasks;
+  }
+  res.step_time_s = out.makespan.seconds();
+  res.step_times_s = {res.step_time_s};
+  return out;
+}
+
+}  // namespace
+
+TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cluster,
+                                 const TrainingOptions& opt) {
+  const auto& par = cfg.parallel;
+  TrainingOptions eff = opt;
+  // Noise breaks the symmetry between replicas, and flow fidelity needs every replica's traffic
+  // on the links: simulate all of them.
+  if (cfg.noise.active() || opt.flow_network) eff.fold = false;
+  std::optional<ProgramRun> run;
+  if (const MicroBatchFold f = micro_batch_fold(cfg, eff); f.active()) {
+    // The whole step's limits (micro-batch count, a step time the engine's clock holds) hold
+    // however few micro-batches are simulated.
+    require_simulable_layout(m, cfg, cluster);
+    run = extrapolate(m, cfg, cluster, eff, f);
+  }
+  if (!run) run = simulate_program(m, cfg, cluster, eff);
+  TrainingResult res = std::move(run->res);
+  const int gpus = par.tp * par.pp * par.dp * par.cp;
+  res.gpus = gpus;
+  res.grad_accum = cfg.grad_accum();
+  {
+    std::vector<double> sorted = res.step_times_s;
+    std::sort(sorted.begin(), sorted.end());
+    // Nearest-rank percentiles.
+    auto pct = [&](double q) { return sorted[static_cast<std::size_t>(std::ceil(q * sorted.size())) - 1]; };
+    res.step_time_p50_s = pct(0.5);
+    res.step_time_p99_s = pct(0.99);
+  }
+  res.step_time_s = run->makespan.seconds();
+  res.tokens_per_step = static_cast<double>(cfg.global_batch) * cfg.seq_len;
+  res.tokens_per_s = res.tokens_per_step / res.step_time_s;
+  res.model_flops_per_step = model_flops_per_step(m, cfg);
+  res.hardware_flops_per_step = res.model_flops_per_step + recompute_flops_per_step(m, cfg);
+  res.peak_tflops = cluster.spec.gpu.peak_flops(cfg.precision.compute) / 1e12;
+  res.tflops_per_gpu = res.model_flops_per_step / res.step_time_s / gpus / 1e12;
+  res.hw_tflops_per_gpu = res.hardware_flops_per_step / res.step_time_s / gpus / 1e12;
+  res.mfu = res.tflops_per_gpu / res.peak_tflops;
+  res.hfu = res.hw_tflops_per_gpu / res.peak_tflops;
+  res.memory = estimate_memory(m, cfg, cluster.spec.gpu.hbm_bytes);
+  for (int s = 0; s < par.pp; ++s)
+    res.stage_memory.push_back(estimate_stage_memory(m, cfg, cluster.spec.gpu.hbm_bytes, s));
+  res.stage_utilization.assign(par.pp, 0.0);
+  for (int s = 0; s < par.pp; ++s)
+    res.stage_utilization[s] = (run->stage_busy_s[s][0] + run->stage_busy_s[s][1]) / res.step_time_s;
+
+  if (run->kept) {  // a trace (never with folded micro-batches)
+    KeptRun& k = *run->kept;
+    res.collectives = step_collectives(k.p);
+    Trace names = std::move(k.p.names);  // the trace keeps the program's string table
+    res.trace = training_trace(k.p, std::move(names), k.gpu_ops, k.lowered.graph, *k.first.exec, cfg, cluster, res);
   }
   return res;
 }

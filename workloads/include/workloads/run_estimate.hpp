@@ -20,7 +20,8 @@ struct RunEstimate {
   bool folded = false;                  // as simulate_training will run it (noise and flows unfold)
   int micro_batches = 0;                // per data-parallel replica
   bool exact = false;                   // the sample was the run's own program: counts are exact
-  std::uint64_t ops = 0;                // StepProgram ops = engine tasks
+  bool micro_batch_fold = false;        // three short runs stand for the step (micro_batch_fold)
+  std::uint64_t ops = 0;                // StepProgram ops = engine tasks (over the runs when folded)
   std::uint64_t deps = 0;               // dependencies, late ones included
   std::uint64_t calls = 0;              // collective calls (an upper bound unfolded: DP calls are shared)
   std::uint64_t events = 0;             // engine events over every simulated step

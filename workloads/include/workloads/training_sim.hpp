@@ -7,7 +7,9 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/trace.hpp"
@@ -28,7 +30,13 @@ struct TrainingOptions {
   // With fold, also simulate one rank of each TP and CP group where that is exact (their
   // collectives' peers take the same time; docs/training.md, "Folding").
   bool fold_ranks = true;
-  bool trace = false;  // record every op of every simulated GPU
+  // With fold, simulate a long run of micro-batches as three short ones and extrapolate the
+  // steady state's period, where that is exact (micro_batch_fold; docs/training.md, "Folding").
+  bool fold_micro_batches = true;
+  // The micro-batch counts to fold from instead of micro_batch_fold's (tests: a plan inside the
+  // warm-up must be refused by the even-growth check). Used where folding is allowed at all.
+  std::optional<std::pair<int, int>> micro_batch_fold_plan;  // (first, stride)
+  bool trace = false;                                        // record every op of every simulated GPU
   // Collectives as flows sharing the cluster's links (congestion between TP, DP, PP and EP
   // traffic shows); implies simulating every replica. Else the analytical alpha-beta model.
   bool flow_network = false;
@@ -81,8 +89,11 @@ struct TrainingResult {
   int gpus = 0;
   int simulated_gpus = 0;
   int grad_accum = 0;
-  std::uint64_t events = 0;
-  std::uint64_t tasks = 0;
+  // The micro-batch counts simulated when the steady state was extrapolated (three, a stride
+  // apart; micro_batch_fold); empty when all grad_accum were simulated.
+  std::vector<int> simulated_micro_batches;
+  std::uint64_t events = 0;                   // over every simulated run
+  std::uint64_t tasks = 0;                    // over every simulated run
   StepBreakdown breakdown;                    // for GPU 0 (first stage, first TP rank)
   std::vector<double> stage_utilization;      // compute busy fraction of each pipeline stage
   MemoryBreakdown memory;                     // the worst stage's (estimate_memory)
@@ -91,6 +102,26 @@ struct TrainingResult {
   // With TrainingOptions::trace: every collective each simulated GPU issued, in issue order.
   std::vector<StepCollective> collectives;
 };
+
+// Micro-batch folding. After the pipeline's warm-up, each further micro-batch of a deterministic
+// step adds one period: the same ops at the same offsets. So a step of m micro-batches is
+// simulated at first, first + stride and first + 2 * stride; when the step time, the breakdown
+// and every stage's busy time grow by exactly the same amount between the three, the step at m is
+// the last one plus (m - last) / stride periods. If not (no steady state yet, a period that
+// alternates), the whole step is simulated. stride is 2 (a steady state may alternate between
+// two periods), or pp for the interleaved schedule (its micro-batches go in groups of pp; 2 pp
+// for odd pp); first is (chunks + 1) x pp, at least 4, congruent to m modulo stride.
+struct MicroBatchFold {
+  int first = 0;
+  int stride = 0;  // 0: not folded
+  bool active() const { return stride > 0; }
+  int at(int i) const { return first + i * stride; }  // the i-th simulated count, i = 0..2
+};
+// Whether (and how) simulate_training folds cfg's micro-batches: with opt.fold and
+// opt.fold_micro_batches, no trace, no noise, the analytical network, not the zero-bubble
+// schedule (its order is built for the whole count), and only where the three short runs hold
+// fewer micro-batches than the step.
+MicroBatchFold micro_batch_fold(const TrainingConfig& cfg, const TrainingOptions& opt);
 
 // Model FLOPs per step by the Megatron/PaLM convention: 6 N tokens + 12 L s h_q tokens.
 double model_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg);
