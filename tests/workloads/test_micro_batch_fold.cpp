@@ -191,3 +191,18 @@ TEST_CASE("runs that grow unevenly are not extrapolated: the whole step runs") {
   CHECK(f.simulated_micro_batches.empty());
   same_figures(f, w);
 }
+
+TEST_CASE("a step time that grows evenly is not enough: a breakdown part growing unevenly keeps the whole step") {
+  // 4 stages, 8 micro-batches, runs of 3, 4 and 5 (still inside the warm-up): the step grows by
+  // the same picoseconds each time, the exposed pipeline transfers do not (57, 71, 99 us), so the
+  // fold is refused.
+  const Cluster cl = nodes(1);
+  const auto c = layout(1, 4, 1, 8);
+  TrainingOptions early, whole;
+  early.micro_batch_fold_plan = std::pair{3, 1};
+  whole.fold_micro_batches = false;
+  const TrainingResult f = simulate_training(gpt_small(), c, cl, early);
+  const TrainingResult w = simulate_training(gpt_small(), c, cl, whole);
+  CHECK(f.simulated_micro_batches.empty());
+  same_figures(f, w);
+}

@@ -219,6 +219,8 @@ std::optional<ProgramRun> extrapolate(const ModelSpec& m, const TrainingConfig& 
     runs[i] = simulate_program(m, c, cluster, o);
   }
   const auto& [r0, r1, r2] = runs;
+  // GPU 0's breakdown splits [0, makespan), so its parts growing evenly (checked below) imply
+  // the step time does; this only leaves early.
   const std::int64_t d1 = (r1.makespan - r0.makespan).ps, d2 = (r2.makespan - r1.makespan).ps;
   if (d1 != d2) return std::nullopt;
   const StepBreakdown &b0 = r0.res.breakdown, &b1 = r1.res.breakdown, &b2 = r2.res.breakdown;
