@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "host_resources.hpp"
 #include "realrun/cpu_collectives.hpp"
 #include "realrun/cpu_device.hpp"
+#include "realrun/cpu_mpi.hpp"
 #include "realrun/driver.hpp"
 #include "realrun_job.hpp"
 #include "scenario.hpp"
@@ -115,7 +118,8 @@ int cmd_realrun(const Args& args_in) {
       "sweep, and whole steps. A serving scenario: the same for a set of iterations of its replica (prefill\n"
       "chunks, decode batches, mixed; /realrun/iterations, else planned from /serving's limits).\n"
       "`ctwin calibrate` fits a profile from the file; `ctwin validate` compares.\n"
-      "The CPU backend runs ranks as threads of this process (Eigen GEMMs, shared-memory collectives);\n"
+      "The CPU backend runs ranks as threads of this process (Eigen GEMMs, shared-memory collectives), or\n"
+      "under mpirun/srun one rank per process (collectives over MPI: mpirun -np RANKS ctwin realrun ...);\n"
       "the CUDA backend is the ctwin-realrun binary beside ctwin. /realrun in the scenario sets repeats,\n"
       "warm-up and the sweeps; the flags here win.\n"
       "Exit status: 0 done, 1 a run that failed (a rank that never joined a collective), 2 bad input.";
@@ -159,30 +163,72 @@ int cmd_realrun(const Args& args_in) {
   realrun::BackendOptions bo;
   bo.ranks = plan.ranks;
   bo.timeout_s = job.config.timeout_s;
-  auto devices = realrun::make_cpu_devices(bo);
+
+  // Under mpirun/srun: one rank per process, collectives over MPI; rank 0 reports and writes.
+  const bool mpi = realrun::launched_by_mpi();
+  if (mpi && !realrun::cpu_mpi_built()) {
+    throw InputError("", "mpirun", "this ctwin was built without MPI",
+                     "one process, its ranks as threads (run it without mpirun)");
+  }
+  struct Finalize {
+    bool on;
+    ~Finalize() {
+      if (on) realrun::mpi_finalize();
+    }
+  } finalize{mpi};  // after the devices (declared below) are gone
+  std::optional<realrun::MpiWorld> world;
+  if (mpi) {
+    world = realrun::mpi_init_world();
+    if (world->size != plan.ranks) {
+      if (world->rank != 0) return kExitBadInput;
+      throw InputError(
+          path, "/training/parallelism",
+          "a layout of " + std::to_string(plan.ranks) + " ranks over " + std::to_string(world->size) + " MPI processes",
+          "one process per rank: mpirun -np " + std::to_string(plan.ranks));
+    }
+  }
+  const bool lead = !world || world->rank == 0;
+  std::vector<std::unique_ptr<realrun::Device>> devices;
+  if (world) {
+    devices.push_back(realrun::make_cpu_mpi_device(bo, world->rank));
+  } else {
+    devices = realrun::make_cpu_devices(bo);
+  }
   std::vector<realrun::Device*> devs;
   for (auto& d : devices) devs.push_back(d.get());
 
-  const bool quiet = p->has("--quiet");
+  const bool quiet = p->has("--quiet") || !lead;
   ProgressLine progress("realrun");
   calibrate::Measurements m;
   try {
-    m = realrun::run_realrun(job, plan, devs, [&](const std::string&, double f) {
-      if (!quiet) progress.update(f);
-    });
+    m = realrun::run_realrun(
+        job, plan, devs,
+        [&](const std::string&, double f) {
+          if (!quiet) progress.update(f);
+        },
+        world ? &world->group : nullptr);
   } catch (const realrun::CollectiveTimeout& e) {
     progress.clear();
     std::fprintf(stderr, "error: realrun failed: %s\n", e.what());
+    // The other processes may wait in a collective: end the whole job, not this rank.
+    if (world) realrun::mpi_abort(kExitInternal);
     return kExitInternal;
   } catch (const std::invalid_argument& e) {
     // A kernel too large for this backend's memory: the scenario, not the program, is at fault.
     progress.clear();
     std::fprintf(stderr, "error: %s: %s\n", path.c_str(), e.what());
+    if (world) realrun::mpi_abort(kExitBadInput);
     return kExitBadInput;
   }
   progress.clear();
-  calibrate::write_measurements(m, *out, force, "-o");
-  if (!quiet) print_summary(m, *out);
+  if (world) {
+    m.host.versions["mpi"] = realrun::mpi_library_version();
+    m.host.processes = world->size;
+  }
+  if (lead) {
+    calibrate::write_measurements(m, *out, force, "-o");
+    if (!quiet) print_summary(m, *out);
+  }
   return kExitOk;
 }
 

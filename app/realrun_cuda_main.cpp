@@ -217,6 +217,7 @@ int run(int argc, char** argv) {
   // What ran where: the GPUs and libraries, and the node as discovered.
   m.host.hostname = node.hostname;
   m.host.ranks = plan.ranks;
+  m.host.processes = w.mpi ? w.size : 1;
   m.host.nodes = w.mpi ? std::max(1, w.size / std::max<int>(1, static_cast<int>(node.gpus.size()))) : 1;
   m.host.gpus = nlohmann::json::array();
   for (const DiscoveredGpu& g : node.gpus)

@@ -207,12 +207,13 @@ Measurements parse_measurements(const std::string& text, const std::string& file
   if (!m.scenario.is_object()) o.fail("scenario", "found " + shown(m.scenario), "the scenario object as run");
   {
     const JsonObject h = o.object("host");
-    h.only({"hostname", "cpu", "cores", "ranks", "nodes", "gpus", "versions"});
+    h.only({"hostname", "cpu", "cores", "ranks", "nodes", "processes", "gpus", "versions"});
     m.host.hostname = h.string("hostname", std::string());
     m.host.cpu = h.string("cpu", std::string());
     m.host.cores = static_cast<int>(h.integer("cores", 0, 0, 1 << 20));
     m.host.ranks = static_cast<int>(h.integer("ranks", std::nullopt, 1, 1 << 24));
     m.host.nodes = static_cast<int>(h.integer("nodes", 1, 1, 1 << 20));
+    m.host.processes = static_cast<int>(h.integer("processes", 1, 1, 1 << 24));
     if (h.has("gpus")) m.host.gpus = h.raw("gpus");
     if (h.has("versions")) m.host.versions = h.raw("versions");
     if (!m.host.gpus.is_array()) h.fail("gpus", "found " + shown(m.host.gpus), "an array");
@@ -246,13 +247,10 @@ std::string measurements_to_json(const Measurements& m) {
   j["created_by"] = m.created_by;
   j["scenario_file"] = m.scenario_file;
   j["scenario"] = as_ordered(m.scenario);
-  j["host"] = {{"hostname", m.host.hostname},
-               {"cpu", m.host.cpu},
-               {"cores", m.host.cores},
-               {"ranks", m.host.ranks},
-               {"nodes", m.host.nodes},
-               {"gpus", as_ordered(m.host.gpus)},
-               {"versions", as_ordered(m.host.versions)}};
+  j["host"] = {{"hostname", m.host.hostname},     {"cpu", m.host.cpu},
+               {"cores", m.host.cores},           {"ranks", m.host.ranks},
+               {"nodes", m.host.nodes},           {"processes", m.host.processes},
+               {"gpus", as_ordered(m.host.gpus)}, {"versions", as_ordered(m.host.versions)}};
   j["cluster"] = as_ordered(m.cluster);
   j["warmup"] = m.warmup;
   j["repeats"] = m.repeats;

@@ -58,9 +58,9 @@ ShmComm::ShmComm(std::vector<int> ranks, std::string label, double timeout_s)
   mailbox_.resize(ranks_.size());
 }
 
-int ShmComm::member_of(int rank) const {
-  const auto it = std::find(ranks_.begin(), ranks_.end(), rank);
-  return it == ranks_.end() ? -1 : static_cast<int>(it - ranks_.begin());
+int CpuComm::member_of(int rank) const {
+  const auto it = std::find(ranks().begin(), ranks().end(), rank);
+  return it == ranks().end() ? -1 : static_cast<int>(it - ranks().begin());
 }
 
 void ShmComm::check_member(int member) const {

@@ -15,6 +15,7 @@
 
 #include "realrun/cpu_collectives.hpp"
 #include "realrun/cpu_kernels.hpp"
+#include "realrun/cpu_mpi.hpp"
 #include "workloads/step_program.hpp"
 
 namespace ctwin::realrun {
@@ -52,16 +53,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The communicators of one job, shared by its thread-ranks.
+// The communicators of one job, shared by its thread-ranks; or, under MPI, this process's own
+// (`make`: one rank per process).
 struct World {
   std::mutex mu;
-  std::map<std::uint32_t, std::shared_ptr<ShmComm>> comms;
+  std::map<std::uint32_t, std::shared_ptr<CpuComm>> comms;
+  std::function<std::shared_ptr<CpuComm>(const CommSpec&, double)> make;  // null: ShmComm
 
-  std::shared_ptr<ShmComm> comm(const CommSpec& spec, double timeout_s) {
+  std::shared_ptr<CpuComm> comm(const CommSpec& spec, double timeout_s) {
     std::lock_guard lk(mu);
     auto& c = comms[spec.id];
     if (!c) {
-      c = std::make_shared<ShmComm>(spec.ranks, spec.label, timeout_s);
+      c = make ? make(spec, timeout_s) : std::make_shared<ShmComm>(spec.ranks, spec.label, timeout_s);
     } else if (c->ranks() != spec.ranks) {
       throw std::invalid_argument("create_comm: communicator " + std::to_string(spec.id) + " ('" + spec.label +
                                   "') created with different ranks by different members");
@@ -226,7 +229,7 @@ class CpuRank final : public CpuDevice {
 
  private:
   struct CommState {
-    std::shared_ptr<ShmComm> comm;
+    std::shared_ptr<CpuComm> comm;
     int member = 0;
     std::vector<float> buf, buf2;
   };
@@ -272,7 +275,7 @@ class CpuRank final : public CpuDevice {
     const auto len = static_cast<std::size_t>(std::max(1.0, std::ceil(req.bytes / sizeof(float))));
     if (st.buf.size() < len) st.buf.assign(len, 1.0f);
     const std::span<float> data(st.buf.data(), len);
-    ShmComm& c = *st.comm;
+    CpuComm& c = *st.comm;
     switch (req.op) {
       case CollectiveOp::all_reduce:
         c.all_reduce(st.member, data);
@@ -328,6 +331,13 @@ std::vector<std::unique_ptr<Device>> make_cpu_devices(const BackendOptions& opt)
   std::vector<std::unique_ptr<Device>> out;
   for (int r = 0; r < opt.ranks; ++r) out.push_back(std::make_unique<CpuRank>(r, world, opt));
   return out;
+}
+
+std::unique_ptr<Device> make_cpu_mpi_device(const BackendOptions& opt, int rank) {
+  if (rank < 0 || rank >= opt.ranks) throw std::invalid_argument("realrun cpu: rank outside the job");
+  auto world = std::make_shared<World>();
+  world->make = [](const CommSpec& spec, double timeout_s) { return make_mpi_comm(spec.ranks, spec.label, timeout_s); };
+  return std::make_unique<CpuRank>(rank, world, opt);
 }
 
 }  // namespace ctwin::realrun

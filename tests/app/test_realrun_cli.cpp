@@ -2,6 +2,9 @@
 // measurements file the reader takes, and bad invocations are clear errors with exit status 2.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -33,6 +36,76 @@ TEST_CASE("ctwin realrun on both twin scenarios writes measurements of their lay
     for (const auto& c : m.collectives) CHECK(c.group == (fit ? "dp" : "tp"));
     CHECK(cli("run " + scenario).status == 0);
   }
+}
+
+namespace {
+
+// AddressSanitizer's leak check reports Open MPI's allocations at MPI_Init (they outlive
+// MPI_Finalize): the mpirun cases run only without it.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAsan = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAsan = true;
+#else
+constexpr bool kAsan = false;
+#endif
+#else
+constexpr bool kAsan = false;
+#endif
+
+// `mpirun -n N ctwin ARGS` from the source tree, as root where CI runs; status, stdout, stderr.
+ctwin::test::Run mpirun_ctwin(int n, const std::string& args) {
+  const auto d = temp_dir();
+  const std::string out = (d / "mpi-out").string(), err = (d / "mpi-err").string();
+  const std::string cmd = std::string("cd ") + ctwin::test::source_dir() + " && mpirun -n " + std::to_string(n) +
+                          " --oversubscribe" + (geteuid() == 0 ? " --allow-run-as-root" : "") + " " +
+                          ctwin::test::ctwin_exe() + " " + args + " >" + out + " 2>" + err;
+  ctwin::test::Run r;
+  const int rc = std::system(cmd.c_str());
+  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  r.out = ctwin::test::slurp(out);
+  r.err = ctwin::test::slurp(err);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("ctwin realrun under mpirun runs one rank per process and measures what its threads measure") {
+  if (kAsan || std::system("command -v mpirun >/dev/null 2>&1") != 0) {
+    MESSAGE("skipped: " << (kAsan ? "an AddressSanitizer build" : "no mpirun on PATH"));
+    return;
+  }
+  const std::string args =
+      " --repeats 1 --warmup 0 --set /realrun/sweep=false --set /realrun/collective_max_bytes=65536 --quiet";
+  const std::string mpi_out = (temp_dir() / "mpi-fit.json").string();
+  const std::string thr_out = (temp_dir() / "threads-fit.json").string();
+  const auto r = mpirun_ctwin(2, "realrun scenarios/twin/cpu-fit.json -o " + mpi_out + args);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  REQUIRE(cli("realrun scenarios/twin/cpu-fit.json -o " + thr_out + args).status == 0);
+  const auto m = ctwin::calibrate::load_measurements(mpi_out);
+  const auto t = ctwin::calibrate::load_measurements(thr_out);
+  CHECK(m.host.ranks == 2);
+  CHECK(m.host.processes == 2);
+  CHECK(t.host.processes == 1);
+  CHECK(m.host.versions.value("mpi", std::string()).rfind("Open MPI", 0) == 0);
+  // The same plan: every kernel shape, every collective size of the DP communicator, the step.
+  REQUIRE(m.ops.size() == t.ops.size());
+  for (std::size_t i = 0; i < m.ops.size(); ++i) CHECK(m.ops[i].op.flops == t.ops[i].op.flops);
+  REQUIRE(m.collectives.size() == t.collectives.size());
+  for (std::size_t i = 0; i < m.collectives.size(); ++i) {
+    CHECK(m.collectives[i].bytes == t.collectives[i].bytes);
+    CHECK(m.collectives[i].group == "dp");
+    CHECK(m.collectives[i].stats.median_s > 0);
+  }
+  REQUIRE(m.steps.size() == 1);
+  CHECK(m.steps[0].stats.median_s > 0);
+  // One process per rank, or a clear error: three processes for a layout of two.
+  const auto bad = mpirun_ctwin(3, "realrun scenarios/twin/cpu-fit.json -o " + mpi_out + " --force" + args);
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("a layout of 2 ranks over 3 MPI processes") != std::string::npos);
+  CHECK(bad.err.find("mpirun -np 2") != std::string::npos);
 }
 
 TEST_CASE("ctwin realrun refuses what it cannot run with exit status 2 and a message naming the problem") {

@@ -71,6 +71,7 @@ struct StepMeasurement {
 struct HostInfo {
   std::string hostname, cpu;
   int cores = 0, ranks = 0, nodes = 1;
+  int processes = 1;  // OS processes the ranks ran in (an MPI job: one per rank); 1: threads
   nlohmann::json gpus = nlohmann::json::array();       // [{"name","uuid","driver"}]
   nlohmann::json versions = nlohmann::json::object();  // {"cuda","nccl","cublas","eigen","mpi"}
 };

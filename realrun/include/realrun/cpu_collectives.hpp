@@ -31,46 +31,65 @@ struct CollectiveTimeout : std::runtime_error {
 // give chunks that differ by at most one element.
 std::pair<std::size_t, std::size_t> chunk_bounds(std::size_t len, std::size_t n, std::size_t c);
 
-// One communicator over thread-ranks sharing memory. Every member calls the same operations in
-// the same order from its own thread, with its position in `ranks` (`member`) and its own
-// buffers. Each call is a rendezvous: a member that does not arrive within `timeout_s` makes the
-// others throw CollectiveTimeout naming the missing global ranks and the communicator, and the
-// communicator is aborted (every later call throws at once), never a hang.
-class ShmComm {
+// A communicator of the CPU backend: thread-ranks sharing memory (ShmComm) or one rank per MPI
+// process (cpu_mpi.hpp). Every member calls the same operations in the same order, with its
+// position in `ranks()` (`member`) and its own buffers. A member that does not arrive within the
+// timeout makes the others throw CollectiveTimeout naming the missing global ranks and the
+// communicator, and the communicator is aborted (every later call throws at once), never a hang.
+class CpuComm {
  public:
-  ShmComm(std::vector<int> ranks, std::string label, double timeout_s);
-  int size() const { return static_cast<int>(ranks_.size()); }
-  const std::vector<int>& ranks() const { return ranks_; }
-  const std::string& label() const { return label_; }
-
+  virtual ~CpuComm() = default;
+  int size() const { return static_cast<int>(ranks().size()); }
+  virtual const std::vector<int>& ranks() const = 0;
+  virtual const std::string& label() const = 0;
   // The member's position in the ring, or -1 when `rank` is no member.
   int member_of(int rank) const;
 
   // A rendezvous and nothing else (communicator creation, as ncclCommInitRank).
-  void join(int member, const char* what);
+  virtual void join(int member, const char* what) = 0;
   // Sums every member's `data` (equal lengths) into every member's, in place: ring
   // reduce-scatter then ring all-gather.
-  void all_reduce(int member, std::span<float> data);
+  virtual void all_reduce(int member, std::span<float> data) = 0;
   // `data` is the gathered output; on entry member i's own chunk (chunk_bounds(len, n, i)) holds
   // its contribution, on return every chunk holds its owner's.
-  void all_gather(int member, std::span<float> data);
+  virtual void all_gather(int member, std::span<float> data) = 0;
   // `data` is the input; on return member i's chunk i holds the sum of every member's chunk i
   // (the rest of `data` is scratch).
-  void reduce_scatter(int member, std::span<float> data);
+  virtual void reduce_scatter(int member, std::span<float> data) = 0;
   // Chunk j of member i's `send` lands in chunk i of member j's `recv` (equal lengths).
-  void all_to_all(int member, std::span<const float> send, std::span<float> recv);
+  virtual void all_to_all(int member, std::span<const float> send, std::span<float> recv) = 0;
   // Every member's `data` becomes the root's.
-  void broadcast(int member, std::span<float> data, int root_member = 0);
+  virtual void broadcast(int member, std::span<float> data, int root_member = 0) = 0;
   // The root's `data` becomes the sum of every member's; the others' are left as they were.
-  void reduce(int member, std::span<float> data, int root_member = 0);
+  virtual void reduce(int member, std::span<float> data, int root_member = 0) = 0;
   // Two members: the sender's `data` is copied into the receiver's (a rendezvous of both). More:
   // each member's `data` becomes its left neighbour's (a ring step, as ring attention's).
-  void send_recv(int member, std::span<float> data, bool send);
-  // Eager point-to-point, as a pipeline stage posts its transfers: `post` copies `data` into the
-  // next member's mailbox and returns; `take` waits (up to the timeout) for the oldest message
-  // and copies it out. Messages are taken in the order they were posted.
-  void post(int member, std::span<const float> data);
-  void take(int member, std::span<float> data);
+  virtual void send_recv(int member, std::span<float> data, bool send) = 0;
+  // Eager point-to-point, as a pipeline stage posts its transfers: `post` copies `data` towards
+  // the next member and returns; `take` waits (up to the timeout) for the oldest message from the
+  // previous member and copies it out. Messages are taken in the order they were posted.
+  virtual void post(int member, std::span<const float> data) = 0;
+  virtual void take(int member, std::span<float> data) = 0;
+};
+
+// One communicator over thread-ranks sharing memory. Each call is a rendezvous of the members'
+// threads.
+class ShmComm final : public CpuComm {
+ public:
+  ShmComm(std::vector<int> ranks, std::string label, double timeout_s);
+  const std::vector<int>& ranks() const override { return ranks_; }
+  const std::string& label() const override { return label_; }
+
+  void join(int member, const char* what) override;
+  void all_reduce(int member, std::span<float> data) override;
+  void all_gather(int member, std::span<float> data) override;
+  void reduce_scatter(int member, std::span<float> data) override;
+  void all_to_all(int member, std::span<const float> send, std::span<float> recv) override;
+  void broadcast(int member, std::span<float> data, int root_member = 0) override;
+  void reduce(int member, std::span<float> data, int root_member = 0) override;
+  void send_recv(int member, std::span<float> data, bool send) override;
+  void post(int member, std::span<const float> data) override;
+  void take(int member, std::span<float> data) override;
 
  private:
   struct Slot {
