@@ -180,11 +180,18 @@ int cmd_realrun(const Args& args_in) {
   if (mpi) {
     world = realrun::mpi_init_world();
     if (world->size != plan.ranks) {
-      if (world->rank != 0) return kExitBadInput;
-      throw InputError(
-          path, "/training/parallelism",
-          "a layout of " + std::to_string(plan.ranks) + " ranks over " + std::to_string(world->size) + " MPI processes",
-          "one process per rank: mpirun -np " + std::to_string(plan.ranks));
+      // Printed here, by rank 0, before any process finalizes: the launcher ends the job as
+      // soon as one process exits non-zero, so an error left to main() could go unprinted.
+      if (world->rank == 0) {
+        const InputError e(path, "/training/parallelism",
+                           "a layout of " + std::to_string(plan.ranks) + " ranks over " + std::to_string(world->size) +
+                               " MPI processes",
+                           "one process per rank: mpirun -np " + std::to_string(plan.ranks));
+        std::fprintf(stderr, "error: %s\n", e.what());
+        std::fflush(stderr);
+      }
+      world->group.barrier();
+      return kExitBadInput;
     }
   }
   const bool lead = !world || world->rank == 0;
