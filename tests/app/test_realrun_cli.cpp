@@ -71,7 +71,8 @@ ctwin::test::Run mpirun_ctwin(int n, const std::string& args) {
 
 }  // namespace
 
-TEST_CASE("ctwin realrun under mpirun runs one rank per process and measures what its threads measure") {
+TEST_CASE("ctwin realrun under mpirun runs one rank per process and measures what its threads measure" *
+          doctest::test_suite("slow")) {
   if (kAsan || std::system("command -v mpirun >/dev/null 2>&1") != 0) {
     MESSAGE("skipped: " << (kAsan ? "an AddressSanitizer build" : "no mpirun on PATH"));
     return;
