@@ -321,8 +321,13 @@ class MpiComm final : public CpuComm {
       }
       if (all) return;
       if (std::chrono::steady_clock::now() > deadline) break;
-      // Spin a while (a ring step is microseconds), then let the stream's core go.
-      if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      // Spin a while (a ring step is microseconds), then give the core to the rank's compute
+      // thread between polls, and only after long waits (a peer still computing) sleep.
+      if (spins > 100000) {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      } else if (spins > 200) {
+        std::this_thread::yield();
+      }
     }
     std::string who;
     for (const auto& p : reqs) {
