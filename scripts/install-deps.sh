@@ -8,7 +8,7 @@ packages=(
   ccache mold  # mold: CMakeLists.txt links with it when present (the mutation run relinks a lot)
   clang-14 libfuzzer-14-dev llvm-14  # the sanitizer and fuzz build (scripts/fuzz.sh, docs/reliability.md)
   libboost-graph-dev nlohmann-json3-dev libeigen3-dev doctest-dev
-  libopenmpi-dev  # ctwin-realrun under mpirun/srun (realrun/CMakeLists.txt finds it with CUDA)
+  libopenmpi-dev openmpi-bin  # realrun under mpirun/srun: the CPU backend's ranks as processes, ctwin-realrun's GPUs
   libimgui-dev libglfw3-dev libgl-dev libstb-dev
   xvfb xauth libgl1-mesa-dri
 )
