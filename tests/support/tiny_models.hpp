@@ -70,4 +70,39 @@ inline TrainingConfig tiny_layout(int tp, int pp, int dp, int micro_batches) {
   return c;
 }
 
+// A GPT-style model wide enough that TP and DP collectives take microseconds (h = 1024), for the
+// folding tests (test_fold.cpp, test_micro_batch_fold.cpp).
+inline ModelSpec fold_gpt(int layers = 4) {
+  ModelSpec m = tiny_gpt();
+  m.layers = layers;
+  m.hidden = 1024;
+  m.heads = 16;
+  m.kv_heads = 16;
+  m.ffn_hidden = 4096;
+  m.vocab = 4096;
+  m.max_seq = 1024;
+  m.tied_embeddings = true;
+  return m;
+}
+
+// n of h100_node8's nodes joined by 50 GB/s NICs.
+inline Cluster fold_nodes(int n) {
+  ClusterSpec s = h100_node8().spec;
+  s.nodes = n;
+  s.nic_gbyte_per_s = 50;
+  return build_cluster(s);
+}
+
+// tp x pp x dp with `micro_batches` micro-batches of one 512-token sequence per replica.
+inline TrainingConfig fold_layout(int tp, int pp, int dp, int micro_batches) {
+  TrainingConfig c;
+  c.parallel.tp = tp;
+  c.parallel.pp = pp;
+  c.parallel.dp = dp;
+  c.micro_batch = 1;
+  c.global_batch = dp * micro_batches;
+  c.seq_len = 512;
+  return c;
+}
+
 }  // namespace ctwin::test

@@ -22,35 +22,10 @@ using ctwin::test::rel_approx;
 namespace {
 
 // A GPT-style model wide enough that TP and DP collectives take microseconds (h = 1024).
-ModelSpec gpt_small(int layers = 4) {
-  ModelSpec m = ctwin::test::tiny_gpt();
-  m.layers = layers;
-  m.hidden = 1024;
-  m.heads = 16;
-  m.kv_heads = 16;
-  m.ffn_hidden = 4096;
-  m.vocab = 4096;
-  m.max_seq = 1024;
-  m.tied_embeddings = true;
-  return m;
-}
-
-Cluster nodes(int n) {
-  ClusterSpec s = ctwin::test::h100_node8().spec;
-  s.nodes = n;
-  s.nic_gbyte_per_s = 50;
-  return build_cluster(s);
-}
-
+ModelSpec gpt_small(int layers = 4) { return ctwin::test::fold_gpt(layers); }
+Cluster nodes(int n) { return ctwin::test::fold_nodes(n); }
 TrainingConfig layout(int tp, int pp, int dp, int micro_batches) {
-  TrainingConfig c;
-  c.parallel.tp = tp;
-  c.parallel.pp = pp;
-  c.parallel.dp = dp;
-  c.micro_batch = 1;
-  c.global_batch = dp * micro_batches;
-  c.seq_len = 512;
-  return c;
+  return ctwin::test::fold_layout(tp, pp, dp, micro_batches);
 }
 
 void same_breakdown(const StepBreakdown& a, const StepBreakdown& b) {

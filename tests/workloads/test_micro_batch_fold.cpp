@@ -4,6 +4,7 @@
 // whole step is simulated.
 #include <doctest/doctest.h>
 
+#include <utility>
 #include <vector>
 
 #include "topology/cluster.hpp"
@@ -15,35 +16,10 @@ using namespace ctwin;
 
 namespace {
 
-ModelSpec gpt_small(int layers = 4) {
-  ModelSpec m = ctwin::test::tiny_gpt();
-  m.layers = layers;
-  m.hidden = 1024;
-  m.heads = 16;
-  m.kv_heads = 16;
-  m.ffn_hidden = 4096;
-  m.vocab = 4096;
-  m.max_seq = 1024;
-  m.tied_embeddings = true;
-  return m;
-}
-
-Cluster nodes(int n) {
-  ClusterSpec s = ctwin::test::h100_node8().spec;
-  s.nodes = n;
-  s.nic_gbyte_per_s = 50;
-  return build_cluster(s);
-}
-
+ModelSpec gpt_small(int layers = 4) { return ctwin::test::fold_gpt(layers); }
+Cluster nodes(int n) { return ctwin::test::fold_nodes(n); }
 TrainingConfig layout(int tp, int pp, int dp, int micro_batches) {
-  TrainingConfig c;
-  c.parallel.tp = tp;
-  c.parallel.pp = pp;
-  c.parallel.dp = dp;
-  c.micro_batch = 1;
-  c.global_batch = dp * micro_batches;
-  c.seq_len = 512;
-  return c;
+  return ctwin::test::fold_layout(tp, pp, dp, micro_batches);
 }
 
 // Every figure to the bit: the breakdown's parts are whole picoseconds converted once, and the fold
@@ -82,6 +58,17 @@ TrainingResult check_exact(const ModelSpec& m, const TrainingConfig& c, const Cl
   CHECK(f.simulated_micro_batches[2] == plan.at(2));
   same_figures(f, w);
   return f;
+}
+
+// A fold forced at `plan` (first, stride) is refused: nothing folded, the whole step's figures.
+void check_refused(const TrainingConfig& c, const Cluster& cl, std::pair<int, int> plan) {
+  TrainingOptions forced, whole;
+  forced.micro_batch_fold_plan = plan;
+  whole.fold_micro_batches = false;
+  const TrainingResult f = simulate_training(gpt_small(), c, cl, forced);
+  const TrainingResult w = simulate_training(gpt_small(), c, cl, whole);
+  CHECK(f.simulated_micro_batches.empty());
+  same_figures(f, w);
 }
 
 }  // namespace
@@ -183,13 +170,7 @@ TEST_CASE("runs that grow unevenly are not extrapolated: the whole step runs") {
   const Cluster cl = nodes(1);
   auto c = layout(2, 2, 2, 40);
   c.parallel.schedule = PipelineSchedule::zero_bubble;
-  TrainingOptions early, whole;
-  early.micro_batch_fold_plan = std::pair{4, 2};
-  whole.fold_micro_batches = false;
-  const TrainingResult f = simulate_training(gpt_small(), c, cl, early);
-  const TrainingResult w = simulate_training(gpt_small(), c, cl, whole);
-  CHECK(f.simulated_micro_batches.empty());
-  same_figures(f, w);
+  check_refused(c, cl, std::pair{4, 2});
 }
 
 TEST_CASE("a step time that grows evenly is not enough: a breakdown part growing unevenly keeps the whole step") {
@@ -198,11 +179,5 @@ TEST_CASE("a step time that grows evenly is not enough: a breakdown part growing
   // fold is refused.
   const Cluster cl = nodes(1);
   const auto c = layout(1, 4, 1, 8);
-  TrainingOptions early, whole;
-  early.micro_batch_fold_plan = std::pair{3, 1};
-  whole.fold_micro_batches = false;
-  const TrainingResult f = simulate_training(gpt_small(), c, cl, early);
-  const TrainingResult w = simulate_training(gpt_small(), c, cl, whole);
-  CHECK(f.simulated_micro_batches.empty());
-  same_figures(f, w);
+  check_refused(c, cl, std::pair{3, 1});
 }
