@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "asan.hpp"
 #include "calibrate/measurements.hpp"
 #include "ctwin_cli.hpp"
 
@@ -40,19 +41,7 @@ TEST_CASE("ctwin realrun on both twin scenarios writes measurements of their lay
 
 namespace {
 
-// AddressSanitizer's leak check reports Open MPI's allocations at MPI_Init (they outlive
-// MPI_Finalize): the mpirun cases run only without it.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
-#else
-constexpr bool kAsan = false;
-#endif
+using ctwin::test::kAsan;  // its leak check reports Open MPI's allocations: no mpirun cases under it
 
 // `mpirun -n N ctwin ARGS` from the source tree, as root where CI runs; status, stdout, stderr.
 ctwin::test::Run mpirun_ctwin(int n, const std::string& args) {

@@ -95,10 +95,7 @@ inline Cluster fold_nodes(int n) {
 
 // tp x pp x dp with `micro_batches` micro-batches of one 512-token sequence per replica.
 inline TrainingConfig fold_layout(int tp, int pp, int dp, int micro_batches) {
-  TrainingConfig c;
-  c.parallel.tp = tp;
-  c.parallel.pp = pp;
-  c.parallel.dp = dp;
+  TrainingConfig c = tiny_layout(tp, pp, dp, micro_batches);
   c.micro_batch = 1;
   c.global_batch = dp * micro_batches;
   c.seq_len = 512;

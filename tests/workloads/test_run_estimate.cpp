@@ -20,6 +20,7 @@
 
 #include "tiny_models.hpp"
 
+#include "asan.hpp"
 #include "tolerance.hpp"
 
 using namespace ctwin;
@@ -217,17 +218,7 @@ TEST_CASE("the estimate's events and trace file sizes are the run's" * doctest::
 
 // AddressSanitizer's allocator pads every block and quarantines freed ones: RSS under it says
 // nothing about a normal build's (measured 2.4x), so the comparison runs only without it.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAllocatorIsAsan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAllocatorIsAsan = true;
-#else
-constexpr bool kAllocatorIsAsan = false;
-#endif
-#else
-constexpr bool kAllocatorIsAsan = false;
-#endif
+constexpr bool kAllocatorIsAsan = ctwin::test::kAsan;
 
 TEST_CASE("the host byte estimate is the run's peak RSS growth within 30%" * doctest::test_suite("slow")) {
   if (kAllocatorIsAsan) {
