@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -203,6 +204,7 @@ std::optional<std::int64_t> ps_of(double s) {
 std::optional<double> extend(double a, double b, double c, std::int64_t periods) {
   const auto pa = ps_of(a), pb = ps_of(b), pc = ps_of(c);
   if (!pa || !pb || !pc || *pc - *pb != *pb - *pa) return std::nullopt;
+  // Within the step (checked first), so no overflow: each part is at most the makespan.
   return static_cast<double>(*pc + (*pc - *pb) * periods) * 1e-12;
 }
 
@@ -226,7 +228,10 @@ std::optional<ProgramRun> extrapolate(const ModelSpec& m, const TrainingConfig& 
   const StepBreakdown &b0 = r0.res.breakdown, &b1 = r1.res.breakdown, &b2 = r2.res.breakdown;
   const std::int64_t periods = (cfg.grad_accum() - f.at(2)) / f.stride;
   ProgramRun out;
-  out.makespan = r2.makespan + Time{d2 * periods};
+  // The whole step must fit the clock as the unfolded run's would (it throws the same).
+  const __int128 end = static_cast<__int128>(r2.makespan.ps) + static_cast<__int128>(d2) * periods;
+  if (end > std::numeric_limits<std::int64_t>::max()) throw TimeOverflow();
+  out.makespan = Time{static_cast<std::int64_t>(end)};
   // Every part of the breakdown and every stage's busy time must grow by whole, equal steps too.
   StepBreakdown& b = out.res.breakdown;
   for (auto part : {&StepBreakdown::compute_s, &StepBreakdown::optimizer_s, &StepBreakdown::exposed_tp_s,
