@@ -389,8 +389,26 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
     case CollectiveAlgo::nvls: {
       if (p != Protocol::simple || !nvls_eligible(c, call)) return false;
       // In-switch reduction: every GPU pushes its buffer into the switch and pulls the result once.
+      // NCCL's tuner: its NVLS latency and the rate measured at large sizes (nvls_efficiency).
+      const double rate = s.intra_gbyte_per_s * s.nvls_efficiency * 1e9;
       out.latency_s = nm.nvls_latency_us * 1e-6;
-      out.bandwidth_s = S / (s.intra_gbyte_per_s * s.nvls_efficiency * 1e9);
+      out.tuner_s = out.latency_s + S / rate;
+      // The ramp (all_reduce.h): each of the channels loops over the buffer, a chunk per rank a
+      // loop, and every loop waits for a hand-off per pipeline stage, an NVLink Simple hop each.
+      // NCCL's latency covers the first loop's; the measured rate already holds those of a large
+      // call, which runs at the full chunk. A smaller call runs smaller chunks (more loops per
+      // byte), and its first loop's data fills the stages one after another.
+      const int arch = nccl_arch_index(s.gpu);
+      const int nch = std::max(1, nm.nvls_channels[static_cast<std::size_t>(arch)]);
+      const int stages = std::max(1, nm.nvls_stages);
+      const double loop_hops_s = stages * (intra_hop + nm.ring_nvlink_extra_us[2]) * 1e-6;
+      const double full_loop = static_cast<double>(nch) * sh.n * nm.nvls_chunk_bytes;
+      const double loop = static_cast<double>(nch) * sh.n * nvls_chunk_bytes(nm, S, nch, sh.n);
+      // Seconds per byte while data streams between hand-offs (at least a tenth of the measured
+      // rate's, so a profile's faster measured rate never turns it negative).
+      const double stream = std::max(0.1 / rate, 1 / rate - loop_hops_s / full_loop);
+      out.bandwidth_s = S * stream;
+      out.latency_s += (std::ceil(S / loop) - 1) * loop_hops_s + (stages - 1) * std::min(S, loop) * stream;
       return true;
     }
     case CollectiveAlgo::collnet: {
@@ -419,6 +437,15 @@ int ring_channels(const NcclModel& nm, Protocol p, double bytes, int ranks) {
   int nc = std::max(1, nm.channels);
   while (nc > 1 && bytes < nc * per_channel) --nc;
   return nc;
+}
+
+double nvls_chunk_bytes(const NcclModel& nm, double bytes, int channels, int heads) {
+  const double ops = static_cast<double>(channels) * heads;  // concurrentOps: channels x NVLS heads
+  double chunk = nm.nvls_chunk_bytes;
+  if (bytes < 64 * ops * chunk && chunk > 65536) chunk = 65536;
+  if (bytes < 8 * ops * chunk && chunk > 32768) chunk = 32768;
+  if (bytes < 2 * ops * chunk && chunk > 16384) chunk = 16384;
+  return chunk;
 }
 
 int ring_slices(const NcclModel& nm, Protocol p, double step_bytes) {

@@ -109,6 +109,10 @@ int ring_channels(const NcclModel& nm, Protocol p, double bytes, int ranks);
 // Slices one ring step of `step_bytes` per channel moves: slices per chunk times the chunks.
 int ring_slices(const NcclModel& nm, Protocol p, double step_bytes);
 
+// NVLS's chunk for a one-node all-reduce of `bytes` on `channels` channels over `heads` ranks
+// (enqueue.cc calcCollChunking: NCCL_NVLS_CHUNKSIZE, halved for calls of few loops).
+double nvls_chunk_bytes(const NcclModel& nm, double bytes, int channels, int heads);
+
 // Throws std::invalid_argument when a forced algorithm or protocol cannot run the call.
 CollectivePlan plan_collective(const Cluster& c, const CollectiveCall& call, const CollectiveOptions& opt = {});
 
