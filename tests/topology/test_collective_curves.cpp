@@ -139,12 +139,16 @@ TEST_CASE("HGX B200 all_reduce, 1 KiB to 8 GiB: NVLS's ramp within 10% from 1 Mi
   CHECK(ar.tail_worst <= 0.01);
 }
 
-TEST_CASE("HGX B200 all_to_all: latency within target below 1 MiB; mid sizes miss by up to 55%") {
-  // p2p has no ramp in the model: NCCL's per-peer chunking is not modelled, so 1 MiB to 2 GiB runs
-  // 15-55% faster than published; 4 and 8 GiB within 9%.
+TEST_CASE("HGX B200 all_to_all, 1 KiB to 8 GiB: p2p's ramp within 10% from 1 MiB but at 2, 4 and 16 MiB") {
+  // p2p's ramp (collective.cpp, p2p_ramp): a peer's share runs on 1 to 32 of the 32 p2p channels
+  // by size, each 1/32 of the port, in 512 KiB steps a hop apart, plus one step of fill. From
+  // 1 MiB 11 of 14 sizes within 10% (mean 8.9%); the misses: 2 MiB (22%), 16 MiB (13%) and
+  // 4 MiB, which the run shows slower than its own 8 MiB (38.8 against 34.6 us): 37.6%, held to
+  // 38%. Below 1 MiB within 21.1% (512 KiB: 18.4 us against 14.5; one channel's rate bound).
   const Errors a2a = compare("hgx-b200-all_to_all.txt");
-  CHECK(a2a.small_worst <= 0.25);
-  CHECK(a2a.big_worst <= 0.56);
+  CHECK(a2a.small_worst <= 0.22);
+  CHECK(a2a.big_worst <= 0.38);
+  CHECK(a2a.big_mean <= 0.09);
 }
 
 TEST_CASE("8 A100 all_reduce, two published runs: within 48% (the LL128 region runs 1.4-1.9x slower than modelled)") {

@@ -287,6 +287,22 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       out.latency_s = (nm.base_ring_us[2] + hop) * 1e-6;
       if (call.op == CollectiveOp::all_to_all) {
         out.bandwidth_s = a2a_seconds(s, sh, S);
+        if (!multi && s.intra == IntraNodeFabric::nvswitch && sh.n > 1) {
+          // The ramp inside an NVSwitch node (enqueue.cc addP2pToPlan, paths.cc): each peer's
+          // share runs on p2p_channels(...) of the p2p channels, in parts of `steps` chunks of
+          // P2P_NVL_CHUNKSIZE. A channel moves 1/p2p channels of the port; each step waits a hop,
+          // and a part's first step is copied out by the receiver before its second stage runs
+          // (the send copy into the peer's buffer, the receive copy out: one step of fill).
+          out.tuner_s = out.latency_s + out.bandwidth_s;
+          const P2pRamp r = p2p_ramp(nm, S / sh.n, sh.n);
+          const double chan_gbps = intra_ring(s, sh.local) / r.comm_channels;
+          const int active = std::min(r.comm_channels, (sh.n - 1) * r.channels_per_peer);
+          const double ops = std::max(1.0, static_cast<double>((sh.n - 1) * r.channels_per_peer) / r.comm_channels);
+          out.channels = active;
+          out.rate_cap_gbps = active * chan_gbps;
+          out.bandwidth_s = std::max(out.bandwidth_s, (sh.n - 1.0) / sh.n * S / (out.rate_cap_gbps * 1e9));
+          out.latency_s += (r.steps - 1) * hop * 1e-6 + ops * r.part_bytes / r.steps / (chan_gbps * 1e9);
+        }
       } else {
         double bw = multi ? std::min(nic_bw(s), intra_ring(s, 2)) : intra_ring(s, 2);
         if (s.intra == IntraNodeFabric::nvlink_mesh && !multi) bw = nvlink_pair_effective_gbps(s);
@@ -437,6 +453,31 @@ int ring_channels(const NcclModel& nm, Protocol p, double bytes, int ranks) {
   int nc = std::max(1, nm.channels);
   while (nc > 1 && bytes < nc * per_channel) --nc;
   return nc;
+}
+
+P2pRamp p2p_ramp(const NcclModel& nm, double peer_bytes, int ranks) {
+  P2pRamp r;
+  // paths.cc: the p2p channels are the communicator's, rounded up to a power of two; a peer may
+  // use all of them on NVLink (2 x its NVLink count, rounded up, capped there).
+  int pow2 = 1;
+  while (pow2 < std::max(1, nm.channels)) pow2 *= 2;
+  r.comm_channels = pow2;
+  const int per_peer_max = pow2;
+  // enqueue.cc: at least one channel per peer when all ranks run at once.
+  int per_peer_min = per_peer_max;
+  while (per_peer_min * ranks > r.comm_channels && per_peer_min > 1) per_peer_min /= 2;
+  const double chunk = nm.p2p_nvl_chunk_bytes;
+  const double min_part = chunk / 8, max_part = chunk * 32;  // one node's part limits
+  int nc = static_cast<int>(std::min<double>(per_peer_min, std::max(1.0, std::ceil(peer_bytes / min_part))));
+  double part = std::max(min_part, std::ceil(peer_bytes / nc));
+  while (part > max_part && nc <= per_peer_max / 2) {
+    nc *= 2;
+    part = std::ceil(peer_bytes / nc);
+  }
+  r.channels_per_peer = nc;
+  r.part_bytes = std::min(part, peer_bytes / nc);
+  r.steps = static_cast<int>(std::max(1.0, std::ceil(r.part_bytes / chunk)));
+  return r;
 }
 
 double nvls_chunk_bytes(const NcclModel& nm, double bytes, int channels, int heads) {

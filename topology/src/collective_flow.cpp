@@ -84,10 +84,13 @@ void CollectiveFlows::start(const CollectiveCall& call, std::function<void()> on
         }
         return;
       }
-      // Pairwise exchange: every rank sends 1/n of its buffer straight to every other rank.
+      // Pairwise exchange: every rank sends 1/n of its buffer straight to every other rank, each
+      // flow bounded by its share of the ramp's channels (plan.rate_cap_gbps over n - 1 peers).
+      const double cap = std::isfinite(plan.rate_cap_gbps) ? plan.rate_cap_gbps * 1e9 / (n - 1)
+                                                           : std::numeric_limits<double>::infinity();
       for (GpuId a : call.ranks) {
         for (GpuId b : call.ranks) {
-          if (a != b) flow(a, b, S / n);
+          if (a != b) flow(a, b, S / n, cap);
         }
       }
       return;

@@ -32,6 +32,7 @@ NcclModel::NcclModel() {
   nvls_channels = {0, 0, 16, 24};
   nvls_chunk_bytes = 131072;
   nvls_stages = 3;
+  p2p_nvl_chunk_bytes = 524288;
 }
 
 int nccl_arch_index(const GpuSpec& gpu) {

@@ -86,6 +86,10 @@ struct NcclModel {
   // to scatter), and the first loop's data passes the stages one after another (stages - 1 loops
   // of fill).
   int nvls_stages;
+  // Point-to-point (all_to_all) inside one NVLink node: the step a channel moves per peer before
+  // it signals (init.cc NCCL_P2P_NVL_CHUNKSIZE, 512 KiB); enqueue.cc splits a peer's share into
+  // parts of 1/8 to 32 of these.
+  double p2p_nvl_chunk_bytes;
 };
 
 // NCCL's architecture index for its per-architecture tables (tuning.cc compCapIndex): Volta 0,
