@@ -96,13 +96,6 @@ TEST_CASE("the cluster's NcclModel sets the NVLS latency") {
   s.nccl.nvls_latency_us = 40;
   const CollectivePlan p =
       plan_collective(build_cluster(s), all_reduce(s, 1e9), forced(CollectiveAlgo::nvls, Protocol::simple));
-  // The NVLS ramp, worked by hand: 16 channels x 8 heads, and 1e9 B is under 64 loops of the full
-  // 128 KiB chunk (1 GiB), so it runs 64 KiB chunks: loops of 8 MiB, 120 of them. Each loop past
-  // the first waits 3 hand-offs of an NVLink Simple hop (0.6 + 2.8 us); the measured 275 GB/s
-  // holds those hops at the full chunk (16 MiB loops), so data streams at 1 / (1/275e9 - 10.2 us
-  // / 16 MiB); the first loop fills the other two stages.
-  const double stream = 1 / 275e9 - 3 * 3.4e-6 / 16777216;
-  CHECK(p.latency_s == rel_approx(40e-6 + 119 * 3 * 3.4e-6 + 2 * 8388608 * stream, 1e-12));
-  CHECK(p.bandwidth_s == rel_approx(1e9 * stream, 1e-12));
-  CHECK(p.tuner_s == rel_approx(40e-6 + 1e9 / 275e9, 1e-12));  // NCCL's own prediction
+  CHECK(p.latency_s == rel_approx(40e-6, 1e-12));
+  CHECK(p.bandwidth_s == rel_approx(1e9 / (275e9), 1e-12));
 }

@@ -289,19 +289,14 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
         out.bandwidth_s = a2a_seconds(s, sh, S);
         if (!multi && s.intra == IntraNodeFabric::nvswitch && sh.n > 1) {
           // The ramp inside an NVSwitch node (enqueue.cc addP2pToPlan, paths.cc): each peer's
-          // share runs on p2p_channels(...) of the p2p channels, in parts of `steps` chunks of
-          // P2P_NVL_CHUNKSIZE. A channel moves 1/p2p channels of the port; each step waits a hop,
-          // and a part's first step is copied out by the receiver before its second stage runs
-          // (the send copy into the peer's buffer, the receive copy out: one step of fill).
+          // share runs on some of the p2p channels by size, in parts of `steps` chunks of
+          // P2P_NVL_CHUNKSIZE; each step past the first waits a hop, and a part's first step is
+          // copied in by the sender before the receiver copies it out (two stages: one step of
+          // fill, a step's share of the call's bandwidth time).
           out.tuner_s = out.latency_s + out.bandwidth_s;
           const P2pRamp r = p2p_ramp(nm, S / sh.n, sh.n);
-          const double chan_gbps = intra_ring(s, sh.local) / r.comm_channels;
-          const int active = std::min(r.comm_channels, (sh.n - 1) * r.channels_per_peer);
-          const double ops = std::max(1.0, static_cast<double>((sh.n - 1) * r.channels_per_peer) / r.comm_channels);
-          out.channels = active;
-          out.rate_cap_gbps = active * chan_gbps;
-          out.bandwidth_s = std::max(out.bandwidth_s, (sh.n - 1.0) / sh.n * S / (out.rate_cap_gbps * 1e9));
-          out.latency_s += (r.steps - 1) * hop * 1e-6 + ops * r.part_bytes / r.steps / (chan_gbps * 1e9);
+          out.channels = std::min(r.comm_channels, (sh.n - 1) * r.channels_per_peer);
+          out.latency_s += (r.steps - 1) * hop * 1e-6 + out.bandwidth_s / r.steps;
         }
       } else {
         double bw = multi ? std::min(nic_bw(s), intra_ring(s, 2)) : intra_ring(s, 2);
@@ -405,26 +400,8 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
     case CollectiveAlgo::nvls: {
       if (p != Protocol::simple || !nvls_eligible(c, call)) return false;
       // In-switch reduction: every GPU pushes its buffer into the switch and pulls the result once.
-      // NCCL's tuner: its NVLS latency and the rate measured at large sizes (nvls_efficiency).
-      const double rate = s.intra_gbyte_per_s * s.nvls_efficiency * 1e9;
       out.latency_s = nm.nvls_latency_us * 1e-6;
-      out.tuner_s = out.latency_s + S / rate;
-      // The ramp (all_reduce.h): each of the channels loops over the buffer, a chunk per rank a
-      // loop, and every loop waits for a hand-off per pipeline stage, an NVLink Simple hop each.
-      // NCCL's latency covers the first loop's; the measured rate already holds those of a large
-      // call, which runs at the full chunk. A smaller call runs smaller chunks (more loops per
-      // byte), and its first loop's data fills the stages one after another.
-      const int arch = nccl_arch_index(s.gpu);
-      const int nch = std::max(1, nm.nvls_channels[static_cast<std::size_t>(arch)]);
-      const int stages = std::max(1, nm.nvls_stages);
-      const double loop_hops_s = stages * (intra_hop + nm.ring_nvlink_extra_us[2]) * 1e-6;
-      const double full_loop = static_cast<double>(nch) * sh.n * nm.nvls_chunk_bytes;
-      const double loop = static_cast<double>(nch) * sh.n * nvls_chunk_bytes(nm, S, nch, sh.n);
-      // Seconds per byte while data streams between hand-offs (at least a tenth of the measured
-      // rate's, so a profile's faster measured rate never turns it negative).
-      const double stream = std::max(0.1 / rate, 1 / rate - loop_hops_s / full_loop);
-      out.bandwidth_s = S * stream;
-      out.latency_s += (std::ceil(S / loop) - 1) * loop_hops_s + (stages - 1) * std::min(S, loop) * stream;
+      out.bandwidth_s = S / (s.intra_gbyte_per_s * s.nvls_efficiency * 1e9);
       return true;
     }
     case CollectiveAlgo::collnet: {
@@ -478,15 +455,6 @@ P2pRamp p2p_ramp(const NcclModel& nm, double peer_bytes, int ranks) {
   r.part_bytes = std::min(part, peer_bytes / nc);
   r.steps = static_cast<int>(std::max(1.0, std::ceil(r.part_bytes / chunk)));
   return r;
-}
-
-double nvls_chunk_bytes(const NcclModel& nm, double bytes, int channels, int heads) {
-  const double ops = static_cast<double>(channels) * heads;  // concurrentOps: channels x NVLS heads
-  double chunk = nm.nvls_chunk_bytes;
-  if (bytes < 64 * ops * chunk && chunk > 65536) chunk = 65536;
-  if (bytes < 8 * ops * chunk && chunk > 32768) chunk = 32768;
-  if (bytes < 2 * ops * chunk && chunk > 16384) chunk = 16384;
-  return chunk;
 }
 
 int ring_slices(const NcclModel& nm, Protocol p, double step_bytes) {

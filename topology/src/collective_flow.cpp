@@ -61,11 +61,9 @@ void CollectiveFlows::start(const CollectiveCall& call, std::function<void()> on
   switch (plan.algo) {
     case CollectiveAlgo::nvls: {
       // Every GPU pushes its buffer into the switch and pulls the reduced result once. As flows
-      // through the switch, one per GPU, sized so an idle switch takes the plan's bandwidth time
-      // (NVLS's streaming rate; its hand-offs are in the latency); other traffic on the same
-      // NVLink ports slows them.
-      const double port = spec.intra_gbyte_per_s * (spec.intra_efficiency > 0 ? spec.intra_efficiency : 1.0) * 1e9;
-      const double bytes = plan.bandwidth_s * port;
+      // through the switch, one per GPU, sized so an idle switch gives NVLS's measured rate; other
+      // traffic on the same NVLink ports slows them.
+      const double bytes = S * spec.intra_efficiency / spec.nvls_efficiency;
       for (int i = 0; i < n; ++i) {
         flow(call.ranks[static_cast<std::size_t>(i)], call.ranks[static_cast<std::size_t>((i + 1) % n)], bytes);
       }
@@ -84,13 +82,10 @@ void CollectiveFlows::start(const CollectiveCall& call, std::function<void()> on
         }
         return;
       }
-      // Pairwise exchange: every rank sends 1/n of its buffer straight to every other rank, each
-      // flow bounded by its share of the ramp's channels (plan.rate_cap_gbps over n - 1 peers).
-      const double cap = std::isfinite(plan.rate_cap_gbps) ? plan.rate_cap_gbps * 1e9 / (n - 1)
-                                                           : std::numeric_limits<double>::infinity();
+      // Pairwise exchange: every rank sends 1/n of its buffer straight to every other rank.
       for (GpuId a : call.ranks) {
         for (GpuId b : call.ranks) {
-          if (a != b) flow(a, b, S / n, cap);
+          if (a != b) flow(a, b, S / n);
         }
       }
       return;

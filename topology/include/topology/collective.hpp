@@ -119,10 +119,6 @@ struct P2pRamp {
 };
 P2pRamp p2p_ramp(const NcclModel& nm, double peer_bytes, int ranks);
 
-// NVLS's chunk for a one-node all-reduce of `bytes` on `channels` channels over `heads` ranks
-// (enqueue.cc calcCollChunking: NCCL_NVLS_CHUNKSIZE, halved for calls of few loops).
-double nvls_chunk_bytes(const NcclModel& nm, double bytes, int channels, int heads);
-
 // Throws std::invalid_argument when a forced algorithm or protocol cannot run the call.
 CollectivePlan plan_collective(const Cluster& c, const CollectiveCall& call, const CollectiveOptions& opt = {});
 

@@ -71,21 +71,6 @@ struct NcclModel {
   std::array<double, 4> ring_ll128_per_channel_gbps;
   std::array<double, 4> tree_per_channel_gbps;
 
-  // NVLS all-reduce inside one node (src/transport/nvls.cc, src/enqueue.cc calcCollChunking,
-  // src/device/all_reduce.h). Channels it always runs on, indexed Volta, Ampere, Hopper,
-  // Blackwell: NVLS_NCHANNELS_SM90 16, NVLS_NCHANNELS_SM100_NVL 24 (none before Hopper).
-  std::array<int, 4> nvls_channels;
-  // Its chunk (NCCL_NVLS_CHUNKSIZE, 128 KiB): each channel's loop moves one chunk per rank (NVLS
-  // head); calcCollChunking halves it to 64 KiB below 64 loops of the full chunk, 32 KiB below 8
-  // of those, 16 KiB below 2.
-  double nvls_chunk_bytes;
-  // Stages of its pipeline: the kernel's warp groups on one node (all_reduce.h) scatter each
-  // chunk into its head rank's buffer, the head reduces it (multimem load-reduce) and stores the
-  // sum to every rank (multicast), and gather copies it out. A loop waits for one flagged
-  // hand-off per stage (an NVLink Simple hop each: scatter -> reduce -> gather, and the slot back
-  // to scatter), and the first loop's data passes the stages one after another (stages - 1 loops
-  // of fill).
-  int nvls_stages;
   // Point-to-point (all_to_all) inside one NVLink node: the step a channel moves per peer before
   // it signals (init.cc NCCL_P2P_NVL_CHUNKSIZE, 512 KiB); enqueue.cc splits a peer's share into
   // parts of 1/8 to 32 of these.
