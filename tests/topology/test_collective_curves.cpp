@@ -126,25 +126,30 @@ TEST_CASE("HGX B200 all_gather and reduce_scatter, 1 KiB to 8 GiB: the ring ramp
 }
 
 TEST_CASE(
-    "HGX B200 all_reduce: NVLS's asymptote from 2 GiB and ring LL below 1 MiB within target; NVLS's ramp is not") {
+    "HGX B200 all_reduce: NVLS's asymptote from 2 GiB and sizes below 1 MiB within target; NVLS's ramp held back") {
   // From 2 GiB the run reaches NVLS's rate (839 GB/s busbw; NVLS at H100's measured share of line
-  // rate times NCCL's Blackwell/Hopper ratio, 0.74/0.85) and the model is within 3%; below 1 MiB
-  // ring LL within 13% (1.4 us hops, fitted on all_gather at 1 KiB only). Between, the run is
-  // 1.15-1.8x slower than NVLS at its asymptote, and at 1 GiB faster (722 GB/s busbw) than the same
-  // run's all_gather ring (632): NVLS's own ramp, not modelled (docs/validation-network.md). Held to
-  // what it is.
+  // rate times NCCL's Blackwell/Hopper ratio, 0.74/0.85) and the model is within 2.1%; below 1 MiB
+  // within 12.6% (1.4 us hops, fitted on all_gather at 1 KiB only). Between, the run is 1.15-1.8x
+  // slower than NVLS at its asymptote (worst 44.8%, mean 21.9% from 1 MiB): NVLS's chunk ramp,
+  // which explains it but is held back (docs/validation-network.md, "NVLS's ramp"). Held to what
+  // it is, so a change that moves any size further fails.
   const Errors ar = compare("hgx-b200-all_reduce.txt", 2.0 * (1 << 30));
-  CHECK(ar.small_worst <= 0.25);
-  CHECK(ar.tail_worst <= 0.03);
-  CHECK(ar.big_worst <= 0.46);
+  CHECK(ar.small_worst <= 0.13);
+  CHECK(ar.tail_worst <= 0.021);
+  CHECK(ar.big_worst <= 0.45);
+  CHECK(ar.big_mean <= 0.22);
 }
 
-TEST_CASE("HGX B200 all_to_all: latency within target below 1 MiB; mid sizes miss by up to 55%") {
-  // p2p has no ramp in the model: NCCL's per-peer chunking is not modelled, so 1 MiB to 2 GiB runs
-  // 15-55% faster than published; 4 and 8 GiB within 9%.
+TEST_CASE("HGX B200 all_to_all, 1 KiB to 8 GiB: p2p's ramp within 10% from 8 MiB; 1-4 MiB still too fast") {
+  // p2p's ramp (collective.cpp, p2p_ramp): a peer's share runs on 1 to 32 of the 32 p2p channels
+  // by size, in 512 KiB steps a hop apart, plus one step of fill. From 8 MiB every size within 7%
+  // (was 15-55% too fast to 2 GiB); from 1 MiB mean 9.6%. The misses are 1 MiB (16%), 2 MiB (25%)
+  // and 4 MiB, which the run shows slower than its own 8 MiB (38.8 against 34.6 us): 41.4%, held
+  // to 42%. Below 1 MiB within 11.9% (one hop, as before the ramp).
   const Errors a2a = compare("hgx-b200-all_to_all.txt");
-  CHECK(a2a.small_worst <= 0.25);
-  CHECK(a2a.big_worst <= 0.56);
+  CHECK(a2a.small_worst <= 0.12);
+  CHECK(a2a.big_worst <= 0.42);
+  CHECK(a2a.big_mean <= 0.096);
 }
 
 TEST_CASE("8 A100 all_reduce, two published runs: within 48% (the LL128 region runs 1.4-1.9x slower than modelled)") {

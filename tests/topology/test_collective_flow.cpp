@@ -327,3 +327,22 @@ TEST_CASE("a channel-bounded small all-gather leaves the rest of the NVLink port
   // The small one keeps its own, channel-bounded time.
   CHECK(both[0] == rel_approx(estimate_collective(build_cluster(s), small, ll).time.seconds(), 0.01));
 }
+
+TEST_CASE("on p2p's ramp the fidelities still agree: its steps and fill are latency; NVLS at every size") {
+  // p2p: a part's steps past the first and the pipeline's fill are latency; the flows move the
+  // bytes at the port's rate. NVLS: one flow per GPU through the switch at the measured rate.
+  ClusterSpec s = h100(1);
+  s.gpu.nvlink_gen = 4;  // Hopper
+  s.nvls_efficiency = 275.0 / 450;
+  for (const double bytes : {1.0 * (1 << 20), 16.0 * (1 << 20), 64.0 * (1 << 20), 256.0 * (1 << 20), 2.0 * (1 << 30)}) {
+    CAPTURE(bytes);
+    CollectiveOptions o;
+    o.algo = CollectiveAlgo::nvls;
+    const auto ar = call_on(CollectiveOp::all_reduce, 0, 8, bytes);
+    CHECK(run_flows(s, {ar}, o)[0] == abs_approx(estimate_collective(build_cluster(s), ar, o).time.seconds(), 2e-12));
+    const auto a2a = call_on(CollectiveOp::all_to_all, 0, 8, bytes);
+    const CollectivePlan plan = plan_collective(build_cluster(s), a2a);
+    CHECK(run_flows(s, {a2a})[0] == abs_approx(plan.latency_s + plan.bandwidth_s, 2e-12));
+    CHECK(plan.bandwidth_s == rel_approx(7.0 / 8 * bytes / 450e9, 1e-9));  // the port, at every size
+  }
+}

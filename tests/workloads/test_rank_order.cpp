@@ -20,7 +20,8 @@ namespace {
 
 ModelSpec tiny_moe() {
   ModelSpec m = ctwin::test::tiny_llama(2);
-  m.hidden = 1024;  // a wide model: all-to-alls of 32 MiB, bandwidth-bound
+  m.hidden = 4096;  // a wide model: all-to-alls of 128 MiB, bandwidth-bound (at 32 MiB an in-node
+                    // one pays about half again for p2p's ramp: a hop a 512 KiB step, one step of fill)
   m.heads = 8;
   m.kv_heads = 8;
   m.ffn_hidden = 2048;

@@ -287,6 +287,17 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       out.latency_s = (nm.base_ring_us[2] + hop) * 1e-6;
       if (call.op == CollectiveOp::all_to_all) {
         out.bandwidth_s = a2a_seconds(s, sh, S);
+        if (!multi && s.intra == IntraNodeFabric::nvswitch && sh.n > 1) {
+          // The ramp inside an NVSwitch node (enqueue.cc addP2pToPlan, paths.cc): each peer's
+          // share runs on some of the p2p channels by size, in parts of `steps` chunks of
+          // P2P_NVL_CHUNKSIZE; each step past the first waits a hop, and a part's first step is
+          // copied in by the sender before the receiver copies it out (two stages: one step of
+          // fill, a step's share of the call's bandwidth time).
+          out.tuner_s = out.latency_s + out.bandwidth_s;
+          const P2pRamp r = p2p_ramp(nm, S / sh.n, sh.n);
+          out.channels = std::min(r.comm_channels, (sh.n - 1) * r.channels_per_peer);
+          out.latency_s += (r.steps - 1) * hop * 1e-6 + out.bandwidth_s / r.steps;
+        }
       } else {
         double bw = multi ? std::min(nic_bw(s), intra_ring(s, 2)) : intra_ring(s, 2);
         if (s.intra == IntraNodeFabric::nvlink_mesh && !multi) bw = nvlink_pair_effective_gbps(s);
@@ -419,6 +430,31 @@ int ring_channels(const NcclModel& nm, Protocol p, double bytes, int ranks) {
   int nc = std::max(1, nm.channels);
   while (nc > 1 && bytes < nc * per_channel) --nc;
   return nc;
+}
+
+P2pRamp p2p_ramp(const NcclModel& nm, double peer_bytes, int ranks) {
+  P2pRamp r;
+  // paths.cc: the p2p channels are the communicator's, rounded up to a power of two; a peer may
+  // use all of them on NVLink (2 x its NVLink count, rounded up, capped there).
+  int pow2 = 1;
+  while (pow2 < std::max(1, nm.channels)) pow2 *= 2;
+  r.comm_channels = pow2;
+  const int per_peer_max = pow2;
+  // enqueue.cc: at least one channel per peer when all ranks run at once.
+  int per_peer_min = per_peer_max;
+  while (per_peer_min * ranks > r.comm_channels && per_peer_min > 1) per_peer_min /= 2;
+  const double chunk = nm.p2p_nvl_chunk_bytes;
+  const double min_part = chunk / 8, max_part = chunk * 32;  // one node's part limits
+  int nc = static_cast<int>(std::min<double>(per_peer_min, std::max(1.0, std::ceil(peer_bytes / min_part))));
+  double part = std::max(min_part, std::ceil(peer_bytes / nc));
+  while (part > max_part && nc <= per_peer_max / 2) {
+    nc *= 2;
+    part = std::ceil(peer_bytes / nc);
+  }
+  r.channels_per_peer = nc;
+  r.part_bytes = std::min(part, peer_bytes / nc);
+  r.steps = static_cast<int>(std::max(1.0, std::ceil(r.part_bytes / chunk)));
+  return r;
 }
 
 int ring_slices(const NcclModel& nm, Protocol p, double step_bytes) {

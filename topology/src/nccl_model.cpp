@@ -29,6 +29,7 @@ NcclModel::NcclModel() {
   ll_max_gbps = {39.0, 87.7, 141.0, 282.0};
   ring_ll128_per_channel_gbps = {20.0, 20.0, 36.7, 40.0};
   tree_per_channel_gbps = {26.5, 24.0, 38.7, 70.0};
+  p2p_nvl_chunk_bytes = 524288;
 }
 
 int nccl_arch_index(const GpuSpec& gpu) {

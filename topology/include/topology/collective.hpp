@@ -109,6 +109,16 @@ int ring_channels(const NcclModel& nm, Protocol p, double bytes, int ranks);
 // Slices one ring step of `step_bytes` per channel moves: slices per chunk times the chunks.
 int ring_slices(const NcclModel& nm, Protocol p, double step_bytes);
 
+// How NCCL splits one peer's share of a one-node all_to_all over NVLink (enqueue.cc
+// addP2pToPlan): channels per peer by size, each carrying a part of `steps` chunks.
+struct P2pRamp {
+  int comm_channels = 1;      // the communicator's p2p channels
+  int channels_per_peer = 1;  // channels one peer's share runs on
+  double part_bytes = 0;      // bytes one channel moves for that peer
+  int steps = 1;              // chunks of P2P_NVL_CHUNKSIZE per part
+};
+P2pRamp p2p_ramp(const NcclModel& nm, double peer_bytes, int ranks);
+
 // Throws std::invalid_argument when a forced algorithm or protocol cannot run the call.
 CollectivePlan plan_collective(const Cluster& c, const CollectiveCall& call, const CollectiveOptions& opt = {});
 

@@ -70,6 +70,11 @@ struct NcclModel {
   std::array<double, 4> ll_max_gbps;
   std::array<double, 4> ring_ll128_per_channel_gbps;
   std::array<double, 4> tree_per_channel_gbps;
+
+  // Point-to-point (all_to_all) inside one NVLink node: the step a channel moves per peer before
+  // it signals (init.cc NCCL_P2P_NVL_CHUNKSIZE, 512 KiB); enqueue.cc splits a peer's share into
+  // parts of 1/8 to 32 of these.
+  double p2p_nvl_chunk_bytes;
 };
 
 // NCCL's architecture index for its per-architecture tables (tuning.cc compCapIndex): Volta 0,
