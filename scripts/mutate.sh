@@ -310,8 +310,10 @@ if ! cmake --build "$build" --parallel "$jobs" --target "${tests[@]}" >"$logs/bu
 fi
 
 # Runs test executable $1 (under timeout $2); returns its exit status, output in $3.
+# stdin is /dev/null: the caller's loop reads its list from stdin, and a test that starts mpirun
+# (test_realrun_mpi) would otherwise hand the rest of the list to its rank 0.
 run_test() {
-  (cd "$build/tests" && exec timeout --kill-after=10 "$2" "./$1" --abort-after=1 --no-version "${@:4}") >"$3" 2>&1
+  (cd "$build/tests" && exec timeout --kill-after=10 "$2" "./$1" --abort-after=1 --no-version "${@:4}") >"$3" 2>&1 </dev/null
 }
 
 declare -A base_s

@@ -49,7 +49,7 @@ ctwin::test::Run mpirun_ctwin(int n, const std::string& args) {
   const std::string out = (d / "mpi-out").string(), err = (d / "mpi-err").string();
   const std::string cmd = std::string("cd ") + ctwin::test::source_dir() + " && mpirun -n " + std::to_string(n) +
                           " --oversubscribe" + (geteuid() == 0 ? " --allow-run-as-root" : "") + " " +
-                          ctwin::test::ctwin_exe() + " " + args + " >" + out + " 2>" + err;
+                          ctwin::test::ctwin_exe() + " " + args + " >" + out + " 2>" + err + " </dev/null";
   ctwin::test::Run r;
   const int rc = std::system(cmd.c_str());
   r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;

@@ -5,6 +5,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +45,10 @@ int relaunch(int argc, char** argv) {
   const pid_t pid = fork();
   if (pid < 0) return 2;
   if (pid == 0) {
+    // mpirun forwards stdin to rank 0: give it nothing, not the caller's (a script's loop reading
+    // its own list from stdin lost the rest of it to this job).
+    const int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
     execv(args[0], args.data());
     std::perror(CTWIN_MPIEXEC);
     std::_Exit(127);
