@@ -218,13 +218,13 @@ int cmd_realrun(const Args& args_in) {
     progress.clear();
     std::fprintf(stderr, "error: realrun failed: %s\n", e.what());
     // The other processes may wait in a collective: end the whole job, not this rank.
-    if (world) realrun::mpi_abort(kExitInternal);
+    if (world) realrun::mpi_abort_if_running(kExitInternal);
     return kExitInternal;
   } catch (const std::invalid_argument& e) {
     // A kernel too large for this backend's memory: the scenario, not the program, is at fault.
     progress.clear();
     std::fprintf(stderr, "error: %s: %s\n", path.c_str(), e.what());
-    if (world) realrun::mpi_abort(kExitBadInput);
+    if (world) realrun::mpi_abort_if_running(kExitBadInput);
     return kExitBadInput;
   }
   progress.clear();

@@ -14,11 +14,8 @@
 #include <thread>
 #include <vector>
 
-#ifdef CTWIN_HAVE_MPI
-#include <mpi.h>
-#endif
-
 #include "calibrate/measurements.hpp"
+#include "realrun/cpu_mpi.hpp"
 #include "realrun/cuda_device.hpp"
 #include "realrun/cuda_plan.hpp"
 #include "realrun/driver.hpp"
@@ -111,22 +108,6 @@ struct World {
   bool mpi = false;
 };
 
-#ifdef CTWIN_HAVE_MPI
-realrun::ProcessGroup mpi_group(const World& w) {
-  realrun::ProcessGroup g;
-  g.index = w.rank;
-  g.count = w.size;
-  g.barrier = [] { MPI_Barrier(MPI_COMM_WORLD); };
-  g.all_gather = [n = w.size](const std::vector<double>& mine) {
-    std::vector<double> all(mine.size() * static_cast<std::size_t>(n));
-    MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), static_cast<int>(mine.size()),
-                  MPI_DOUBLE, MPI_COMM_WORLD);
-    return all;
-  };
-  return g;
-}
-#endif
-
 // The attention kernels take heads of 64 or 128 (kernels.cu); other widths run at the nearer.
 int kernel_head_dim(const ModelSpec& m) { return m.heads > 0 && m.effective_head_dim() <= 96 ? 64 : 128; }
 
@@ -148,20 +129,20 @@ int run(int argc, char** argv) {
   const RealrunPlan& plan = setup.plan;
 
   World w;
+  ProcessGroup group;
   const LaunchEnv env = launch_env([](const char* n) { return std::getenv(n); });
-#ifdef CTWIN_HAVE_MPI
-  if (env.launched && env.size > 1) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &w.size);
+  if (launched_by_mpi()) {
+    if (!cpu_mpi_built()) {
+      throw InputError("", "mpirun", "ctwin-realrun was built without MPI",
+                       "one process (it drives every visible GPU)");
+    }
+    const MpiWorld mw = mpi_init_world(false);
+    w.rank = mw.rank;
+    w.size = mw.size;
     w.local = env.local_rank;
     w.mpi = true;
+    group = mw.group;
   }
-#else
-  if (env.launched && env.size > 1) {
-    throw InputError("", "mpirun", "ctwin-realrun was built without MPI", "one process (it drives every visible GPU)");
-  }
-#endif
   BackendOptions bo;
   bo.timeout_s = job.config.timeout_s;
   CudaOptions co;
@@ -207,12 +188,7 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "\rctwin-realrun: %-12s %3d%%", phase.c_str(), pct);
     if (pct >= 100) std::fputc('\n', stderr);
   };
-#ifdef CTWIN_HAVE_MPI
-  const ProcessGroup group = w.mpi ? mpi_group(w) : ProcessGroup{};
   calibrate::Measurements m = run_realrun(job, plan, devs, progress, w.mpi ? &group : nullptr);
-#else
-  calibrate::Measurements m = run_realrun(job, plan, devs, progress);
-#endif
 
   // What ran where: the GPUs and libraries, and the node as discovered.
   m.host.hostname = node.hostname;
@@ -245,12 +221,7 @@ int run(int argc, char** argv) {
       }
     }
   }
-#ifdef CTWIN_HAVE_MPI
-  int up = 0, down = 0;
-  MPI_Initialized(&up);
-  MPI_Finalized(&down);
-  if (up && !down) MPI_Finalize();
-#endif
+  mpi_finalize();
   return kExitOk;
 }
 
@@ -268,13 +239,8 @@ int main(int argc, char** argv) {
     return kExitBadInput;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ctwin-realrun: %s\n", e.what());
-#ifdef CTWIN_HAVE_MPI
     // The other ranks may be waiting in a collective or in MPI: end the whole job, not this rank.
-    int up = 0, down = 0;
-    MPI_Initialized(&up);
-    MPI_Finalized(&down);
-    if (up && !down) MPI_Abort(MPI_COMM_WORLD, kExitInternal);
-#endif
+    mpi_abort_if_running(kExitInternal);
     return kExitInternal;
   }
 }

@@ -1,4 +1,5 @@
 #include "realrun/cpu_mpi.hpp"
+#include "realrun/cuda_plan.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -17,12 +18,8 @@
 namespace ctwin::realrun {
 
 bool launched_by_mpi() {
-  // Open MPI's mpirun sets OMPI_COMM_WORLD_SIZE; PMI and PMIx launchers (srun, MPICH's hydra)
-  // set PMI_SIZE or PMIX_RANK.
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK"}) {
-    if (std::getenv(v) != nullptr) return true;
-  }
-  return false;
+  const LaunchEnv e = launch_env([](const char* n) { return std::getenv(n); });
+  return e.launched && e.size > 1;
 }
 
 #ifndef CTWIN_HAVE_MPI
@@ -34,23 +31,24 @@ namespace {
 }  // namespace
 
 bool cpu_mpi_built() { return false; }
-MpiWorld mpi_init_world() { no_mpi(); }
+MpiWorld mpi_init_world(bool) { no_mpi(); }
 std::string mpi_library_version() { return ""; }
 void mpi_finalize() {}
-void mpi_abort(int code) { std::_Exit(code); }
+void mpi_abort_if_running(int) {}
 std::shared_ptr<CpuComm> make_mpi_comm(std::vector<int>, std::string, double) { no_mpi(); }
 
 #else
 
 bool cpu_mpi_built() { return true; }
 
-MpiWorld mpi_init_world() {
+MpiWorld mpi_init_world(bool thread_multiple) {
   int up = 0;
   MPI_Initialized(&up);
   if (!up) {
     int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-    if (provided < MPI_THREAD_MULTIPLE) {
+    const int required = thread_multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE;
+    MPI_Init_thread(nullptr, nullptr, required, &provided);
+    if (provided < required) {
       MPI_Finalize();
       throw std::runtime_error(
           "the MPI library gives no MPI_THREAD_MULTIPLE: realrun's CPU backend runs a rank's "
@@ -98,12 +96,11 @@ void mpi_finalize() {
   if (up && !down) MPI_Finalize();
 }
 
-void mpi_abort(int code) {
+void mpi_abort_if_running(int code) {
   int up = 0, down = 0;
   MPI_Initialized(&up);
   MPI_Finalized(&down);
   if (up && !down) MPI_Abort(MPI_COMM_WORLD, code);
-  std::_Exit(code);
 }
 
 namespace {

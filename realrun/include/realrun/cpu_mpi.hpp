@@ -17,26 +17,28 @@ namespace ctwin::realrun {
 
 // Whether this build has MPI.
 bool cpu_mpi_built();
-// Whether this process was started by an MPI launcher (Open MPI's mpirun, or a PMI/PMIx one
-// such as srun): its environment says so. A plain run is one process of threads.
+// Whether a launcher started this process as one of several (launch_env, cuda_plan.hpp: Open
+// MPI's, Slurm's or PMI's variables), the rule ctwin-realrun uses too. A plain run is one process.
 bool launched_by_mpi();
 
-// This process in an MPI job: MPI initialised with MPI_THREAD_MULTIPLE (a rank's streams are
-// threads, each may run a collective), its world rank and size, and the driver's ProcessGroup.
+// This process in an MPI job: its world rank and size, and the driver's ProcessGroup (barriers
+// and gathers over MPI_COMM_WORLD).
 struct MpiWorld {
   int rank = 0;
   int size = 1;
   ProcessGroup group;
 };
-// Initialises MPI (once). Throws std::runtime_error when the library cannot give
-// MPI_THREAD_MULTIPLE.
-MpiWorld mpi_init_world();
+// Initialises MPI (once). With `thread_multiple` (the CPU backend: a rank's streams are threads,
+// each may run a collective) throws std::runtime_error when the library cannot give
+// MPI_THREAD_MULTIPLE; without (ctwin-realrun: NCCL does the GPUs' communication) asks for none.
+MpiWorld mpi_init_world(bool thread_multiple = true);
 // The MPI library's own version line ("Open MPI v4.1.4, ..."), for the measurements' host.
 std::string mpi_library_version();
 // MPI_Finalize if initialised and not finalised.
 void mpi_finalize();
-// Ends every process of the job (a timeout leaves the others waiting in a collective).
-[[noreturn]] void mpi_abort(int code);
+// Ends every process of the job with `code` if MPI is running (a failed rank leaves the others
+// waiting in a collective); else returns.
+void mpi_abort_if_running(int code);
 
 // A communicator over MPI processes, one member per process (world rank = global rank).
 // Created by its members only (MPI_Comm_create_group). A call waits at most `timeout_s` for
