@@ -14,8 +14,23 @@ std::vector<std::vector<std::uint32_t>> ops_by_gpu(const StepProgram& p) {
   return out;
 }
 
-StepBreakdown step_breakdown(const StepProgram& p, std::span<const std::uint32_t> gpu_ops, const StreamExecutor& exec,
-                             bool pipelined) {
+StepBreakdown to_seconds(const StepBreakdownPs& ps) {
+  auto s = [](std::int64_t x) { return static_cast<double>(x) * 1e-12; };
+  StepBreakdown bd;
+  bd.compute_s = s(ps[0]);
+  bd.optimizer_s = s(ps[1]);
+  bd.exposed_tp_s = s(ps[2]);
+  bd.exposed_cp_s = s(ps[3]);
+  bd.exposed_ep_s = s(ps[4]);
+  bd.exposed_dp_s = s(ps[5]);
+  bd.exposed_pp_s = s(ps[6]);
+  bd.bubble_s = s(ps[7]);
+  bd.other_s = s(ps[8]);
+  return bd;
+}
+
+StepBreakdownPs step_breakdown_ps(const StepProgram& p, std::span<const std::uint32_t> gpu_ops,
+                                  const StreamExecutor& exec, bool pipelined) {
   // Sweep the boundaries of the GPU's tasks. Priority: the compute stream's state first; when
   // it idles, a running DP or PP transfer.
   const std::int64_t end = exec.makespan().ps;
@@ -83,23 +98,16 @@ StepBreakdown step_breakdown(const StepProgram& p, std::span<const std::uint32_t
     active[e.what] += e.delta;
   }
   charge(end);
-  StepBreakdown bd;
-  auto s = [](std::int64_t ps) { return static_cast<double>(ps) * 1e-12; };
-  bd.compute_s = s(acc[kCompute]);
-  bd.optimizer_s = s(acc[kOpt]);
-  bd.exposed_tp_s = s(acc[kTp]);
-  bd.exposed_cp_s = s(acc[kCp]);
-  bd.exposed_ep_s = s(acc[kEp]);
-  bd.exposed_dp_s = s(acc[kDp]);
-  bd.exposed_pp_s = s(acc[kPp]);
   // Idle time with nothing to wait for is the pipeline's fill and drain when there is one.
-  if (pipelined) {
-    bd.bubble_s = s(acc[kN]);
-    bd.other_s = s(acc[kWait]);
-  } else {
-    bd.other_s = s(acc[kN] + acc[kWait]);
-  }
-  return bd;
+  return {acc[kCompute],
+          acc[kOpt],
+          acc[kTp],
+          acc[kCp],
+          acc[kEp],
+          acc[kDp],
+          acc[kPp],
+          pipelined ? acc[kN] : 0,
+          pipelined ? acc[kWait] : acc[kN] + acc[kWait]};
 }
 
 }  // namespace ctwin

@@ -100,8 +100,6 @@ MicroBatchFold micro_batch_fold(const TrainingConfig& cfg, const TrainingOptions
 
 namespace {
 
-// What one simulated program gives: the result's simulation figures, and what folding
-// micro-batches extrapolates from.
 // The program and its first step's run, kept for the trace (the executor refers to the graph:
 // held in one place on the heap).
 struct KeptRun {
@@ -111,12 +109,14 @@ struct KeptRun {
   std::vector<std::vector<std::uint32_t>> gpu_ops;
 };
 
+// What one simulated program gives: the result's simulation figures, and in whole picoseconds
+// what folding micro-batches extends.
 struct ProgramRun {
-  TrainingResult res;  // step times, breakdown, events, tasks, folding flags
-  Time makespan{};     // the first step's
-  // Each stage's compute and optimizer time (its first GPU), as the breakdown adds them: each
-  // part in seconds, then the sum.
-  std::vector<std::array<double, 2>> stage_busy_s;
+  TrainingResult res;              // step times, events, tasks, folding flags (the breakdown: below)
+  Time makespan{};                 // the first step's
+  StepBreakdownPs breakdown_ps{};  // GPU 0's
+  // Each stage's compute and optimizer time (its first GPU).
+  std::vector<std::array<std::int64_t, 2>> stage_busy_ps;
   std::unique_ptr<KeptRun> kept;  // with TrainingOptions::trace
 };
 
@@ -165,47 +165,34 @@ ProgramRun simulate_program(const ModelSpec& m, const TrainingConfig& cfg, const
     const TaskTiming& tm = exec.timing(TaskId(t));
     if (tm.end > tm.start) (op.cls == OpClass::compute ? compute_ps : optimizer_ps)[op.gpu] += (tm.end - tm.start).ps;
   }
-  res.breakdown = step_breakdown(p, gpu0_ops, exec, pipelined);
+  out.breakdown_ps = step_breakdown_ps(p, gpu0_ops, exec, pipelined);
   std::vector<std::vector<std::uint32_t>>& gpu_ops = kept->gpu_ops;
   if (eff.trace || !serial) gpu_ops = ops_by_gpu(p);
-  out.stage_busy_s.assign(par.pp, {0.0, 0.0});
+  out.stage_busy_ps.assign(par.pp, {0, 0});
   for (std::uint32_t g = 0; g < p.gpus.size(); ++g) {
     const auto& c = p.gpus[g];
     if (c.tp != 0 || c.cp != 0 || c.dp != 0) continue;
-    std::array<double, 2> busy_s{};
+    std::array<std::int64_t, 2> busy{};
     if (c.pp == 0) {
-      busy_s = {res.breakdown.compute_s, res.breakdown.optimizer_s};
+      busy = {out.breakdown_ps[0], out.breakdown_ps[1]};
     } else if (serial) {
-      busy_s = {static_cast<double>(compute_ps[g]) * 1e-12, static_cast<double>(optimizer_ps[g]) * 1e-12};
+      busy = {compute_ps[g], optimizer_ps[g]};
     } else {
-      const auto bd = step_breakdown(p, gpu_ops[g], exec, pipelined);
-      busy_s = {bd.compute_s, bd.optimizer_s};
+      const StepBreakdownPs bd = step_breakdown_ps(p, gpu_ops[g], exec, pipelined);
+      busy = {bd[0], bd[1]};
     }
-    out.stage_busy_s[c.pp] = busy_s;
+    out.stage_busy_ps[c.pp] = busy;
   }
 
   if (eff.trace) out.kept = std::move(kept);
   return out;
 }
 
-// The picoseconds a figure in seconds was made from (static_cast<double>(ps) * 1e-12, as the
-// breakdown makes every part), or nullopt where it was not: extrapolating in whole picoseconds and
-// converting once gives the bits the whole step's run would.
-std::optional<std::int64_t> ps_of(double s) {
-  const double x = s * 1e12;
-  if (!(std::abs(x) < 4e15)) return std::nullopt;  // past 4,000 s the round trip is not exact
-  const auto ps = static_cast<std::int64_t>(std::llround(x));
-  if (static_cast<double>(ps) * 1e-12 != s) return std::nullopt;
-  return ps;
-}
-
-// The value `periods` strides past c, from three values a stride apart that grow by exactly the
-// same picoseconds; nullopt where they do not.
-std::optional<double> extend(double a, double b, double c, std::int64_t periods) {
-  const auto pa = ps_of(a), pb = ps_of(b), pc = ps_of(c);
-  if (!pa || !pb || !pc || *pc - *pb != *pb - *pa) return std::nullopt;
-  // Within the step (checked first), so no overflow: each part is at most the makespan.
-  return static_cast<double>(*pc + (*pc - *pb) * periods) * 1e-12;
+// The value `periods` strides past c, from three values a stride apart that grow by the same
+// step; nullopt where they do not. Within the step (checked first), so it cannot overflow.
+std::optional<std::int64_t> extend(std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t periods) {
+  if (c - b != b - a) return std::nullopt;
+  return c + (c - b) * periods;
 }
 
 // The step at cfg's micro-batch count from runs at f.at(0..2), or nullopt where the three do
@@ -225,30 +212,26 @@ std::optional<ProgramRun> extrapolate(const ModelSpec& m, const TrainingConfig& 
   // the step time does; this only leaves early.
   const std::int64_t d1 = (r1.makespan - r0.makespan).ps, d2 = (r2.makespan - r1.makespan).ps;
   if (d1 != d2) return std::nullopt;
-  const StepBreakdown &b0 = r0.res.breakdown, &b1 = r1.res.breakdown, &b2 = r2.res.breakdown;
   const std::int64_t periods = (cfg.grad_accum() - f.at(2)) / f.stride;
   ProgramRun out;
   // The whole step must fit the clock as the unfolded run's would (it throws the same).
   const __int128 end = static_cast<__int128>(r2.makespan.ps) + static_cast<__int128>(d2) * periods;
   if (end > std::numeric_limits<std::int64_t>::max()) throw TimeOverflow();
   out.makespan = Time{static_cast<std::int64_t>(end)};
-  // Every part of the breakdown and every stage's busy time must grow by whole, equal steps too.
-  StepBreakdown& b = out.res.breakdown;
-  for (auto part : {&StepBreakdown::compute_s, &StepBreakdown::optimizer_s, &StepBreakdown::exposed_tp_s,
-                    &StepBreakdown::exposed_cp_s, &StepBreakdown::exposed_ep_s, &StepBreakdown::exposed_dp_s,
-                    &StepBreakdown::exposed_pp_s, &StepBreakdown::bubble_s, &StepBreakdown::other_s}) {
-    const auto v = extend(b0.*part, b1.*part, b2.*part, periods);
+  // Every part of the breakdown and every stage's busy time must grow by equal steps too.
+  for (std::size_t k = 0; k < out.breakdown_ps.size(); ++k) {
+    const auto v = extend(r0.breakdown_ps[k], r1.breakdown_ps[k], r2.breakdown_ps[k], periods);
     if (!v) return std::nullopt;
-    b.*part = *v;
+    out.breakdown_ps[k] = *v;
   }
-  for (std::size_t s = 0; s < r2.stage_busy_s.size(); ++s) {
-    std::array<double, 2> busy{};
+  for (std::size_t s = 0; s < r2.stage_busy_ps.size(); ++s) {
+    std::array<std::int64_t, 2> busy{};
     for (std::size_t k = 0; k < 2; ++k) {
-      const auto v = extend(r0.stage_busy_s[s][k], r1.stage_busy_s[s][k], r2.stage_busy_s[s][k], periods);
+      const auto v = extend(r0.stage_busy_ps[s][k], r1.stage_busy_ps[s][k], r2.stage_busy_ps[s][k], periods);
       if (!v) return std::nullopt;
       busy[k] = *v;
     }
-    out.stage_busy_s.push_back(busy);
+    out.stage_busy_ps.push_back(busy);
   }
   TrainingResult& res = out.res;
   res.simulated_gpus = r2.res.simulated_gpus;
@@ -283,6 +266,7 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
   }
   if (!run) run = simulate_program(m, cfg, cluster, eff);
   TrainingResult res = std::move(run->res);
+  res.breakdown = to_seconds(run->breakdown_ps);
   const int gpus = par.tp * par.pp * par.dp * par.cp;
   res.gpus = gpus;
   res.grad_accum = cfg.grad_accum();
@@ -308,8 +292,12 @@ TrainingResult simulate_training(const ModelSpec& m, const TrainingConfig& cfg, 
   for (int s = 0; s < par.pp; ++s)
     res.stage_memory.push_back(estimate_stage_memory(m, cfg, cluster.spec.gpu.hbm_bytes, s));
   res.stage_utilization.assign(par.pp, 0.0);
-  for (int s = 0; s < par.pp; ++s)
-    res.stage_utilization[s] = (run->stage_busy_s[s][0] + run->stage_busy_s[s][1]) / res.step_time_s;
+  // As the breakdown adds them: each part in seconds, then the sum.
+  for (int s = 0; s < par.pp; ++s) {
+    const auto& busy = run->stage_busy_ps[static_cast<std::size_t>(s)];
+    res.stage_utilization[s] =
+        (static_cast<double>(busy[0]) * 1e-12 + static_cast<double>(busy[1]) * 1e-12) / res.step_time_s;
+  }
 
   if (run->kept) {  // a trace (never with folded micro-batches)
     KeptRun& k = *run->kept;

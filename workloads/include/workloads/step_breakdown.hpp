@@ -2,6 +2,9 @@
 // the pipeline bubble and the rest, from a run's task timings.
 #pragma once
 
+#include <array>
+#include <cstdint>
+
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -28,9 +31,19 @@ struct StepBreakdown {
 // Each simulated GPU's ops, in program order.
 std::vector<std::vector<std::uint32_t>> ops_by_gpu(const StepProgram& p);
 
+// The breakdown's parts in whole picoseconds, in StepBreakdown's field order (compute, optimizer,
+// exposed TP, CP, EP, DP, PP, bubble, other): what folding micro-batches extends exactly.
+using StepBreakdownPs = std::array<std::int64_t, 9>;
+// Each part converted once: static_cast<double>(ps) * 1e-12.
+StepBreakdown to_seconds(const StepBreakdownPs& ps);
+
 // The breakdown of one GPU (its ops: `gpu_ops`) over [0, end of the run). Idle time is the
 // bubble when `pipelined`, else part of other_s.
-StepBreakdown step_breakdown(const StepProgram& p, std::span<const std::uint32_t> gpu_ops, const StreamExecutor& exec,
-                             bool pipelined);
+StepBreakdownPs step_breakdown_ps(const StepProgram& p, std::span<const std::uint32_t> gpu_ops,
+                                  const StreamExecutor& exec, bool pipelined);
+inline StepBreakdown step_breakdown(const StepProgram& p, std::span<const std::uint32_t> gpu_ops,
+                                    const StreamExecutor& exec, bool pipelined) {
+  return to_seconds(step_breakdown_ps(p, gpu_ops, exec, pipelined));
+}
 
 }  // namespace ctwin
