@@ -131,7 +131,7 @@ ProgressLine::ProgressLine(std::string label, std::FILE* out, bool tty, Clock cl
 ProgressLine::~ProgressLine() { clear(); }
 
 void ProgressLine::clear() {
-  if (shown_) std::fprintf(out_, "\r%*s\r", static_cast<int>(label_.size()) + 8, "");
+  if (shown_) std::fprintf(out_, "\r%*s\r", static_cast<int>(std::max(label_.size() + 8, last_width_)), "");
   shown_ = false;
 }
 
@@ -140,6 +140,24 @@ void ProgressLine::update(double fraction) {
   if (!tty_ || clock_() - start_ < std::chrono::seconds(1)) return;
   shown_ = true;
   std::fprintf(out_, "\r%s %5.1f%%", label_.c_str(), 100 * fraction);
+}
+
+void ProgressLine::update(double fraction, const std::string& detail) {
+  if (!tty_ || clock_() - start_ < std::chrono::seconds(1)) return;
+  shown_ = true;
+  const double elapsed = std::chrono::duration<double>(clock_() - start_).count();
+  std::string eta;
+  if (fraction > 0.01 && fraction < 1) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, ", %.0f s left", elapsed * (1 - fraction) / fraction);
+    eta = buf;
+  }
+  const std::string text = label_ + " " + detail + eta;
+  // Clear what a longer previous line left behind.
+  const int width = static_cast<int>(std::max(text.size() + 8, last_width_));
+  std::fprintf(out_, "\r%-*s", width,
+               (text + std::string(" ") + std::to_string(static_cast<int>(100 * fraction)) + "%").c_str());
+  last_width_ = static_cast<std::size_t>(width);
 }
 
 void write_output_file(const std::string& path, const std::string& text, bool force) {

@@ -57,6 +57,9 @@ class ProgressLine {
   ProgressLine(const ProgressLine&) = delete;
   ProgressLine& operator=(const ProgressLine&) = delete;
   void update(double fraction);
+  // With what is done in words ("120/7000 configurations") and, once a tenth of a second per
+  // percent has been seen, the time left at the rate so far.
+  void update(double fraction, const std::string& detail);
   void clear();  // before printing on stdout, which shares the terminal
 
  private:
@@ -65,6 +68,7 @@ class ProgressLine {
   bool tty_;
   Clock clock_;
   bool shown_ = false;
+  std::size_t last_width_ = 0;
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -60,6 +60,9 @@ struct ValidationTarget {
 struct TrainingJob {
   ModelSpec model;          // /model
   TrainingConfig training;  // /training
+  // /training/parallelism is "auto": the layout is `ctwin sweep`'s to choose; training holds
+  // every other key, with a placeholder layout (all 1, dp = GPUs) that was not checked.
+  bool auto_layout = false;
 };
 // /kind "serving": one model replica (/serving: its GPUs, precisions and vLLM's scheduler keys)
 // under traffic (/traffic).
@@ -86,7 +89,8 @@ struct Scenario {
   realrun::RealrunConfig realrun;                          // /realrun: how `ctwin realrun` measures it
 };
 
-// The training (serving) job of a scenario; an InputError naming /kind for any other kind.
+// The training (serving) job of a scenario; an InputError naming /kind for any other kind, and
+// for a training job whose layout is "auto" (only `ctwin sweep` reads those, through sc.job).
 const TrainingJob& training_job(const Scenario& sc);
 const ServingJob& serving_job(const Scenario& sc);
 
@@ -168,6 +172,10 @@ inline constexpr ParamDecl scenario_params[] = {
      .type = ParamType::object,
      .doc = "how `ctwin realrun` measures this scenario on real devices (/realrun, docs/realrun.md)",
      .computed = "the /realrun defaults"},
+    {.key = "sweep",
+     .type = ParamType::object,
+     .doc = "the variants `ctwin sweep` simulates and ranks (/sweep, docs/sweep.md); `ctwin run` simulates the "
+            "scenario as written and ignores it"},
 };
 
 inline constexpr ParamDecl network_params[] = {

@@ -34,7 +34,15 @@ TrainingJob read_training_job(const JsonObject& top, const Json& root, const Sce
   require_kind_keys(top, sc, {"training"}, {"serving", "traffic"});
   TrainingJob job;
   job.model = read_model(root, top.file(), catalogs.models);
-  job.training = read_training(top.object("training"), job.model, sc.cluster);
+  const JsonObject to = top.object("training");
+  if (to.has("parallelism") && !to.raw("parallelism").is_object()) {
+    if (to.raw("parallelism") != Json("auto")) {
+      to.fail("parallelism", "found " + shown(to.raw("parallelism")),
+              "an object (tp, pp, dp, ...), or \"auto\" for `ctwin sweep` to choose");
+    }
+    job.auto_layout = true;
+  }
+  job.training = read_training(to, job.model, sc.cluster, job.auto_layout);
   job.training.seed = sc.seed;
   // A calibrated profile's measured interference applies unless the scenario sets its own.
   if (sc.profile && !top.object("training").has("overlap_slowdown"))
@@ -76,7 +84,13 @@ Job read_job(const JsonObject& top, const Json& root, const ScenarioCatalogs& ca
 }
 
 const TrainingJob& training_job(const Scenario& sc) {
-  if (const auto* t = std::get_if<TrainingJob>(&sc.job)) return *t;
+  if (const auto* t = std::get_if<TrainingJob>(&sc.job)) {
+    if (t->auto_layout) {
+      throw InputError(sc.file, "/training/parallelism", "is \"auto\": a layout for `ctwin sweep` to choose",
+                       "`ctwin sweep " + sc.file + "`, or a layout object (tp, pp, dp, ...) to simulate one");
+    }
+    return *t;
+  }
   throw InputError(sc.file, "/kind", std::string("found \"") + job_kind_names.name(sc.kind) + "\"",
                    "\"training\" for this command");
 }
@@ -92,7 +106,7 @@ TrainingOptions training_options(const Scenario& sc) {
   opt.flow_network = sc.fidelity == NetworkFidelity::flow;
   opt.collectives = sc.collectives;
   if (sc.profile) {
-    const Dtype dtype = training_job(sc).training.precision.compute;
+    const Dtype dtype = std::get<TrainingJob>(sc.job).training.precision.compute;
     opt.cost_model = profile_cost_model(*sc.profile, sc.cluster.gpu, dtype);
     if (!sc.profile->tables.collectives.empty())
       opt.measured_collectives =

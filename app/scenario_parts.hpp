@@ -28,8 +28,9 @@ ClusterSpec read_cluster(const JsonObject& top, const CatalogEntries& gpus, cons
 void normalise_model(Json& root);
 ModelSpec read_model(const Json& root, const std::string& file, const CatalogEntries& models);
 
-// scenario_training.cpp: /training, its layout checked against the model and cluster.
-TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const ClusterSpec& cl);
+// scenario_training.cpp: /training, its layout checked against the model and cluster; with
+// auto_layout (/training/parallelism is "auto") the layout is left at all 1, dp = GPUs, unchecked.
+TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const ClusterSpec& cl, bool auto_layout = false);
 
 // scenario_network.cpp: /network into sc.fidelity and sc.collectives.
 void read_network(const JsonObject& top, Scenario& sc);

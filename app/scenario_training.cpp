@@ -49,7 +49,7 @@ Sharding read_sharding(const JsonObject& o) {
 
 }  // namespace
 
-TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const ClusterSpec& cl) {
+TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const ClusterSpec& cl, bool auto_layout) {
   const ParamReader r(o, training_params);
   TrainingConfig t;
   t.micro_batch = static_cast<int>(r.integer("micro_batch"));
@@ -93,6 +93,10 @@ TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const Clus
   const int gpus = cl.nodes * cl.gpus_per_node;
   auto& par = t.parallel;
   bool dp_given = false;
+  if (auto_layout) {
+    par.dp = gpus;
+    return t;
+  }
   if (o.has("parallelism")) {
     const JsonObject po = o.object("parallelism");
     const ParamReader p(po, parallelism_params);

@@ -33,8 +33,9 @@ inline constexpr ParamDecl training_params[] = {
      .computed = "1 for generic models",
      .required = true},
     {.key = "parallelism",
-     .type = ParamType::object,
-     .doc = "the layout (/training/parallelism)",
+     .type = ParamType::any,
+     .doc = "the layout (/training/parallelism), or \"auto\": `ctwin sweep` enumerates every valid layout "
+            "(/sweep/auto, docs/sweep.md)",
      .computed = "all 1 but dp = GPUs"},
     {.key = "precision",
      .type = ParamType::object,
