@@ -135,15 +135,19 @@ void ProgressLine::clear() {
   shown_ = false;
 }
 
-void ProgressLine::update(double fraction) {
+bool ProgressLine::held_back() const {
   // Runs shorter than a second finish before a line would be readable: show none.
-  if (!tty_ || clock_() - start_ < std::chrono::seconds(1)) return;
+  return !tty_ || clock_() - start_ < std::chrono::seconds(1);
+}
+
+void ProgressLine::update(double fraction) {
+  if (held_back()) return;
   shown_ = true;
   std::fprintf(out_, "\r%s %5.1f%%", label_.c_str(), 100 * fraction);
 }
 
 void ProgressLine::update(double fraction, const std::string& detail) {
-  if (!tty_ || clock_() - start_ < std::chrono::seconds(1)) return;
+  if (held_back()) return;
   shown_ = true;
   const double elapsed = std::chrono::duration<double>(clock_() - start_).count();
   std::string eta;

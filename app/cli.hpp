@@ -63,6 +63,7 @@ class ProgressLine {
   void clear();  // before printing on stdout, which shares the terminal
 
  private:
+  bool held_back() const;  // not a terminal, or within the first second
   std::string label_;
   std::FILE* out_;
   bool tty_;

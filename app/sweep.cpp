@@ -471,11 +471,13 @@ SweepResult run_sweep(const std::string& path, const std::vector<Override>& over
   // time within a variant: the same GPUs, tokens and FLOPs) and more layouts than the top.
   std::vector<std::size_t> per_variant(variants.size(), 0);
   for (std::size_t i : live) ++per_variant[cands[i].variant];
+  // Exhaustive sweeps compute every bound too: the report counts any simulated step below its
+  // bound (a bug that pruning would have turned into a wrong answer).
   const bool pruning = !spec.exhaustive && kind == JobKind::training;
   std::vector<SweepRow*> bound_rows;
   for (std::size_t i : live) {
-    if (pruning && !cands[i].written && per_variant[cands[i].variant] > static_cast<std::size_t>(spec.top))
-      bound_rows.push_back(&res.rows[i]);
+    const bool useful = per_variant[cands[i].variant] > static_cast<std::size_t>(spec.top) && !cands[i].written;
+    if (kind == JobKind::training && (spec.exhaustive || (pruning && useful))) bound_rows.push_back(&res.rows[i]);
   }
   auto compute_bound = [&](SweepRow& row) {
     const std::optional<Scenario> sc = training_of(row.index);

@@ -151,29 +151,42 @@ std::optional<double> step_time_lower_bound_s(const ModelSpec& m, const Training
     }
   }
   const double scale = static_cast<double>(accum) / few;
-  // The slowest GPU of each stage, per micro-batch, for the fill and drain terms.
-  std::vector<double> stage_fwd(pp, 0), stage_bwd(pp, 0);
+  // Each stage's quickest GPU, per micro-batch and once per step: the chains below pass through
+  // some GPU of each stage, so the least of them is what a bound may count.
+  constexpr double kUnset = -1;
+  std::vector<double> stage_fwd(pp, kUnset), stage_bwd(pp, kUnset), stage_once(pp, kUnset);
+  auto keep_min = [](double& x, double v) { x = x == kUnset ? v : std::min(x, v); };
   for (std::size_t g = 0; g < prog.gpus.size(); ++g) {
     const int s = prog.gpus[g].pp;
-    stage_fwd[s] = std::max(stage_fwd[s], work[g].fwd / few);
-    stage_bwd[s] = std::max(stage_bwd[s], work[g].bwd / few);
+    keep_min(stage_fwd[s], work[g].fwd / few);
+    keep_min(stage_bwd[s], work[g].bwd / few);
+    keep_min(stage_once[s], work[g].once);
   }
-  const bool interleaved = cfg.parallel.schedule == PipelineSchedule::interleaved && cfg.parallel.virtual_stages > 1;
+  for (int s = 0; s < pp; ++s) {
+    if (stage_fwd[s] == kUnset) stage_fwd[s] = stage_bwd[s] = stage_once[s] = 0;
+  }
+  // Micro-batch 0 reaches stage s after each earlier stage's forward of it; after stage s's last
+  // backward, the last micro-batch's gradient goes back through every earlier stage, each of
+  // which then steps its optimizer. Only for 1F1B and GPipe: an interleaved stage starts after a
+  // chunk of each earlier one, and zero-bubble defers weight gradients past the chain.
+  const PipelineSchedule sched = cfg.parallel.schedule;
+  const bool chains =
+      (sched == PipelineSchedule::one_f_one_b || sched == PipelineSchedule::gpipe) && cfg.parallel.virtual_stages <= 1;
   double bound = 0;
   for (std::size_t g = 0; g < prog.gpus.size(); ++g) {
     const Work& w = work[g];
+    const int s = prog.gpus[g].pp;
     const double own = (w.fwd + w.bwd) * scale;
-    double fill = 0, drain = 0;
-    // Micro-batch 0 reaches stage s after each earlier stage's forward of it; the last
-    // micro-batch's gradient leaves stage s through each earlier stage's backward. With
-    // interleaving a stage starts after only a chunk of each: no such term.
-    if (!interleaved) {
-      for (int j = 0; j < prog.gpus[g].pp; ++j) {
-        fill += stage_fwd[j];
-        drain += stage_bwd[j];
+    double fill = 0, after = w.once;
+    if (chains) {
+      for (int j = 0; j < s; ++j) fill += stage_fwd[j];
+      double back = 0;
+      for (int j = s - 1; j >= 0; --j) {
+        back += stage_bwd[j];
+        after = std::max(after, back + stage_once[j]);
       }
     }
-    bound = std::max(bound, fill + own + std::max(drain, w.once));
+    bound = std::max(bound, fill + own + after);
   }
   return bound;
 }
