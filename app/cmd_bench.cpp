@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "bench.hpp"
+#include "bench_sweep.hpp"
 #include "cli.hpp"
 #include "commands.hpp"
 #include "report_format.hpp"
@@ -18,13 +19,15 @@ int cmd_bench(const Args& args) {
       "  viewer    viewer frame build time and load time on a 10M-event trace\n"
       "  training  simulation time of large training steps (405B on 16,384 GPUs)\n"
       "  serving   an hour at 100 requests/s on one Llama-3-8B replica, 16 replicas round-robin, vs the\n"
-      "            reference replica loop";
+      "            reference replica loop\n"
+      "  sweep     the auto-sweep of Llama-3-70B on 1,024 H100, vs simulating every layout that fits";
   auto p = parse_args(args, usage,
                       {{"--json", "", "print the figures as JSON on stdout"},
                        {"--quick", "", "small sizes (for a smoke test of the benchmark itself)"}});
   if (!p) return kExitOk;
   if (p->positional.size() != 1)
-    throw InputError("", "NAME", "expected exactly one benchmark name", "engine, network, viewer, training or serving");
+    throw InputError("", "NAME", "expected exactly one benchmark name",
+                     "engine, network, viewer, training, serving or sweep");
   BenchOptions o;
   o.quick = p->has("--quick");
   o.progress = isatty(STDERR_FILENO);
@@ -40,8 +43,11 @@ int cmd_bench(const Args& args) {
     j = bench_training(o);
   else if (name == "serving")
     j = bench_serving(o);
+  else if (name == "sweep")
+    j = bench_sweep(o);
   else
-    throw InputError("", "NAME", "unknown benchmark '" + name + "'", "engine, network, viewer, training or serving");
+    throw InputError("", "NAME", "unknown benchmark '" + name + "'",
+                     "engine, network, viewer, training, serving or sweep");
   if (p->has("--json")) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {

@@ -8,6 +8,7 @@
 
 #include "scenario_parts.hpp"
 #include "sim/error.hpp"
+#include "sweep.hpp"
 #include "topology/catalog_json.hpp"
 #include "topology/cluster_json.hpp"
 #include "workloads/model_json.hpp"
@@ -48,6 +49,9 @@ std::span<const ParamTable> scenario_param_tables() {
         {"/network", "the network model", network_params},
         {"/validation", "a published measurement the scenario reproduces (scenarios/validation/)", validation_params},
         {"/realrun", "how `ctwin realrun` measures the scenario (docs/realrun.md)", realrun::realrun_params},
+        {"/sweep", "the variants `ctwin sweep` simulates and ranks (docs/sweep.md)", sweep_params},
+        {"/sweep/axes/N", "one axis: a scenario key and its values", sweep_axis_params},
+        {"/sweep/auto", "the values each layout dimension may take for \"parallelism\": \"auto\"", sweep_auto_params},
     };
     // /traffic's tables (workloads/serving_traffic_params.hpp) after /serving's.
     const auto serving_end = std::find_if(t.begin(), t.end(), [](const ParamTable& x) { return x.path == "/network"; });
