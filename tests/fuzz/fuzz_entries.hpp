@@ -20,6 +20,7 @@
 #include "calibrate/measurements.hpp"
 #include "calibrate/readers.hpp"
 #include "scenario.hpp"
+#include "sweep.hpp"
 #include "sim/error.hpp"
 #include "sim/json_reader.hpp"
 #include "sim/output_file.hpp"
@@ -91,6 +92,9 @@ inline void run_serving_scenario(const Scenario& sc) {
 // tiny serving run).
 inline void run_scenario(std::string_view bytes, const std::string& path) {
   const Scenario sc = parse_scenario(std::string(bytes), path);
+  // /sweep is read by `ctwin sweep` alone: its axes, ranges and auto space.
+  (void)read_sweep_spec(parse_json(std::string(bytes), path), path);
+  if (const auto* tj = std::get_if<TrainingJob>(&sc.job); tj && tj->auto_layout) return;
   if (sc.kind == JobKind::serving) return run_serving_scenario(sc);
   if (!tiny_enough(sc)) return;
   const Cluster cluster = build_cluster(sc.cluster);
