@@ -52,6 +52,7 @@ std::span<const ParamTable> scenario_param_tables() {
         {"/sweep", "the variants `ctwin sweep` simulates and ranks (docs/sweep.md)", sweep_params},
         {"/sweep/axes/N", "one axis: a scenario key and its values", sweep_axis_params},
         {"/sweep/auto", "the values each layout dimension may take for \"parallelism\": \"auto\"", sweep_auto_params},
+        {"/sweep/serving_auto", "serving replica shapes for a GPU budget", sweep_serving_auto_params},
     };
     // /traffic's tables (workloads/serving_traffic_params.hpp) after /serving's.
     const auto serving_end = std::find_if(t.begin(), t.end(), [](const ParamTable& x) { return x.path == "/network"; });

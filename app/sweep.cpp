@@ -63,6 +63,18 @@ LayoutSpace read_space(const JsonObject& o) {
   return s;
 }
 
+ServingSpace read_serving_space(const JsonObject& o) {
+  const ParamReader r(o, sweep_serving_auto_params);
+  ServingSpace s;
+  s.present = true;
+  s.gpus = r.has("gpus") ? static_cast<int>(r.integer("gpus", std::nullopt, 1 << 24)) : 0;
+  s.tp = int_list(o, "tensor_parallel_size", 1, 1 << 16);
+  s.pp = int_list(o, "pipeline_parallel_size", 1, 1 << 16);
+  s.max_num_seqs = int_list(o, "max_num_seqs", 1, 1 << 20);
+  for (int v : int_list(o, "max_num_batched_tokens", 1, 1 << 30)) s.max_num_batched_tokens.push_back(v);
+  return s;
+}
+
 SweepAxis read_axis(const JsonObject& o) {
   const ParamReader r(o, sweep_axis_params);
   SweepAxis a;
@@ -226,6 +238,7 @@ SweepSpec read_sweep_spec(const Json& root, const std::string& file) {
   s.gpu_hour_usd = r.number("gpu_hour_usd");
   s.exhaustive = r.boolean("exhaustive");
   if (r.has("auto")) s.space = read_space(so.object("auto"));
+  if (r.has("serving_auto")) s.serving = read_serving_space(so.object("serving_auto"));
   if (r.has("axes")) {
     const Json& axes = so.raw("axes");
     if (!axes.is_array()) so.fail("axes", "found " + shown(axes), "a list of axes");
@@ -322,13 +335,67 @@ SweepResult run_sweep(const std::string& path, const std::vector<Override>& over
     }
   }
 
+  // /sweep/serving_auto: each replica shape filling the GPU budget, appended to every combination
+  // as keys to set (tensor, pipeline and data-parallel sizes, then the scheduler's values).
+  using Sets = std::vector<std::pair<std::string, Json>>;
+  std::vector<std::pair<Sets, std::string>> serving_layouts;
+  if (spec.serving.present) {
+    const Scenario base = parse_scenario(root.dump(), path, {});
+    if (base.kind != JobKind::serving) {
+      throw InputError(path, "/sweep/serving_auto", "given for a training scenario",
+                       "/sweep/auto for training layouts, or /kind \"serving\"");
+    }
+    const int node = base.cluster.gpus_per_node;
+    const int budget = spec.serving.gpus > 0 ? spec.serving.gpus : base.cluster.nodes * node;
+    std::vector<int> tps = spec.serving.tp;
+    if (tps.empty()) {
+      for (int t = 1; t <= node; t *= 2) tps.push_back(t);
+    }
+    const std::vector<int> pps = spec.serving.pp.empty() ? std::vector<int>{1} : spec.serving.pp;
+    const std::vector<int> seqs = spec.serving.max_num_seqs.empty() ? std::vector<int>{0} : spec.serving.max_num_seqs;
+    const std::vector<long long> toks =
+        spec.serving.max_num_batched_tokens.empty() ? std::vector<long long>{0} : spec.serving.max_num_batched_tokens;
+    for (int tp : tps) {
+      for (int pp : pps) {
+        if (budget % (tp * pp) != 0) continue;
+        const int replicas = budget / (tp * pp);
+        for (int ns : seqs) {
+          for (long long nt : toks) {
+            Sets sets = {{"/serving/tensor_parallel_size", tp},
+                         {"/serving/pipeline_parallel_size", pp},
+                         {"/serving/data_parallel_size", replicas}};
+            std::string label = "TP" + std::to_string(tp) + (pp > 1 ? " PP" + std::to_string(pp) : "") + " x" +
+                                std::to_string(replicas);
+            if (ns > 0) {
+              sets.emplace_back("/serving/max_num_seqs", ns);
+              label += " seqs " + std::to_string(ns);
+            }
+            if (nt > 0) {
+              sets.emplace_back("/serving/max_num_batched_tokens", nt);
+              label += " tokens " + std::to_string(nt);
+            }
+            serving_layouts.emplace_back(std::move(sets), std::move(label));
+          }
+        }
+      }
+    }
+    if (serving_layouts.empty()) {
+      throw InputError(path, "/sweep/serving_auto",
+                       "no replica shape divides the budget of " + std::to_string(budget) + " GPUs",
+                       "tensor x pipeline sizes dividing the budget");
+    }
+  }
+  if (serving_layouts.empty()) serving_layouts.emplace_back();
+
   // Each variant's scenario, parsed once.
   std::vector<std::optional<Scenario>> variants;  // nullopt: the scenario cannot take this combination
   std::vector<std::string> variant_errors;
   std::optional<InputError> first_error;
   std::vector<OrderedJson> variant_sets;
   std::vector<std::string> variant_labels;
-  for (const auto& combo : combos) {
+  for (std::size_t c = 0; c < combos.size() * serving_layouts.size(); ++c) {
+    const auto& combo = combos[c / serving_layouts.size()];
+    const auto& [layout_sets_here, layout_label_here] = serving_layouts[c % serving_layouts.size()];
     Json v = root;
     OrderedJson sets = OrderedJson::object();
     std::string label;
@@ -339,6 +406,11 @@ SweepResult run_sweep(const std::string& path, const std::vector<Override>& over
       sets[ax.pointer] = OrderedJson::parse(value.dump());
       label += (label.empty() ? "" : ", ") + ax.name + "=" + value_text(value);
     }
+    for (const auto& [pointer, value] : layout_sets_here) {
+      set_at(v, pointer, value, path, "/sweep/serving_auto");
+      sets[pointer] = OrderedJson::parse(value.dump());
+    }
+    if (!layout_label_here.empty()) label += (label.empty() ? "" : ", ") + layout_label_here;
     // A combination the scenario cannot take (a grid of tp and pp that does not multiply to the
     // GPUs) is a row saying why; only a sweep where no combination is valid is an error.
     try {

@@ -67,6 +67,16 @@ inline constexpr std::string_view sweep_objective_choices[] = {"step_time_s",
                                                                "serving_cost_per_million_tokens"};
 const SweepObjective& sweep_objective(std::string_view name);
 
+// /sweep/serving_auto: replica shapes for a fixed GPU budget, each with the replica count that
+// fills it (vLLM's tensor/pipeline/data-parallel sizes), times the scheduler values listed.
+struct ServingSpace {
+  bool present = false;
+  int gpus = 0;  // 0: the cluster's
+  std::vector<int> tp, pp;
+  std::vector<int> max_num_seqs;
+  std::vector<long long> max_num_batched_tokens;
+};
+
 struct SweepSpec {
   std::vector<SweepAxis> axes;
   SweepCombine combine = SweepCombine::grid;
@@ -74,6 +84,7 @@ struct SweepSpec {
   int top = 10;
   double gpu_hour_usd = 0;
   LayoutSpace space;         // /sweep/auto
+  ServingSpace serving;      // /sweep/serving_auto
   bool auto_layout = false;  // /training/parallelism "auto" (or --auto)
   bool exhaustive = false;   // simulate every layout that fits: no bound pruning
 };
@@ -106,6 +117,10 @@ inline constexpr ParamDecl sweep_params[] = {
      .type = ParamType::object,
      .doc = "the values each layout dimension may take for \"parallelism\": \"auto\" (/sweep/auto)",
      .computed = "every valid value"},
+    {.key = "serving_auto",
+     .type = ParamType::object,
+     .doc = "serving: every replica shape for a GPU budget, with the replica count that fills it "
+            "(/sweep/serving_auto)"},
     {.key = "exhaustive",
      .type = ParamType::boolean,
      .def = 0,
@@ -137,6 +152,24 @@ inline constexpr ParamDecl sweep_auto_params[] = {
     {.key = "zero_stage", .type = ParamType::any, .doc = "ZeRO stages (2 and 3 only with pp 1)", .computed = "0 to 3"},
     {.key = "micro_batch", .type = ParamType::any, .doc = "micro-batch sizes", .computed = "1, 2, 4, 8"},
     {.key = "recompute", .type = ParamType::any, .doc = "recomputation modes", .computed = "none, selective, full"},
+};
+
+inline constexpr ParamDecl sweep_serving_auto_params[] = {
+    {.key = "gpus",
+     .type = ParamType::integer,
+     .min = 1,
+     .doc = "the GPU budget: replicas x tensor x pipeline size",
+     .computed = "the cluster's GPUs"},
+    {.key = "tensor_parallel_size",
+     .type = ParamType::any,
+     .doc = "tensor-parallel sizes per replica",
+     .computed = "powers of 2 up to a node"},
+    {.key = "pipeline_parallel_size", .type = ParamType::any, .doc = "pipeline stages per replica", .computed = "1"},
+    {.key = "max_num_seqs", .type = ParamType::any, .doc = "vLLM's max_num_seqs values", .computed = "the scenario's"},
+    {.key = "max_num_batched_tokens",
+     .type = ParamType::any,
+     .doc = "vLLM's max_num_batched_tokens values",
+     .computed = "the scenario's"},
 };
 
 // /sweep of the scenario's JSON (after --set), read and checked. Throws InputError.
