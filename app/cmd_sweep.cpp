@@ -146,6 +146,12 @@ int cmd_sweep(const Args& args) {
   SweepResult res;
   try {
     res = run_sweep(path, overrides, p->has("--auto"), opt);
+  } catch (const InputError&) {
+    progress.clear();
+    if (mpi) realrun::mpi_finalize();
+    // Every rank read the same scenario and failed the same way: rank 0 says so once.
+    if (!root_rank) return kExitBadInput;
+    throw;
   } catch (...) {
     progress.clear();
     if (mpi) realrun::mpi_finalize();
