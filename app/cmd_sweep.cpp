@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include "cli.hpp"
@@ -109,8 +110,11 @@ int cmd_sweep(const Args& args) {
   SweepRunOptions opt;
   opt.threads = static_cast<int>(jobs);
   ProgressLine progress("sweeping");
+  std::mutex progress_mutex;
   if (!p->has("--quiet") && root_rank) {
-    opt.progress = [&progress](std::size_t done, std::size_t total) {
+    // Called from every worker thread: one writer at a time.
+    opt.progress = [&progress, &progress_mutex](std::size_t done, std::size_t total) {
+      const std::lock_guard lock(progress_mutex);
       progress.update(static_cast<double>(done) / static_cast<double>(std::max<std::size_t>(1, total)),
                       std::to_string(done) + "/" + std::to_string(total) + " configurations");
     };
