@@ -2,6 +2,8 @@
 // split. Every figure is checked against a closed form (Poisson counts, fixed output lengths) or
 // against the JSON's own counts, never against a value copied from an earlier run.
 #include <cmath>
+#include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -66,8 +68,8 @@ TEST_CASE("data_parallel_size is declared with the default a scenario without it
   const Scenario sc = parse_scenario(fleet_scenario(10, 10, 2).dump(), "fleet.json");
   CHECK(d.def == serving_job(sc).data_parallel_size);
   CHECK(serving_job(sc).gpus() == 2);
-  const Scenario four = parse_scenario(fleet_scenario(10, 10, 2).dump(), "fleet.json",
-                                       {parse_override("/serving/data_parallel_size=4")});
+  const Scenario four =
+      parse_scenario(fleet_scenario(10, 10, 2).dump(), "fleet.json", {parse_override("/serving/data_parallel_size=4")});
   CHECK(serving_job(four).data_parallel_size == 4);
   CHECK(serving_job(four).gpus() == 8);
 }
@@ -109,8 +111,7 @@ TEST_CASE("a fleet of N replicas at rate N*lambda gives each replica lambda's Po
   CHECK(makespan >= t_s * 0.99);  // the last arrival is close to T, its completion after it
   CHECK(fleet.at("/throughput/output_tokens_per_s_per_gpu"_json_pointer).get<double>() ==
         rel_approx(tokens / makespan / (n * tp * 1), 1e-12));
-  CHECK(fleet.at("/throughput/output_tokens_per_s"_json_pointer).get<double>() ==
-        rel_approx(tokens / makespan, 1e-12));
+  CHECK(fleet.at("/throughput/output_tokens_per_s"_json_pointer).get<double>() == rel_approx(tokens / makespan, 1e-12));
 }
 
 TEST_CASE("the text report of a fleet names its replicas and its total GPUs") {
@@ -173,6 +174,32 @@ TEST_CASE("--trace of a fleet is refused with exit 2 before simulating, and writ
   check_refused(r, f, "/serving/data_parallel_size");
   CHECK(r.err.find("--trace records one replica") != std::string::npos);
   CHECK(!std::filesystem::exists(trace));
+}
+
+}  // namespace ctwin
+
+namespace ctwin {
+
+TEST_CASE("the shipped fleet sweep zips TP and replicas over 64 GPUs, and its base fleet runs") {
+  const std::string file = "scenarios/sweep-serving-llama3-70b-64xh100.json";
+  const json sc = json::parse(test::slurp(std::filesystem::path(test::source_dir()) / file));
+  const json& axes = sc.at("/sweep/axes"_json_pointer);
+  REQUIRE(axes.size() == 2);
+  CHECK(axes[0].at("key") == "/serving/tensor_parallel_size");
+  CHECK(axes[1].at("key") == "/serving/data_parallel_size");
+  REQUIRE(axes[0].at("values").size() == axes[1].at("values").size());
+  const int cluster_gpus = 8 * 8;  // 8 DGX H100 nodes of 8 GPUs
+  for (std::size_t i = 0; i < axes[0].at("values").size(); ++i)
+    CHECK(axes[0].at("values")[i].get<int>() * axes[1].at("values")[i].get<int>() == cluster_gpus);
+
+  const json j = run_json(file);
+  CHECK(j.at("/fleet/gpus"_json_pointer) == cluster_gpus);
+  CHECK(j.at("/fleet/replicas"_json_pointer) == sc.at("/serving/data_parallel_size"_json_pointer));
+  const auto& q = j.at("requests");
+  CHECK(q.at("completed").get<std::int64_t>() + q.at("rejected").get<std::int64_t>() ==
+        q.at("arrived").get<std::int64_t>());
+  // TP 1: 70e9 BF16 parameters (140 GB) do not fit one 80 GB H100: refused with exit 3.
+  CHECK(cli("run " + file + " --set /serving/tensor_parallel_size=1 --set /serving/data_parallel_size=64").status == 3);
 }
 
 }  // namespace ctwin
