@@ -10,6 +10,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "scenario.hpp"
+#include "serving_fleet.hpp"
 #include "sim/error.hpp"
 #include "twin.hpp"
 #include "workloads/model_dims.hpp"
@@ -44,7 +45,7 @@ struct CasePrediction {
 CasePrediction simulate_case(const Scenario& sc) {
   if (sc.kind == JobKind::serving) {
     const ServingJob& job = serving_job(sc);
-    const ServingReplicaRun run = run_serving_replica(job.deployment, job.scheduler, job.traffic);
+    const ServingReplicaRun run = run_serving_job(job).run;  // the fleet's, when data_parallel_size > 1
     if (!run.capacity.refusal.empty()) {
       throw InputError(sc.file, "/serving", "a replica that cannot run: " + run.capacity.refusal,
                        "a deployment whose weights fit");

@@ -46,6 +46,7 @@ std::span<const ParamTable> scenario_param_tables() {
         {"/serving", "a serving replica: its GPUs, precisions and proposer, as vLLM's engine arguments",
          serving_deployment_params},
         {"/serving", "a serving replica's scheduler, as vLLM's engine arguments", serving_scheduler_params},
+        {"/serving", "the fleet: identical replicas behind a round-robin split", serving_fleet_params},
         {"/network", "the network model", network_params},
         {"/validation", "a published measurement the scenario reproduces (scenarios/validation/)", validation_params},
         {"/realrun", "how `ctwin realrun` measures the scenario (docs/realrun.md)", realrun::realrun_params},

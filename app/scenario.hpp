@@ -64,13 +64,31 @@ struct TrainingJob {
   // every other key, with a placeholder layout (all 1, dp = GPUs) that was not checked.
   bool auto_layout = false;
 };
-// /kind "serving": one model replica (/serving: its GPUs, precisions and vLLM's scheduler keys)
-// under traffic (/traffic).
+// /kind "serving": a fleet of data_parallel_size identical model replicas (/serving: each one's
+// GPUs, precisions and vLLM's scheduler keys) behind a round-robin split of the traffic
+// (/traffic); one replica by default.
 struct ServingJob {
   ModelSpec model;               // /model
-  ServingDeployment deployment;  // /serving: TP, PP, quantization, KV dtype, CUDA graphs, proposer
+  ServingDeployment deployment;  // /serving: one replica's TP, PP, quantization, KV dtype, CUDA graphs, proposer
   SchedulerConfig scheduler;     // /serving: max_num_seqs, max_num_batched_tokens, block_size, ...
-  TrafficSpec traffic;           // /traffic
+  TrafficSpec traffic;           // /traffic: the whole fleet's requests
+  int data_parallel_size = 1;    // /serving/data_parallel_size: the replicas
+  int gpus() const { return data_parallel_size * deployment.gpus(); }  // the fleet's
+};
+
+// /serving's fleet key, read beside the deployment's and the scheduler's tables (scenario_job.cpp):
+// how many copies of the replica serve the traffic, each an independent engine.
+inline constexpr ParamDecl serving_fleet_params[] = {
+    {.key = "data_parallel_size",
+     .type = ParamType::integer,
+     .def = 1,
+     .min = 1,
+     .max = 1 << 20,
+     .unit = "replicas",
+     .doc = "identical replicas, each an independent engine of tensor_parallel_size x pipeline_parallel_size "
+            "GPUs; request i goes to replica i mod data_parallel_size (open-loop traffic only); the fleet's "
+            "GPUs must fit the cluster",
+     .source = "vLLM --data-parallel-size"},
 };
 using Job = std::variant<TrainingJob, ServingJob>;
 

@@ -50,6 +50,31 @@ TrainingJob read_training_job(const JsonObject& top, const Json& root, const Sce
   return job;
 }
 
+// /serving/data_parallel_size: the replicas must fit the cluster beside each other, and the
+// traffic must be splittable round-robin (an open-loop stream: a closed-loop user waits for a
+// completion that would happen on another replica).
+void read_fleet(const JsonObject& so, ServingJob& job, const Cluster& cluster) {
+  const ParamReader r(so, serving_fleet_params, false);
+  job.data_parallel_size = static_cast<int>(r.integer("data_parallel_size"));
+  const ServingDeployment& d = job.deployment;
+  const long long gpus = 1ll * d.tp * d.pp * job.data_parallel_size;
+  if (gpus > cluster.gpu_count()) {
+    so.fail("data_parallel_size",
+            "found " + std::to_string(job.data_parallel_size) + " replicas of tensor_parallel_size " +
+                std::to_string(d.tp) + " x pipeline_parallel_size " + std::to_string(d.pp) + " = " +
+                std::to_string(gpus) + " GPUs, but the cluster has " + std::to_string(cluster.gpu_count()),
+            "at most " + std::to_string(cluster.gpu_count() / d.gpus()) + " replicas of " + std::to_string(d.gpus()) +
+                " GPUs (or more nodes)");
+  }
+  if (job.data_parallel_size > 1 && job.traffic.arrival.process == ArrivalProcess::closed_loop) {
+    so.fail("data_parallel_size",
+            "found " + std::to_string(job.data_parallel_size) +
+                " replicas under closed-loop traffic (/traffic/arrival/process), which a round-robin split cannot "
+                "divide: each user waits for its own completions",
+            "1 for a closed-loop source, or an open-loop /traffic/arrival (poisson, gamma, trace, ...)");
+  }
+}
+
 ServingJob read_serving_job(const JsonObject& top, const Json& root, const ScenarioCatalogs& catalogs,
                             const Scenario& sc) {
   require_kind_keys(top, sc, {"serving", "traffic"}, {"training"});
@@ -60,14 +85,17 @@ ServingJob read_serving_job(const JsonObject& top, const Json& root, const Scena
   // keys, and a key neither declares is an error here.
   std::vector<std::string> keys = param_keys(serving_deployment_params);
   for (auto& k : param_keys(serving_scheduler_params)) keys.push_back(std::move(k));
+  for (auto& k : param_keys(serving_fleet_params)) keys.push_back(std::move(k));
   so.only(keys);
-  job.deployment = deployment_from_json(so, job.model, build_cluster(sc.cluster), builtin_models());
+  const Cluster cluster = build_cluster(sc.cluster);
+  job.deployment = deployment_from_json(so, job.model, cluster, builtin_models());
   if (sc.profile) job.deployment = with_profile(std::move(job.deployment), *sc.profile);
   job.scheduler = read_scheduler_config(so);
   // vLLM's default: the model's context length (max_position_embeddings).
   if (job.scheduler.max_model_len == 0) job.scheduler.max_model_len = job.model.max_seq;
   job.traffic = traffic_from_json(top.object("traffic"), top.file(), std::filesystem::path(top.file()).parent_path());
   if (!top.object("traffic").has("seed")) job.traffic.seed = sc.seed;
+  read_fleet(so, job, cluster);
   return job;
 }
 

@@ -32,8 +32,9 @@ std::string pct(double f) {
 
 }  // namespace
 
-std::vector<std::string> serving_warnings(const Scenario& sc, const ServingRun& run) {
+std::vector<std::string> serving_warnings(const Scenario& sc, const ServingFleetRun& fleet) {
   std::vector<std::string> w = sc.warnings;
+  const ServingReplicaRun& run = fleet.run;
   const ServingResult& r = run.result;
   if (r.rejected_requests > 0) {
     w.push_back(std::to_string(r.rejected_requests) +
@@ -53,8 +54,10 @@ std::vector<std::string> serving_warnings(const Scenario& sc, const ServingRun& 
   return w;
 }
 
-J serving_report_json(const Scenario& sc, const ServingRun& run) {
+J serving_report_json(const Scenario& sc, const ServingFleetRun& fleet) {
   const ServingJob& job = serving_job(sc);
+  const ServingReplicaRun& run = fleet.run;
+  const int gpus = fleet.replicas * job.deployment.gpus();
   const ServingResult& r = run.result;
   const KvCapacity& c = run.capacity;
   J j;
@@ -67,7 +70,7 @@ J serving_report_json(const Scenario& sc, const ServingRun& run) {
   j["throughput"] = J{{"requests_per_s", r.requests_per_s},
                       {"input_tokens_per_s", r.input_tokens_per_s},
                       {"output_tokens_per_s", r.output_tokens_per_s},
-                      {"output_tokens_per_s_per_gpu", r.output_tokens_per_s / job.deployment.gpus()}};
+                      {"output_tokens_per_s_per_gpu", r.output_tokens_per_s / gpus}};
   j["goodput_requests_per_s"] = r.goodput_requests_per_s;
   j["slo_attainment"] = r.slo_attainment;
   j["kv_cache"] = J{{"peak_utilization", r.kv_peak_utilization},
@@ -106,27 +109,38 @@ J serving_report_json(const Scenario& sc, const ServingRun& run) {
                    {"quantization", quantization_names.name(d.quantization)},
                    {"kv_cache_dtype", kv_cache_dtype_names.name(d.kv_dtype)},
                    {"cuda_graphs", d.cuda_graphs}};
-  j["warnings"] = serving_warnings(sc, run);
+  j["fleet"] = J{{"replicas", fleet.replicas}, {"gpus", gpus}, {"routing", "round_robin"}};
+  j["warnings"] = serving_warnings(sc, fleet);
   return j;
 }
 
-std::string serving_report_text(const Scenario& sc, const ServingRun& run) {
+std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet) {
   const ServingJob& job = serving_job(sc);
+  const ServingReplicaRun& run = fleet.run;
   const ServingResult& r = run.result;
   const KvCapacity& c = run.capacity;
   const ServingDeployment& d = job.deployment;
+  const int gpus = fleet.replicas * d.gpus();
   std::string s;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%s\n  %s on %d x %s (TP %d, PP %d), weights %s, KV cache %s\n\n", sc.name.c_str(),
-                job.model.name.c_str(), d.gpus(), d.cluster.spec.gpu.name.c_str(), d.tp, d.pp,
-                weights_text(d.quantization).c_str(), kv_text(d.kv_dtype).c_str());
+  if (fleet.replicas == 1) {
+    std::snprintf(buf, sizeof buf, "%s\n  %s on %d x %s (TP %d, PP %d), weights %s, KV cache %s\n\n", sc.name.c_str(),
+                  job.model.name.c_str(), d.gpus(), d.cluster.spec.gpu.name.c_str(), d.tp, d.pp,
+                  weights_text(d.quantization).c_str(), kv_text(d.kv_dtype).c_str());
+  } else {
+    std::snprintf(buf, sizeof buf,
+                  "%s\n  %s on %d replicas of %d x %s (TP %d, PP %d) = %d GPUs, requests split round-robin, "
+                  "weights %s, KV cache %s\n\n",
+                  sc.name.c_str(), job.model.name.c_str(), fleet.replicas, d.gpus(), d.cluster.spec.gpu.name.c_str(),
+                  d.tp, d.pp, gpus, weights_text(d.quantization).c_str(), kv_text(d.kv_dtype).c_str());
+  }
   s += buf;
   std::snprintf(buf, sizeof buf, "  requests      %lld completed, %lld rejected, over %.1f s (%lld iterations)\n",
                 static_cast<long long>(r.completed_requests), static_cast<long long>(r.rejected_requests), r.makespan_s,
                 static_cast<long long>(r.iterations));
   s += buf;
   std::snprintf(buf, sizeof buf, "  throughput    %.2f req/s, %.0f input tok/s, %.0f output tok/s (%.0f per GPU)\n",
-                r.requests_per_s, r.input_tokens_per_s, r.output_tokens_per_s, r.output_tokens_per_s / d.gpus());
+                r.requests_per_s, r.input_tokens_per_s, r.output_tokens_per_s, r.output_tokens_per_s / gpus);
   s += buf;
   std::snprintf(buf, sizeof buf, "  goodput       %.2f req/s meeting every SLO (%s of requests)\n\n",
                 r.goodput_requests_per_s, pct(r.slo_attainment).c_str());
@@ -142,8 +156,9 @@ std::string serving_report_text(const Scenario& sc, const ServingRun& run) {
   row("end to end", r.e2e_s);
   row("queueing", r.queueing_s);
   std::snprintf(buf, sizeof buf,
-                "\n  KV cache      %lld blocks of %d tokens (%s per GPU, %.1fx max_model_len); peak %s, mean %s\n",
+                "\n  KV cache      %lld blocks of %d tokens%s (%s per GPU, %.1fx max_model_len); peak %s, mean %s\n",
                 static_cast<long long>(c.num_gpu_blocks), job.scheduler.block_size,
+                fleet.replicas > 1 ? " per replica" : "",
                 gib(static_cast<double>(c.num_gpu_blocks) * c.block_bytes).c_str(), c.max_concurrency,
                 pct(r.kv_peak_utilization).c_str(), pct(r.kv_mean_utilization).c_str());
   s += buf;
@@ -158,7 +173,8 @@ std::string serving_report_text(const Scenario& sc, const ServingRun& run) {
                 pct(r.prefix_hit_rate).c_str());
   s += buf;
   const GpuTimeSplit& g = r.gpu_time;
-  const double span = r.makespan_s > 0 ? r.makespan_s : 1;
+  // Summed over the replicas: shares of every replica's time over the fleet's makespan.
+  const double span = (r.makespan_s > 0 ? r.makespan_s : 1) * fleet.replicas;
   std::snprintf(buf, sizeof buf,
                 "\n  GPU time      prefill %s, decode %s, communication %s, scheduling overhead %s, draft %s, swap %s, "
                 "idle %s\n",
@@ -167,6 +183,16 @@ std::string serving_report_text(const Scenario& sc, const ServingRun& run) {
                 pct(g.idle_s / span).c_str());
   s += buf;
   return s;
+}
+
+std::vector<std::string> serving_warnings(const Scenario& sc, const ServingRun& run) {
+  return serving_warnings(sc, ServingFleetRun{.replicas = 1, .run = run});
+}
+J serving_report_json(const Scenario& sc, const ServingRun& run) {
+  return serving_report_json(sc, ServingFleetRun{.replicas = 1, .run = run});
+}
+std::string serving_report_text(const Scenario& sc, const ServingRun& run) {
+  return serving_report_text(sc, ServingFleetRun{.replicas = 1, .run = run});
 }
 
 }  // namespace ctwin

@@ -1,5 +1,8 @@
 // The serving report: JSON (stable keys, never renamed; issue 14 lists the minimum) and a
-// readable table, from one replica's run.
+// readable table, from a fleet's run (one replica, or data_parallel_size behind a round-robin
+// split: serving_fleet.hpp). Per-replica figures (/replica, /kv_cache, /memory_per_gpu) are one
+// replica's; counts, rates, latencies and /gpu_time_s the fleet's (summed); /fleet/gpus is every replica's GPUs, which
+// /throughput/output_tokens_per_s_per_gpu divides by.
 #pragma once
 
 #include <string>
@@ -8,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scenario.hpp"
+#include "serving_fleet.hpp"
 #include "workloads/serving_run.hpp"
 
 namespace ctwin {
@@ -16,8 +20,14 @@ using ServingRun = ServingReplicaRun;
 
 // Suspicious outcomes worth a line on stderr: rejected requests, preemptions, a replica that
 // never drained its queue (overloaded), a KV cache that fits fewer than one max_model_len request.
-std::vector<std::string> serving_warnings(const Scenario& sc, const ServingRun& run);
+std::vector<std::string> serving_warnings(const Scenario& sc, const ServingFleetRun& run);
 
+nlohmann::ordered_json serving_report_json(const Scenario& sc, const ServingFleetRun& run);
+std::string serving_report_text(const Scenario& sc, const ServingFleetRun& run);
+
+// The same for a run of one replica (run_serving_replica): replicas 1, whatever the scenario's
+// data_parallel_size.
+std::vector<std::string> serving_warnings(const Scenario& sc, const ServingRun& run);
 nlohmann::ordered_json serving_report_json(const Scenario& sc, const ServingRun& run);
 std::string serving_report_text(const Scenario& sc, const ServingRun& run);
 
