@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "scenario_parts.hpp"
+#include "serving_fleet.hpp"
 #include "serving_report.hpp"
 #include "sim/error.hpp"
 #include "training_report.hpp"
@@ -178,7 +179,7 @@ double objective_value(const SweepObjective& obj, const OrderedJson& rep, double
   if (n == "cost_per_million_tokens") {
     return report_number(rep, "/gpus") * gpu_hour_usd / 3600 / report_number(rep, "/tokens_per_s") * 1e6;
   }
-  const double gpus = report_number(rep, "/replica/gpus");
+  const double gpus = report_number(rep, "/fleet/gpus");
   if (n == "goodput_per_gpu") return report_number(rep, "/goodput_requests_per_s") / gpus;
   if (n == "output_tokens_per_s_per_gpu") return report_number(rep, "/throughput/output_tokens_per_s") / gpus;
   if (n == "ttft_p99_s") return report_number(rep, "/ttft_s/p99");
@@ -575,13 +576,13 @@ SweepResult run_sweep(const std::string& path, const std::vector<Override>& over
     } else {
       const Scenario& sc = *variants[cands[i].variant];
       const ServingJob& job = serving_job(sc);
-      const ServingRun run = run_serving_replica(job.deployment, job.scheduler, job.traffic);
-      if (!run.capacity.refusal.empty()) {
+      const ServingFleetRun fleet = run_serving_job(job, {}, 1);
+      if (!fleet.run.capacity.refusal.empty()) {
         row.status = SweepStatus::out_of_memory;
-        row.reason = run.capacity.refusal;
+        row.reason = fleet.run.capacity.refusal;
         return;
       }
-      row.report = serving_report_json(sc, run);
+      row.report = serving_report_json(sc, fleet);
     }
     row.status = SweepStatus::simulated;
     row.objective = objective_value(objective, row.report, spec.gpu_hour_usd);

@@ -74,7 +74,7 @@ std::string figures(const SweepResult& r, const SweepRow& row) {
                   100 * num(j, "/breakdown_s/bubble") / step);
   } else {
     std::snprintf(buf, sizeof buf, "%9.3f %9.3f %9.4f %10.1f %6.1f%%",
-                  num(j, "/goodput_requests_per_s") / num(j, "/replica/gpus"), num(j, "/ttft_s/p99"),
+                  num(j, "/goodput_requests_per_s") / num(j, "/fleet/gpus"), num(j, "/ttft_s/p99"),
                   num(j, "/tpot_s/p99"), num(j, "/throughput/output_tokens_per_s_per_gpu"),
                   100 * num(j, "/kv_cache/peak_utilization"));
   }
@@ -155,8 +155,7 @@ std::string sweep_report_text(const SweepResult& r) {
        with_commas(c.pruned) + " pruned (cannot reach the top " + std::to_string(r.top) + "), " +
        with_commas(c.simulated) + " simulated\n\n";
   const std::size_t label_w = 52;
-  s += "  rank  " + pad("configuration", label_w) + " " + pad(std::string(r.objective.name), 12) + " " + header(r) +
-       "\n";
+  s += "  rank  " + pad("configuration", label_w) + " " + pad("objective", 12) + " " + header(r) + "\n";
   const std::size_t shown = std::min<std::size_t>(static_cast<std::size_t>(r.top), r.ranking.size());
   auto line = [&](std::size_t rank, const SweepRow& row) {
     char head[16];
@@ -197,13 +196,18 @@ std::string sweep_report_text(const SweepResult& r) {
     const SweepRow* example = nullptr;
     for (const auto& row : r.rows) {
       if (row.status != SweepStatus::out_of_memory) continue;
+      if (!example) example = &row;
+      // A training refusal names its largest term after the overshoot; a serving one says why.
+      if (row.reason.rfind("out of memory: peak", 0) != 0) {
+        ++by_term["weights or activations beyond the KV budget"];
+        continue;
+      }
       const auto semi = row.reason.find("; ");
       const std::string rest = semi == std::string::npos ? row.reason : row.reason.substr(semi + 2);
       const auto end = rest.find_first_of("0123456789");
       std::string term = rest.substr(0, end);
       while (!term.empty() && term.back() == ' ') term.pop_back();
       ++by_term[term];
-      if (!example) example = &row;
     }
     s += "\n  out of memory (" + with_commas(c.oom) + "), by largest term:";
     for (const auto& [term, n] : by_term) s += " " + term + " " + with_commas(n) + ";";
@@ -284,7 +288,7 @@ std::string sweep_report_csv(const SweepResult& r) {
                                                              {"tpot_p99_s", "/tpot_s/p99"},
                                                              {"output_tokens_per_s", "/throughput/output_tokens_per_s"},
                                                              {"kv_peak_utilization", "/kv_cache/peak_utilization"},
-                                                             {"gpus", "/replica/gpus"}};
+                                                             {"gpus", "/fleet/gpus"}};
   std::vector<std::size_t> rank_of(r.rows.size(), 0);
   for (std::size_t k = 0; k < r.ranking.size(); ++k) rank_of[r.ranking[k]] = k + 1;
   std::string s = "index,rank,status,label," + std::string(r.objective.name);
@@ -438,6 +442,7 @@ std::string launch_flags(const Scenario& sc) {
   s += " \\\n  --max-num-seqs " + std::to_string(j.scheduler.max_num_seqs) + " --max-num-batched-tokens " +
        std::to_string(j.scheduler.max_num_batched_tokens) + " --gpu-memory-utilization " +
        fmt("%g", j.scheduler.gpu_memory_utilization) + " --block-size " + std::to_string(j.scheduler.block_size);
+  if (j.data_parallel_size > 1) s += " --data-parallel-size " + std::to_string(j.data_parallel_size);
   if (!j.scheduler.enable_chunked_prefill) s += " --no-enable-chunked-prefill";
   if (!j.deployment.cuda_graphs) s += " --enforce-eager";
   s += "\n";

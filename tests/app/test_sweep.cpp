@@ -200,3 +200,36 @@ TEST_CASE("bad sweeps are exit-2 errors naming the key") {
   CHECK(r.status == 2);
   CHECK(r.err.find("/training/parallelism") != std::string::npos);
 }
+
+TEST_CASE("serving sweeps: every replica shape fills the GPU budget, ranked by goodput per GPU of the fleet") {
+  const std::string j = (temp_dir() / "sweep-serving.json").string();
+  const std::string scenario = "scenarios/sweep-serving-llama3-70b-64xh100.json";
+  const std::string shorter = " --set /traffic/duration_s=60";
+  auto r = cli("sweep " + scenario + shorter +
+               " --quiet --force --set '/sweep/axes=[]' --set '/sweep/serving_auto={\"max_num_seqs\": [64, 256]}' "
+               "--json " +
+               j);
+  REQUIRE(r.status == 0);
+  const OJson out = read_json(j);
+  // tp 1, 2, 4, 8 (a node's powers of two) x 2 max_num_seqs; 64 GPUs each.
+  REQUIRE(out["configurations"] == 8);
+  for (const auto& row : out["rows"]) {
+    CHECK(row["sets"]["/serving/tensor_parallel_size"].get<int>() *
+              row["sets"]["/serving/data_parallel_size"].get<int>() ==
+          64);
+  }
+  // TP1 holds 70B's 131 GiB of weights on one 80 GB GPU: refused, not simulated.
+  CHECK(out["rows"][0]["status"] == "out_of_memory");
+  CHECK(out["rows"][0]["reason"].get<std::string>().find("weights") != std::string::npos);
+  // The best's objective is its fleet's goodput over the fleet's GPUs, as `ctwin run` reports it.
+  const OJson& best = out["rows"][out["ranking"][0].get<std::size_t>()];
+  const auto single = cli("run " + scenario + shorter + " --json --set /serving/tensor_parallel_size=" +
+                          best["sets"]["/serving/tensor_parallel_size"].dump() +
+                          " --set /serving/data_parallel_size=" + best["sets"]["/serving/data_parallel_size"].dump() +
+                          " --set /serving/max_num_seqs=" + best["sets"]["/serving/max_num_seqs"].dump());
+  REQUIRE(single.status == 0);
+  const OJson rep = OJson::parse(single.out);
+  CHECK(rep["goodput_requests_per_s"].get<double>() / 64 ==
+        doctest::Approx(best["objective"].get<double>()).epsilon(1e-12));
+  CHECK(r.out.find("--data-parallel-size " + best["sets"]["/serving/data_parallel_size"].dump()) != std::string::npos);
+}
