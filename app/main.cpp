@@ -18,6 +18,7 @@ usage: ctwin COMMAND [options]
 
 commands:
   run FILE          simulate a scenario: step time, MFU, memory (training)
+  compare A [B]     two runs side by side, the change of each figure explained (docs/compare.md)
   collective        predict nccl-tests figures for a collective on a cluster
   cluster           describe a cluster as JSON (to edit, or load back with /cluster/file)
   params            list every scenario key: type, default, bounds, unit, meaning
@@ -57,6 +58,7 @@ int run_command(const std::string& cmd, ctwin::Args& args) {
   if (cmd == "validate") return ctwin::cmd_validate(args);
   if (cmd == "realrun") return ctwin::cmd_realrun(args);
   if (cmd == "calibrate") return ctwin::cmd_calibrate(args);
+  if (cmd == "compare") return ctwin::cmd_compare(args);
   return -1;
 }
 
