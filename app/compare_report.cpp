@@ -163,7 +163,7 @@ std::string pct_text(double pct) { return printf_string("%+.1f%%", pct); }
 
 std::string change_text(const FigureDiff& f) {
   const double d = f.delta();
-  if (d == 0) return "same";
+  if (!f.changed()) return "same";
   if (f.unit == FigureUnit::verdict) return "changed";
   // Built by append: GCC 12's -Wrestrict misreads a one-character literal + string here.
   std::string s(1, d > 0 ? '+' : '-');
@@ -201,7 +201,7 @@ std::string change_sentence(const FigureDiff& f, const char* up, const char* dow
 std::vector<const FigureDiff*> changed_by_size(const std::vector<FigureDiff>& figs, std::string_view prefix) {
   std::vector<const FigureDiff*> out;
   for (const auto& f : figs) {
-    if (f.pointer.starts_with(prefix) && f.delta() != 0) out.push_back(&f);
+    if (f.pointer.starts_with(prefix) && f.changed()) out.push_back(&f);
   }
   std::stable_sort(out.begin(), out.end(), [](const FigureDiff* x, const FigureDiff* y) {
     return std::fabs(x->delta()) > std::fabs(y->delta());
@@ -219,7 +219,7 @@ std::size_t index_of(const std::vector<FigureDiff>& figs, std::string_view point
 std::vector<std::string> explain_training(const std::vector<FigureDiff>& figs) {
   std::vector<std::string> out;
   const FigureDiff& step = figs[index_of(figs, "/step_time_s")];
-  if (step.delta() == 0) {
+  if (!step.changed()) {
     out.push_back("the step time is the same, " + format_ms(step.a, 3));
   } else {
     out.push_back(change_sentence(step, "grew", "shrank") + "; by term of GPU 0's breakdown, the biggest first:");
@@ -232,7 +232,7 @@ std::vector<std::string> explain_training(const std::vector<FigureDiff>& figs) {
   for (const FigureDiff* m : mem) out.push_back(change_sentence(*m, "grew", "shrank"));
   const FigureDiff& peak = figs[index_of(figs, "/memory/peak_bytes")];
   const FigureDiff& cap = figs[index_of(figs, "/memory/capacity_bytes")];
-  if (peak.delta() != 0) {
+  if (peak.changed()) {
     out.push_back(change_sentence(peak, "grew", "shrank") + " of " + value_text(FigureUnit::bytes, cap.b));
   } else if (mem.empty()) {
     out.push_back("memory per GPU is the same, peak " + value_text(FigureUnit::bytes, peak.a));
@@ -248,7 +248,7 @@ std::vector<std::string> explain_serving(const std::vector<FigureDiff>& figs, st
   auto in_section = [&](std::string_view section) {
     std::vector<const FigureDiff*> v;
     for (const auto& f : figs) {
-      if (section_of(f, specs) == section && f.delta() != 0 && f.pointer != "/makespan_s") v.push_back(&f);
+      if (section_of(f, specs) == section && f.changed() && f.pointer != "/makespan_s") v.push_back(&f);
     }
     return v;
   };
@@ -261,7 +261,7 @@ std::vector<std::string> explain_serving(const std::vector<FigureDiff>& figs, st
   if (lat.empty()) out.push_back("the latencies are the same");
   for (const FigureDiff* f : in_section(kThroughput)) out.push_back(change_sentence(*f, "rose", "fell"));
   const FigureDiff& span = figs[index_of(figs, "/makespan_s")];
-  if (span.delta() != 0) {
+  if (span.changed()) {
     out.push_back(change_sentence(span, "grew", "shrank") + "; by GPU time part, the biggest first:");
     auto parts = in_section(kGpuTime);
     std::stable_sort(parts.begin(), parts.end(), [](const FigureDiff* x, const FigureDiff* y) {
@@ -311,6 +311,8 @@ const char* unit_name(FigureUnit u) {
 }
 
 }  // namespace
+
+bool FigureDiff::changed() const { return std::fabs(b - a) > 1e-12 * std::max(std::fabs(a), std::fabs(b)); }
 
 std::optional<double> FigureDiff::delta_pct() const {
   if (a == 0) return std::nullopt;

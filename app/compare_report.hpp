@@ -30,6 +30,9 @@ struct FigureDiff {
   FigureUnit unit = FigureUnit::seconds;
   double a = 0, b = 0;
   double delta() const { return b - a; }
+  // Whether the change is more than rounding: sums of doubles (a serving run's GPU time) can
+  // differ in the last bits for the same time spent.
+  bool changed() const;
   // The change relative to A, in percent; none when A is zero (no base to be a percent of).
   std::optional<double> delta_pct() const;
 };
