@@ -28,15 +28,19 @@ struct Side {
   std::optional<std::string> trace_path;
 };
 
+// --set's overrides first, then the side's own (`own_flag`: --set-a or --set-b), so a side's own
+// value wins where both name a key.
 Side load_side(const std::string& path, const std::vector<std::string>& common, const std::vector<std::string>& own,
-               std::optional<std::string> trace_path) {
+               const std::string& own_flag, std::optional<std::string> trace_path) {
   std::vector<Override> overrides;
   std::string label = path;
-  for (const auto* list : {&common, &own}) {
-    for (const auto& s : *list) {
-      overrides.push_back(parse_override(s));
-      label += " --set " + s;
-    }
+  for (const auto& s : common) {
+    overrides.push_back(parse_override(s));
+    label += " --set " + s;
+  }
+  for (const auto& s : own) {
+    overrides.push_back(parse_override(s));
+    label += " " + own_flag + " " + s;
   }
   return Side{load_scenario(path, overrides), label, std::move(trace_path)};
 }
@@ -124,8 +128,9 @@ int cmd_compare(const Args& args) {
   check_trace_flag(trace_b, "--trace-b", p->has("--force"));
   const bool ops = p->has("--ops") || trace_a || trace_b;
 
-  const Side a = load_side(p->positional[0], p->all("--set"), p->all("--set-a"), trace_a);
-  const Side b = load_side(one_file ? p->positional[0] : p->positional[1], p->all("--set"), p->all("--set-b"), trace_b);
+  const Side a = load_side(p->positional[0], p->all("--set"), p->all("--set-a"), "--set-a", trace_a);
+  const Side b =
+      load_side(one_file ? p->positional[0] : p->positional[1], p->all("--set"), p->all("--set-b"), "--set-b", trace_b);
   if (a.sc.kind != b.sc.kind) {
     throw InputError(b.sc.file, "/kind",
                      "B is " + std::string(job_kind_names.name(b.sc.kind)) + " but A (" + a.sc.file + ") is " +
