@@ -155,7 +155,10 @@ int cmd_compare(const Args& args) {
   }
   c.a_label = a.label;
   c.b_label = b.label;
-  if (ops) add_op_differences(c, op_differences(ta, tb, static_cast<std::size_t>(top)));
+  if (ops) {
+    const OpGrouping g = c.kind == JobKind::training ? OpGrouping::by_name : OpGrouping::by_kind;
+    add_op_differences(c, op_differences(ta, tb, static_cast<std::size_t>(top), g));
+  }
   if (trace_a) write_trace_file(ta, *trace_a, p->has("--force"));
   if (trace_b) write_trace_file(tb, *trace_b, p->has("--force"));
 

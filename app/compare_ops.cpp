@@ -25,23 +25,25 @@ bool is_prefix_token(std::string_view tok) {
 
 using Key = std::pair<std::string, std::string>;  // (group name, kind)
 
-std::map<Key, OpGroupTimes> group_ops(const Trace& t) {
+std::map<Key, OpGroupTimes> group_ops(const Trace& t, OpGrouping grouping) {
   std::map<Key, OpGroupTimes> out;
   // Group names are computed once per interned name, not per event.
   std::vector<std::string> group_of(t.strings.size());
   std::vector<bool> done(t.strings.size(), false);
   for (const TraceEvent& e : t.events) {
-    if (!done[e.name]) {
+    const std::string& kind = t.str(e.kind);
+    if (grouping == OpGrouping::by_name && !done[e.name]) {
       group_of[e.name] = op_group_name(t.str(e.name));
       done[e.name] = true;
     }
-    OpGroupTimes& g = out[Key{group_of[e.name], t.str(e.kind)}];
+    const TraceLane& lane = t.lanes.at(e.lane);
+    OpGroupTimes& g =
+        out[Key{grouping == OpGrouping::by_name ? group_of[e.name] : t.str(lane.process) + " " + kind, kind}];
     const double start_s = static_cast<double>(e.start_ps) * 1e-12;
     g.total_s += static_cast<double>(e.dur_ps) * 1e-12;
     ++g.count;
     if (!g.first_s || start_s < *g.first_s) {
       g.first_s = start_s;
-      const TraceLane& lane = t.lanes.at(e.lane);
       g.first_lane = t.str(lane.process) + " " + t.str(lane.thread);
     }
   }
@@ -60,9 +62,9 @@ std::string op_group_name(std::string_view event_name) {
   return std::string(rest);
 }
 
-std::vector<OpDiff> op_differences(const Trace& a, const Trace& b, std::size_t top) {
-  const auto ga = group_ops(a);
-  const auto gb = group_ops(b);
+std::vector<OpDiff> op_differences(const Trace& a, const Trace& b, std::size_t top, OpGrouping grouping) {
+  const auto ga = group_ops(a, grouping);
+  const auto gb = group_ops(b, grouping);
   std::map<Key, OpDiff> all;
   for (const auto& [k, g] : ga) all[k].a = g;
   for (const auto& [k, g] : gb) all[k].b = g;

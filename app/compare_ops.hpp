@@ -23,7 +23,7 @@ struct OpGroupTimes {
 
 // An op group present in either trace, e.g. every micro-batch's and layer's "bwd tp_f".
 struct OpDiff {
-  std::string name;  // the event name without its "mbN " and "LN " prefixes
+  std::string name;  // the event name without its "mbN " and "LN " prefixes (by kind: "PROCESS KIND")
   std::string kind;  // the event kind: "all_reduce", "gemm", ...
   OpGroupTimes a, b;
   double delta_s() const { return b.total_s - a.total_s; }
@@ -33,8 +33,15 @@ struct OpDiff {
 // one instance per micro-batch and layer would drown the difference that matters (the op).
 std::string op_group_name(std::string_view event_name);
 
+// How events are grouped: by name (less its prefixes) and kind, for a training step's ops; by
+// the lane's process and the kind for a serving run ("replica decode", "requests queued"), whose
+// iteration and request names carry counts and ids ("prefill 0 tok + decode 16 seq", "req 155")
+// that would make one group per iteration, and whose request lanes reuse the GPU's kinds.
+enum class OpGrouping { by_name, by_kind };
+
 // Every op group of either trace, the largest |delta_s| first (ties by name, then kind, so the
 // order never depends on hashing); at most `top` of them, and only those whose total changed.
-std::vector<OpDiff> op_differences(const Trace& a, const Trace& b, std::size_t top);
+std::vector<OpDiff> op_differences(const Trace& a, const Trace& b, std::size_t top,
+                                   OpGrouping grouping = OpGrouping::by_name);
 
 }  // namespace ctwin

@@ -187,6 +187,37 @@ TEST_CASE("op groups: micro-batch and layer prefixes are dropped, totals and fir
       1);
 }
 
+TEST_CASE("op groups of a serving trace: by the lane's process and the kind, whatever the names") {
+  // A replica's iterations and a request's phases share kinds ("decode") but not processes.
+  auto trace = [](std::int64_t gpu_decode, std::int64_t req_decode) {
+    ctwin::Trace t;
+    const auto gpu = t.add_lane("replica", "gpu 0", "replica", 0, 0);
+    const auto req = t.add_lane("requests", "slot 3", "requests", 1, 0);
+    const auto decode = t.intern("decode");
+    t.events.push_back({.start_ps = 10,
+                        .dur_ps = gpu_decode,
+                        .lane = gpu,
+                        .name = t.intern("prefill 0 tok + decode 4 seq"),
+                        .kind = decode});
+    t.events.push_back({.start_ps = 30,
+                        .dur_ps = gpu_decode,
+                        .lane = gpu,
+                        .name = t.intern("prefill 0 tok + decode 5 seq"),
+                        .kind = decode});
+    t.events.push_back({.start_ps = 20, .dur_ps = req_decode, .lane = req, .name = t.intern("req 7"), .kind = decode});
+    return t;
+  };
+  const auto d = ctwin::op_differences(trace(100, 1000), trace(150, 1200), 8, ctwin::OpGrouping::by_kind);
+  REQUIRE(d.size() == 2);
+  CHECK(d[0].name == "requests decode");  // +200 ps against the replica's 2 x 50
+  CHECK(d[0].delta_s() == rel_approx(200e-12, 1e-9));
+  CHECK(d[0].a.first_lane == "requests slot 3");
+  CHECK(d[1].name == "replica decode");
+  CHECK(d[1].a.count == 2);
+  CHECK(d[1].b.total_s == rel_approx(300e-12, 1e-9));
+  CHECK(*d[1].b.first_s == rel_approx(10e-12, 1e-9));
+}
+
 TEST_CASE("compare on serving scenarios: the changes are B's figures minus A's, and a run against itself is zero") {
   const std::string file = "scenarios/serving-llama3-8b-h100.json";
   const std::string shorter = " --set /traffic/duration_s=30";
