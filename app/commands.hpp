@@ -20,6 +20,7 @@ int cmd_profile(const Args& args);     // app/cmd_profile.cpp
 int cmd_realrun(const Args& args);     // app/cmd_realrun.cpp
 int cmd_calibrate(const Args& args);   // app/cmd_calibrate.cpp
 int cmd_sweep(const Args& args);       // app/cmd_sweep.cpp
+int cmd_compare(const Args& args);     // app/cmd_compare.cpp
 
 struct Scenario;
 struct ParsedArgs;

@@ -19,6 +19,7 @@ usage: ctwin COMMAND [options]
 commands:
   run FILE          simulate a scenario: step time, MFU, memory (training)
   sweep FILE        simulate a scenario's variants or every layout, ranked (docs/sweep.md)
+  compare A [B]     two runs side by side, the change of each figure explained (docs/compare.md)
   collective        predict nccl-tests figures for a collective on a cluster
   cluster           describe a cluster as JSON (to edit, or load back with /cluster/file)
   params            list every scenario key: type, default, bounds, unit, meaning
@@ -59,6 +60,7 @@ int run_command(const std::string& cmd, ctwin::Args& args) {
   if (cmd == "realrun") return ctwin::cmd_realrun(args);
   if (cmd == "calibrate") return ctwin::cmd_calibrate(args);
   if (cmd == "sweep") return ctwin::cmd_sweep(args);
+  if (cmd == "compare") return ctwin::cmd_compare(args);
   return -1;
 }
 
