@@ -12,6 +12,7 @@
 #include "compare_ops.hpp"
 #include "compare_report.hpp"
 #include "scenario.hpp"
+#include "serving_fleet.hpp"
 #include "sim/error.hpp"
 #include "sim/output_file.hpp"
 #include "sim/trace.hpp"
@@ -65,20 +66,26 @@ TrainingResult run_training(const Side& s, bool trace) {
 }
 
 // nullopt (after a message) when the replica cannot hold its weights.
-std::optional<ServingRun> run_serving(const Side& s, bool trace, Trace* out) {
+std::optional<ServingFleetRun> run_serving(const Side& s, bool trace, Trace* out) {
   const ServingJob& job = serving_job(s.sc);
+  if (trace && job.data_parallel_size > 1) {
+    throw InputError(s.sc.file, "/serving/data_parallel_size",
+                     "is " + std::to_string(job.data_parallel_size) + ": a fleet's replicas cannot share one trace",
+                     "1 with --ops, --trace-a or --trace-b, or no trace flag");
+  }
   std::optional<ServingTraceCollector> collector;
   ServingHooks hooks;
   if (trace) hooks = collector.emplace(job.deployment.tp, job.deployment.pp).hooks();
   ProgressLine progress("simulating " + s.sc.name);
-  ServingRun run = run_serving_replica(job.deployment, job.scheduler, job.traffic, hooks);
+  ServingFleetRun fleet = run_serving_job(job, hooks);
   progress.clear();
+  const ServingRun& run = fleet.run;
   if (!run.capacity.refusal.empty()) {
     std::fprintf(stderr, "error: %s: the replica cannot run: %s\n", s.sc.file.c_str(), run.capacity.refusal.c_str());
     return std::nullopt;
   }
   if (collector && out) *out = collector->build(run.result, run.capacity.num_gpu_blocks);
-  return run;
+  return fleet;
 }
 
 }  // namespace

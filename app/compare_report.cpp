@@ -331,7 +331,7 @@ Comparison compare_training(const Scenario& a, const TrainingResult& ra, const S
   return c;
 }
 
-Comparison compare_serving(const Scenario& a, const ServingRun& ra, const Scenario& b, const ServingRun& rb) {
+Comparison compare_serving(const Scenario& a, const ServingFleetRun& ra, const Scenario& b, const ServingFleetRun& rb) {
   Comparison c;
   c.kind = JobKind::serving;
   c.a_label = a.file;

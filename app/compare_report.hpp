@@ -63,7 +63,7 @@ inline constexpr std::string_view breakdown_term_pointers[] = {
 
 // Labels default to each scenario's file.
 Comparison compare_training(const Scenario& a, const TrainingResult& ra, const Scenario& b, const TrainingResult& rb);
-Comparison compare_serving(const Scenario& a, const ServingRun& ra, const Scenario& b, const ServingRun& rb);
+Comparison compare_serving(const Scenario& a, const ServingFleetRun& ra, const Scenario& b, const ServingFleetRun& rb);
 
 // Adds the op groups of two traces (op_differences) and a sentence for each to the explanation.
 void add_op_differences(Comparison& c, std::vector<OpDiff> ops);
