@@ -139,7 +139,7 @@ TEST_CASE("serving disagg: a prefilled request costs what an aggregated run's de
   CHECK((dis.recs.at(0).finish - dis.recs.at(0).first_token).seconds() == rel_approx(agg_decode, kTol));
 }
 
-TEST_CASE("serving disagg: a prefilled request waits for blocks and joins beside a prefill") {
+TEST_CASE("serving disagg: a prefilled request arriving during a prefill joins the next decode batch") {
   // One running prefill of 64 tokens (no chunking), then a prefilled request arriving during it
   // decodes beside the next iteration's decode of the first: two decode sequences.
   SchedulerConfig c;
@@ -151,7 +151,8 @@ TEST_CASE("serving disagg: a prefilled request waits for blocks and joins beside
   CHECK(r.iters[1].shape.prefill_tokens == 0);
   CHECK(r.iters[1].shape.decode_kv_tokens == 65 + 33);
   CHECK(r.iters[2].shape.decode_seqs == 2);
-  CHECK(ref.iters.size() == 3);
+  REQUIRE(ref.iters.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(ref.iters[i].end == r.iters[i].end);
 }
 
 TEST_CASE("serving disagg: fast and reference loops agree with prefilled requests") {
@@ -278,4 +279,19 @@ TEST_CASE("serving disagg: transfers of one prefill replica queue on its link, f
   const DisaggregatedRun two = run_disaggregated(spec, scheduler(), scheduler(), fixed_traffic(2, 2000, 3, true));
   CHECK(two.transfer_s.mean == rel_approx(b / bw + lat, 1e-9));
   CHECK(two.prefill_gpus == 2);
+}
+
+TEST_CASE("serving disagg: a request of one output token finishes at the prefill, nothing moved") {
+  const ServingDeployment d = llama8b_h100();
+  const ServingCostModel cost(d);
+  DisaggregationSpec spec{.prefill = d, .decode = d, .link_bytes_per_s = 1e9, .link_latency_s = 1e-3};
+  const DisaggregatedRun run = run_disaggregated(spec, scheduler(), scheduler(), fixed_traffic(1, 500, 1, false));
+  REQUIRE(run.merged.completed_requests == 1);
+  CHECK(run.kv_transfers == 0);
+  CHECK(run.kv_transfer_bytes == 0);
+  CHECK(run.decode_pool.arrived_requests == 0);
+  const double ttft = d.overhead.request_overhead_us * 1e-6 + prefill_alone_s(cost, 500);
+  CHECK(run.merged.ttft_s.mean == rel_approx(ttft, kTol));
+  CHECK(run.merged.e2e_s.mean == rel_approx(ttft, kTol));
+  CHECK(run.merged.output_tokens == 1);
 }

@@ -117,6 +117,10 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
   for (std::size_t i = 0; i < done.size(); ++i) {
     PrefillDone& d = done[i];
     if (i == 0 || done[i - 1].replica != d.replica) link_free = Time{0};
+    if (outputs[static_cast<std::size_t>(d.rec.request.id)] < 2) {  // one output token: nothing to move
+      d.ready = d.rec.first_token;
+      continue;
+    }
     const double bytes = static_cast<double>(d.rec.request.prompt_tokens) * run.kv_bytes_per_token;
     const Time start = std::max(link_free, d.rec.first_token);
     link_free = start + seconds(bytes / spec.link_bytes_per_s);
@@ -135,14 +139,10 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
   std::vector<std::vector<Request>> lists(n_dec);
   std::vector<std::size_t> by_decode_id;  // decode id -> index into done
   std::vector<Time> decode_admitted(done.size(), kUnset), decode_finish(done.size(), kUnset);
-  std::int64_t single_token = 0;  // requests of one output token: done at prefill
   for (std::size_t i = 0; i < done.size(); ++i) {
     Request r = done[i].rec.request;
     r.output_tokens = outputs[static_cast<std::size_t>(r.id)];
-    if (r.output_tokens < 2) {
-      ++single_token;
-      continue;
-    }
+    if (r.output_tokens < 2) continue;  // one output token: done at the prefill
     r.id = static_cast<std::int64_t>(by_decode_id.size());
     r.arrival = done[i].ready;
     r.prefilled = true;
@@ -200,7 +200,6 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
       dq.add((decode_admitted[i] - d.ready).seconds());
     }
   }
-  (void)single_token;
   run.prefill_queueing_s = latency_summary(pq);
   run.prefill_s = latency_summary(pf);
   run.transfer_s = latency_summary(tr);
