@@ -32,6 +32,10 @@ int run_serving_scenario(const Scenario& sc, const ParsedArgs& p) {
                        "is " + std::to_string(job.data_parallel_size) + ", but --trace records one replica",
                        "no --trace for a fleet, or --set /serving/data_parallel_size=1 to trace one replica");
     }
+    if (job.disaggregation) {
+      throw InputError(sc.file, "/serving/disaggregation", "is set, but --trace records one replica",
+                       "no --trace for a disaggregated job");
+    }
     // Never overwrite what a user wrote without being asked; say so before simulating.
     check_output_path(tp, p.has("--force"), "--trace");
   }

@@ -21,6 +21,7 @@
 #include "workloads/model.hpp"
 #include "workloads/profile.hpp"
 #include "workloads/serving_deploy_params.hpp"
+#include "workloads/serving_disagg.hpp"
 #include "workloads/serving_traffic.hpp"
 #include "workloads/serving_types.hpp"
 #include "workloads/training.hpp"
@@ -73,7 +74,15 @@ struct ServingJob {
   SchedulerConfig scheduler;     // /serving: max_num_seqs, max_num_batched_tokens, block_size, ...
   TrafficSpec traffic;           // /traffic: the whole fleet's requests
   int data_parallel_size = 1;    // /serving/data_parallel_size: the replicas
-  int gpus() const { return data_parallel_size * deployment.gpus(); }  // the fleet's
+  // /serving/disaggregation: a prefill pool and a decode pool (each its own replicas and TP, the
+  // rest of /serving shared) in place of the aggregated fleet; none: aggregated.
+  std::optional<DisaggregationSpec> disaggregation;
+  int gpus() const {  // the fleet's, both pools' when disaggregated
+    if (disaggregation)
+      return disaggregation->prefill.gpus() * disaggregation->prefill_replicas +
+             disaggregation->decode.gpus() * disaggregation->decode_replicas;
+    return data_parallel_size * deployment.gpus();
+  }
 };
 
 // /serving's fleet key, read beside the deployment's and the scheduler's tables (scenario_job.cpp):
@@ -89,6 +98,69 @@ inline constexpr ParamDecl serving_fleet_params[] = {
             "GPUs; request i goes to replica i mod data_parallel_size (open-loop traffic only); the fleet's "
             "GPUs must fit the cluster",
      .source = "vLLM --data-parallel-size"},
+    {.key = "disaggregation",
+     .type = ParamType::object,
+     .doc = "disaggregated prefill/decode (xPyD): a prefill pool and a decode pool with the KV moved between "
+            "them, in place of data_parallel_size aggregated replicas (/serving/disaggregation)",
+     .source = "DistServe (OSDI'24), Splitwise (ISCA'24), vLLM disaggregated prefill",
+     .computed = "none: aggregated"},
+};
+
+// /serving/disaggregation: the two pools (each replica otherwise as /serving describes it:
+// pipeline_parallel_size, precisions, scheduler keys) and the KV link between them.
+inline constexpr ParamDecl serving_disaggregation_params[] = {
+    {.key = "prefill_replicas",
+     .type = ParamType::integer,
+     .def = 1,
+     .min = 1,
+     .max = 1 << 20,
+     .unit = "replicas",
+     .doc = "prefill replicas; request i is prefilled on replica i mod prefill_replicas, as a prefill-only "
+            "request whose first token it emits",
+     .source = "DistServe / vLLM: the x of xPyD"},
+    {.key = "prefill_tensor_parallel_size",
+     .type = ParamType::integer,
+     .min = 1,
+     .max = 1024,
+     .unit = "GPUs",
+     .doc = "tensor-parallel ranks of a prefill replica; divides the attention heads and KV heads",
+     .source = "vLLM --tensor-parallel-size of the prefill instance",
+     .computed = "/serving/tensor_parallel_size"},
+    {.key = "decode_replicas",
+     .type = ParamType::integer,
+     .def = 1,
+     .min = 1,
+     .max = 1 << 20,
+     .unit = "replicas",
+     .doc = "decode replicas; requests are split round-robin over them in the order their KV lands",
+     .source = "DistServe / vLLM: the y of xPyD"},
+    {.key = "decode_tensor_parallel_size",
+     .type = ParamType::integer,
+     .min = 1,
+     .max = 1024,
+     .unit = "GPUs",
+     .doc = "tensor-parallel ranks of a decode replica; divides the attention heads and KV heads",
+     .source = "vLLM --tensor-parallel-size of the decode instance",
+     .computed = "/serving/tensor_parallel_size"},
+    {.key = "kv_link_gbyte_per_s",
+     .type = ParamType::number,
+     .min = 0,
+     .max = 1e6,
+     .unit = "GB/s",
+     .doc = "one prefill replica's KV link to the decode pool, all its GPUs together; transfers of one "
+            "prefill replica queue on it first in first out",
+     .source = "the cluster's: per GPU the node fabric (intra_gbyte_per_s) when both pools fit one node, else "
+               "nic_gbyte_per_s; times min(prefill, decode replica GPUs) sending at once",
+     .computed = "from /cluster",
+     .min_exclusive = true},
+    {.key = "kv_link_latency_us",
+     .type = ParamType::number,
+     .min = 0,
+     .max = 1e9,
+     .unit = "us",
+     .doc = "fixed latency of one KV transfer, added after its bytes / bandwidth",
+     .source = "the cluster's intra_latency_us (one node) or inter_latency_us",
+     .computed = "from /cluster"},
 };
 using Job = std::variant<TrainingJob, ServingJob>;
 

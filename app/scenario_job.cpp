@@ -75,6 +75,63 @@ void read_fleet(const JsonObject& so, ServingJob& job, const Cluster& cluster) {
   }
 }
 
+// /serving/disaggregation: each pool's replicas and TP (the rest of /serving shared), the KV link
+// (the cluster's unless given), both pools within the cluster's GPUs, an open-loop stream.
+void read_disaggregation(const JsonObject& so, ServingJob& job, const Cluster& cluster) {
+  if (!so.has("disaggregation")) return;
+  const JsonObject o = so.object("disaggregation");
+  const ParamReader r(o, serving_disaggregation_params);
+  if (job.data_parallel_size > 1) {
+    so.fail("data_parallel_size",
+            "found " + std::to_string(job.data_parallel_size) +
+                " beside /serving/disaggregation, whose pools set their own replicas",
+            "1 (or no data_parallel_size), with disaggregation's prefill_replicas and decode_replicas");
+  }
+  if (job.traffic.arrival.process == ArrivalProcess::closed_loop) {
+    so.fail("disaggregation",
+            "found under closed-loop traffic (/traffic/arrival/process), which the prefill pool's round-robin "
+            "split cannot divide",
+            "an open-loop /traffic/arrival (poisson, gamma, trace, ...), or no disaggregation");
+  }
+  DisaggregationSpec s;
+  s.prefill = s.decode = job.deployment;
+  const ModelSpec& m = job.model;
+  const auto pool_tp = [&](const char* key) {
+    const int tp = static_cast<int>(r.integer(key, job.deployment.tp));
+    const int kvh = m.kv_heads > 0 ? m.kv_heads : m.heads;
+    if (m.heads % tp != 0 || (!m.mla.enabled() && kvh % tp != 0 && tp % kvh != 0)) {
+      o.fail(key,
+             "found " + std::to_string(tp) + ", which does not divide " + m.name + "'s " + std::to_string(m.heads) +
+                 " attention heads and " + std::to_string(kvh) + " KV heads",
+             "a divisor of the heads that divides the KV heads or is a multiple of them");
+    }
+    return tp;
+  };
+  s.prefill.tp = pool_tp("prefill_tensor_parallel_size");
+  s.decode.tp = pool_tp("decode_tensor_parallel_size");
+  s.prefill_replicas = static_cast<int>(r.integer("prefill_replicas"));
+  s.decode_replicas = static_cast<int>(r.integer("decode_replicas"));
+  const long long pg = 1ll * s.prefill.gpus() * s.prefill_replicas, dg = 1ll * s.decode.gpus() * s.decode_replicas;
+  if (pg + dg > cluster.gpu_count()) {
+    so.fail("disaggregation",
+            "found a prefill pool of " + std::to_string(s.prefill_replicas) + " x " + std::to_string(s.prefill.gpus()) +
+                " GPUs and a decode pool of " + std::to_string(s.decode_replicas) + " x " +
+                std::to_string(s.decode.gpus()) + " GPUs, " + std::to_string(pg + dg) +
+                " GPUs in all, but the cluster has " + std::to_string(cluster.gpu_count()),
+            "both pools within " + std::to_string(cluster.gpu_count()) +
+                " GPUs (fewer replicas, smaller tensor_parallel_size, or more nodes)");
+  }
+  const KvLink link =
+      default_kv_link(cluster.spec, s.prefill.gpus(), s.prefill_replicas, s.decode.gpus(), s.decode_replicas);
+  s.link_bytes_per_s = r.has("kv_link_gbyte_per_s") ? r.bandwidth("kv_link_gbyte_per_s") * 1e9 : link.bytes_per_s;
+  s.link_latency_s = r.has("kv_link_latency_us") ? r.number("kv_link_latency_us") * 1e-6 : link.latency_s;
+  if (!(s.link_bytes_per_s > 0)) {
+    o.fail("kv_link_gbyte_per_s", "is not given and the cluster's link for it is 0 GB/s",
+           "a bandwidth in GB/s > 0 (kv_link_gbyte_per_s)");
+  }
+  job.disaggregation = std::move(s);
+}
+
 ServingJob read_serving_job(const JsonObject& top, const Json& root, const ScenarioCatalogs& catalogs,
                             const Scenario& sc) {
   require_kind_keys(top, sc, {"serving", "traffic"}, {"training"});
@@ -96,6 +153,7 @@ ServingJob read_serving_job(const JsonObject& top, const Json& root, const Scena
   job.traffic = traffic_from_json(top.object("traffic"), top.file(), std::filesystem::path(top.file()).parent_path());
   if (!top.object("traffic").has("seed")) job.traffic.seed = sc.seed;
   read_fleet(so, job, cluster);
+  read_disaggregation(so, job, cluster);
   return job;
 }
 

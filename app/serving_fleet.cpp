@@ -9,6 +9,17 @@ namespace ctwin {
 ServingFleetRun run_serving_job(const ServingJob& job, const ServingHooks& hooks, int threads) {
   ServingFleetRun f;
   f.replicas = job.data_parallel_size;
+  if (job.disaggregation) {
+    if (hooks.on_iteration || hooks.on_request)
+      throw std::invalid_argument("run_serving_job: hooks observe one replica; a disaggregated job runs two pools");
+    const DisaggregationSpec& s = *job.disaggregation;
+    f.replicas = s.prefill_replicas + s.decode_replicas;
+    DisaggregatedRun d = run_disaggregated(s, job.scheduler, job.scheduler, job.traffic);
+    f.run.capacity = d.prefill_capacity.refusal.empty() ? d.decode_capacity : d.prefill_capacity;
+    f.run.result = d.merged;
+    f.disaggregated = std::move(d);
+    return f;
+  }
   if (f.replicas == 1) {
     f.run = run_serving_replica(job.deployment, job.scheduler, job.traffic, hooks);
     return f;

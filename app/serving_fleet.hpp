@@ -5,7 +5,10 @@
 // replica under the whole fleet's traffic.
 #pragma once
 
+#include <optional>
 #include "scenario.hpp"
+
+#include "workloads/serving_disagg.hpp"
 #include "workloads/serving_run.hpp"
 
 namespace ctwin {
@@ -16,12 +19,16 @@ struct ServingFleetRun {
   // fleet's (merge_serving_results: counts and tokens summed, makespan the longest, rates over
   // it), for one replica exactly run_serving_replica's.
   ServingReplicaRun run;
+  // /serving/disaggregation: both pools' run; `run` then holds the user's view (its result the
+  // merged one, its capacity the decode replica's, or a refusing pool's), `replicas` both pools'.
+  std::optional<DisaggregatedRun> disaggregated;
 };
 
 // One replica: run_serving_replica(deployment, scheduler, traffic, hooks), bit for bit. More:
 // run_serving_replicas on `threads` threads (0: one per hardware thread, at most one per
 // replica; the result does not depend on it); hooks must then be empty (they would see every
-// replica's events interleaved): std::invalid_argument otherwise.
+// replica's events interleaved): std::invalid_argument otherwise. A disaggregated job runs
+// run_disaggregated (both pools with /serving's scheduler keys), hooks empty too.
 ServingFleetRun run_serving_job(const ServingJob& job, const ServingHooks& hooks = {}, int threads = 0);
 
 }  // namespace ctwin

@@ -30,6 +30,39 @@ std::string pct(double f) {
   return buf;
 }
 
+J pool_json(const ServingDeployment& d, int replicas, const ServingResult& r) {
+  return J{{"replicas", replicas},
+           {"tensor_parallel_size", d.tp},
+           {"pipeline_parallel_size", d.pp},
+           {"gpus", replicas * d.gpus()},
+           {"makespan_s", r.makespan_s},
+           {"iterations", r.iterations},
+           {"kv_peak_utilization", r.kv_peak_utilization},
+           {"preemptions", r.preemptions_recompute + r.preemptions_swap},
+           {"rejected", r.rejected_requests},
+           {"prefill_tokens_computed", r.prefill_tokens_computed}};
+}
+
+// /disaggregation: the pools, the TTFT's parts, the KV transfers and goodput over both pools' GPUs.
+J disaggregation_json(const DisaggregationSpec& s, const DisaggregatedRun& d) {
+  const int gpus = d.prefill_gpus + d.decode_gpus;
+  return J{{"prefill", pool_json(s.prefill, s.prefill_replicas, d.prefill_pool)},
+           {"decode", pool_json(s.decode, s.decode_replicas, d.decode_pool)},
+           {"gpus", gpus},
+           {"ttft_convention", "first token emitted by the prefill pool; TPOT and e2e include the KV transfer"},
+           {"ttft_breakdown_s",
+            J{{"prefill_queueing", latency_json(d.prefill_queueing_s)}, {"prefill", latency_json(d.prefill_s)}}},
+           {"kv_transfer", J{{"link_gbyte_per_s", s.link_bytes_per_s / 1e9},
+                             {"link_latency_us", s.link_latency_s * 1e6},
+                             {"transfers", d.kv_transfers},
+                             {"bytes_per_token", d.kv_bytes_per_token},
+                             {"bytes", d.kv_transfer_bytes},
+                             {"link_busy_s", d.kv_transfer_busy_s},
+                             {"time_s", latency_json(d.transfer_s)}}},
+           {"decode_queueing_s", latency_json(d.decode_queueing_s)},
+           {"goodput_requests_per_s_per_gpu", d.merged.goodput_requests_per_s / gpus}};
+}
+
 }  // namespace
 
 std::vector<std::string> serving_warnings(const Scenario& sc, const ServingFleetRun& fleet) {
@@ -57,7 +90,7 @@ std::vector<std::string> serving_warnings(const Scenario& sc, const ServingFleet
 J serving_report_json(const Scenario& sc, const ServingFleetRun& fleet) {
   const ServingJob& job = serving_job(sc);
   const ServingReplicaRun& run = fleet.run;
-  const int gpus = fleet.replicas * job.deployment.gpus();
+  const int gpus = fleet.disaggregated ? job.gpus() : fleet.replicas * job.deployment.gpus();
   const ServingResult& r = run.result;
   const KvCapacity& c = run.capacity;
   J j;
@@ -109,7 +142,11 @@ J serving_report_json(const Scenario& sc, const ServingFleetRun& fleet) {
                    {"quantization", quantization_names.name(d.quantization)},
                    {"kv_cache_dtype", kv_cache_dtype_names.name(d.kv_dtype)},
                    {"cuda_graphs", d.cuda_graphs}};
-  j["fleet"] = J{{"replicas", fleet.replicas}, {"gpus", gpus}, {"routing", "round_robin"}};
+  j["fleet"] = J{{"replicas", fleet.replicas},
+                 {"gpus", gpus},
+                 {"routing", "round_robin"},
+                 {"goodput_requests_per_s_per_gpu", r.goodput_requests_per_s / gpus}};
+  if (fleet.disaggregated) j["disaggregation"] = disaggregation_json(*job.disaggregation, *fleet.disaggregated);
   j["warnings"] = serving_warnings(sc, fleet);
   return j;
 }
@@ -120,10 +157,18 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
   const ServingResult& r = run.result;
   const KvCapacity& c = run.capacity;
   const ServingDeployment& d = job.deployment;
-  const int gpus = fleet.replicas * d.gpus();
+  const int gpus = fleet.disaggregated ? job.gpus() : fleet.replicas * d.gpus();
   std::string s;
   char buf[512];
-  if (fleet.replicas == 1) {
+  if (fleet.disaggregated) {
+    const DisaggregationSpec& x = *job.disaggregation;
+    std::snprintf(buf, sizeof buf,
+                  "%s\n  %s disaggregated on %d x %s: prefill %d replicas of TP %d, decode %d replicas of TP %d "
+                  "(PP %d), KV over %.0f GB/s + %.1f us per prefill replica, weights %s, KV cache %s\n\n",
+                  sc.name.c_str(), job.model.name.c_str(), gpus, d.cluster.spec.gpu.name.c_str(), x.prefill_replicas,
+                  x.prefill.tp, x.decode_replicas, x.decode.tp, d.pp, x.link_bytes_per_s / 1e9, x.link_latency_s * 1e6,
+                  weights_text(d.quantization).c_str(), kv_text(d.kv_dtype).c_str());
+  } else if (fleet.replicas == 1) {
     std::snprintf(buf, sizeof buf, "%s\n  %s on %d x %s (TP %d, PP %d), weights %s, KV cache %s\n\n", sc.name.c_str(),
                   job.model.name.c_str(), d.gpus(), d.cluster.spec.gpu.name.c_str(), d.tp, d.pp,
                   weights_text(d.quantization).c_str(), kv_text(d.kv_dtype).c_str());
@@ -142,8 +187,9 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
   std::snprintf(buf, sizeof buf, "  throughput    %.2f req/s, %.0f input tok/s, %.0f output tok/s (%.0f per GPU)\n",
                 r.requests_per_s, r.input_tokens_per_s, r.output_tokens_per_s, r.output_tokens_per_s / gpus);
   s += buf;
-  std::snprintf(buf, sizeof buf, "  goodput       %.2f req/s meeting every SLO (%s of requests)\n\n",
-                r.goodput_requests_per_s, pct(r.slo_attainment).c_str());
+  std::snprintf(buf, sizeof buf,
+                "  goodput       %.2f req/s meeting every SLO (%s of requests), %.4f req/s per GPU\n\n",
+                r.goodput_requests_per_s, pct(r.slo_attainment).c_str(), r.goodput_requests_per_s / gpus);
   s += buf;
   s += "  latency            p50        p90        p99       mean\n";
   const auto row = [&](const char* name, const LatencySummary& l) {
@@ -155,6 +201,19 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
   row("TPOT", r.tpot_s);
   row("end to end", r.e2e_s);
   row("queueing", r.queueing_s);
+  if (fleet.disaggregated) {
+    const DisaggregatedRun& x = *fleet.disaggregated;
+    row("TTFT: queue", x.prefill_queueing_s);
+    row("TTFT: prefill", x.prefill_s);
+    row("KV transfer", x.transfer_s);
+    row("decode queue", x.decode_queueing_s);
+    std::snprintf(buf, sizeof buf,
+                  "\n  disaggregated prefill %d GPUs + decode %d GPUs; %lld KV transfers, %s (%.0f KiB per token), "
+                  "links busy %.1f s in all\n",
+                  x.prefill_gpus, x.decode_gpus, static_cast<long long>(x.kv_transfers),
+                  gib(x.kv_transfer_bytes).c_str(), x.kv_bytes_per_token / 1024, x.kv_transfer_busy_s);
+    s += buf;
+  }
   std::snprintf(buf, sizeof buf,
                 "\n  KV cache      %lld blocks of %d tokens%s (%s per GPU, %.1fx max_model_len); peak %s, mean %s\n",
                 static_cast<long long>(c.num_gpu_blocks), job.scheduler.block_size,
@@ -186,13 +245,13 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
 }
 
 std::vector<std::string> serving_warnings(const Scenario& sc, const ServingRun& run) {
-  return serving_warnings(sc, ServingFleetRun{.replicas = 1, .run = run});
+  return serving_warnings(sc, ServingFleetRun{.replicas = 1, .run = run, .disaggregated = std::nullopt});
 }
 J serving_report_json(const Scenario& sc, const ServingRun& run) {
-  return serving_report_json(sc, ServingFleetRun{.replicas = 1, .run = run});
+  return serving_report_json(sc, ServingFleetRun{.replicas = 1, .run = run, .disaggregated = std::nullopt});
 }
 std::string serving_report_text(const Scenario& sc, const ServingRun& run) {
-  return serving_report_text(sc, ServingFleetRun{.replicas = 1, .run = run});
+  return serving_report_text(sc, ServingFleetRun{.replicas = 1, .run = run, .disaggregated = std::nullopt});
 }
 
 }  // namespace ctwin

@@ -87,6 +87,10 @@ double kv_block_bytes(const ServingDeployment& d, int block_size, int stage) {
   return static_cast<double>(block_size) * stage_layers(d, stage) * per_token * kv_bytes_per_elem(d.kv_dtype);
 }
 
+double kv_bytes_per_token(const ServingDeployment& d) {
+  return static_cast<double>(d.model.layers) * model_dims(d.model).kv_cache_per_token * kv_bytes_per_elem(d.kv_dtype);
+}
+
 KvCapacity kv_capacity(const ServingDeployment& d, const SchedulerConfig& s) {
   KvCapacity c;
   const GpuSpec& gpu = d.cluster.spec.gpu;

@@ -164,6 +164,9 @@ class Replica {
       const auto a = src_.next_arrival();
       if (!a || *a + o_.request_overhead > t) return;
       const Request r = src_.pop();
+      if (r.prefilled && r.output_tokens < 2)
+        throw std::invalid_argument("prefilled request " + std::to_string(r.id) +
+                                    " has nothing left to decode (output_tokens < 2)");
       ++res_.arrived_requests;
       if (rejection_reason(r, c_, kv_.num_blocks())) {
         ++res_.rejected_requests;
@@ -294,7 +297,7 @@ class Replica {
     if (c_.batching == BatchingMode::static_batching) {
       if (running_.empty()) {
         form_static_batch(t);
-        decode_now = false;
+        decode_now = prefilling_.empty();  // a batch of prefilled requests decodes at once
       }
     } else {
       swap_in_waiting();
@@ -404,6 +407,10 @@ class Replica {
       const auto s = waiting_.top().slot;
       Live& l = slots_[s];
       if (l.swapped) break;
+      if (l.r.prefilled && l.first_scheduled == kUnset) {
+        if (!admit_prefilled(s, budget, t)) break;
+        continue;
+      }
       const std::int64_t cached = l.computed = kv_.cached_prefix_tokens(l.r);
       const std::int64_t todo = l.prefill_target - cached;
       std::int64_t chunk = std::min(budget, todo);
@@ -428,6 +435,32 @@ class Replica {
     }
   }
 
+  // A prefilled request (Request::prefilled), first admitted: blocks for its prompt's KV (which
+  // arrived with it) and the token this iteration's decode step writes, or its whole context
+  // under guaranteed_no_evict; no prefill chunk, its first token counted as emitted, and it
+  // decodes from this iteration on within the token budget. False when it does not fit now.
+  bool admit_prefilled(std::int32_t s, std::int64_t& budget, Time t) {
+    Live& l = slots_[s];
+    if (budget < 1 + k_) return false;
+    const std::int64_t need = l.r.prompt_tokens + 1 + k_;
+    const std::int64_t reserve =
+        c_.capacity == CapacityPolicy::guaranteed_no_evict ? std::max(need, max_kv_tokens(l.r, k_)) : need;
+    if (!kv_.allocate(l.r, reserve)) return false;
+    waiting_.pop();
+    place_prefilled(s, reserve, t);
+    budget -= 1 + k_;
+    return true;
+  }
+  void place_prefilled(std::int32_t s, std::int64_t reserved, Time t) {
+    Live& l = slots_[s];
+    l.cap_tokens = (reserved + bs_ - 1) / bs_ * bs_;
+    l.computed = l.prefill_target;
+    l.generated = 1;
+    l.first_scheduled = l.first_token = t;
+    running_.insert({l.key, s});
+    join_decode(s);
+  }
+
   void form_static_batch(Time t) {
     while (!waiting_.empty() && static_cast<std::int64_t>(running_.size()) < c_.max_num_seqs) {
       const auto s = waiting_.top().slot;
@@ -436,6 +469,10 @@ class Replica {
       const std::int64_t full = max_kv_tokens(l.r, k_);  // the batch's KV is reserved up front
       if (!kv_.allocate(l.r, full)) break;
       waiting_.pop();
+      if (l.r.prefilled && l.first_scheduled == kUnset) {
+        place_prefilled(s, full, t);
+        continue;
+      }
       l.cap_tokens = (full + bs_ - 1) / bs_ * bs_;
       l.chunk = l.prefill_target - l.computed;
       l.first_scheduled = t;

@@ -40,6 +40,10 @@ double serving_activation_bytes(const ServingDeployment& d, std::int64_t tokens)
 // Bytes of one KV block on a GPU of `stage`: block_size * layers * (2 * kv_heads / tp * head_dim,
 // or MLA's latent + RoPE key once, replicated over TP) * the KV dtype's bytes.
 double kv_block_bytes(const ServingDeployment& d, int block_size, int stage);
+// The model's KV bytes per token over all its layers, each KV head once (MLA: its latent and
+// RoPE key once) at the deployment's KV dtype: what moving one token's KV to another replica
+// carries, whatever the two replicas' TP.
+double kv_bytes_per_token(const ServingDeployment& d);
 // The layers of pipeline stage `stage` (vLLM's even split, the remainder on the first stages).
 int stage_layers(const ServingDeployment& d, int stage);
 

@@ -42,6 +42,11 @@ struct Request {
   std::int64_t prefix_group = -1;         // -1: nothing shared
   std::int32_t cls = 0;                   // index into the traffic's classes
   std::int32_t client = -1;               // closed loop: the user who sent it; -1 open loop
+  // Disaggregated serving's decode pool: the prompt's KV was computed elsewhere and arrives with
+  // the request, its first token already emitted. The scheduler allocates the prompt's blocks
+  // but computes no prefill, and the request decodes output_tokens - 1 more tokens (>= 2 output
+  // tokens). A recompute preemption later recomputes prompt and output as for any request.
+  bool prefilled = false;
 };
 
 // Where requests come from, streamed in arrival order so memory stays flat in the request count.

@@ -1,0 +1,74 @@
+// Disaggregated serving (xPyD, as DistServe, Splitwise and vLLM's disaggregated prefill run
+// it): a pool of prefill replicas computes each prompt and its first token, the prompt's KV
+// moves over a link to a pool of decode replicas, which generate the rest. Simulated in two
+// passes, exact because the prefill pool never waits on the decode pool (no backpressure is
+// modelled): (1) the prefill pool runs every request as a prefill-only one (output_tokens 1)
+// behind a round-robin split; (2) each prefill replica's KV transfers leave in the order its
+// prompts complete, one at a time on that replica's link (a FIFO: bytes / bandwidth busy, plus
+// a fixed latency), and (3) the decode pool, behind a round-robin split in the order the KV
+// lands, admits each as a Request::prefilled one. docs/serving.md, "Disaggregated prefill".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "workloads/serving_replicas.hpp"
+
+namespace ctwin {
+
+struct DisaggregationSpec {
+  ServingDeployment prefill;  // one prefill replica (its TP, PP; the deployment's host costs)
+  ServingDeployment decode;   // one decode replica; its KV dtype sets the bytes moved
+  int prefill_replicas = 1;
+  int decode_replicas = 1;
+  // One prefill replica's link to the decode pool, all its GPUs' ports together, and the fixed
+  // latency of one transfer.
+  double link_bytes_per_s = 0;
+  double link_latency_s = 0;
+};
+
+// A prefill replica's KV link as the cluster gives it: when both pools fit one node, the
+// node fabric (intra_gbyte_per_s, else the GPU's PCIe where the node has none) with its hop
+// latency, else the NIC's with the inter-node hop; per GPU, times the GPUs that send at once
+// (each of the prefill replica's GPUs sends its shard over its own port, min(prefill GPUs,
+// decode GPUs) of them in parallel).
+struct KvLink {
+  double bytes_per_s = 0;
+  double latency_s = 0;
+  bool same_node = false;
+};
+KvLink default_kv_link(const ClusterSpec& c, int prefill_replica_gpus, int prefill_replicas, int decode_replica_gpus,
+                       int decode_replicas);
+
+// One transfer of `bytes` on an idle link: bytes / bytes_per_s + latency_s.
+double kv_transfer_s(double bytes, double bytes_per_s, double latency_s);
+
+struct DisaggregatedRun {
+  KvCapacity prefill_capacity, decode_capacity;  // one replica's of each pool; a refusal refuses the run
+  ServingResult prefill_pool;                    // the prefill pool's own merged result (output 1 each)
+  ServingResult decode_pool;                     // the decode pool's (its TTFT: KV landed -> admitted)
+  // The user's view: TTFT = arrival -> the prefill pool's first token; TPOT = (decode finish -
+  // first token) / (output - 1), transfer and decode queueing included; E2E = decode finish -
+  // arrival; counts of the requests (not of both pools' passes); makespan the later pool's;
+  // iterations, GPU time and KV statistics summed over both pools.
+  ServingResult merged;
+  // Over the completed requests: the TTFT's parts (request overhead aside), and what follows.
+  LatencySummary prefill_queueing_s;  // scheduler saw it -> its prefill first scheduled
+  LatencySummary prefill_s;           // first scheduled -> first token (the prompt's iterations)
+  LatencySummary transfer_s;          // first token -> KV landed (link queueing + bytes / bw + latency)
+  LatencySummary decode_queueing_s;   // KV landed -> admitted by a decode replica
+  double kv_bytes_per_token = 0;      // the model's, at the decode pool's KV dtype
+  double kv_transfer_bytes = 0;       // moved in all
+  double kv_transfer_busy_s = 0;      // sum of the links' busy time (bytes / bandwidth)
+  std::int64_t kv_transfers = 0;
+  int prefill_gpus = 0, decode_gpus = 0;  // each pool's, all replicas
+};
+
+// Runs the prefill pool, the transfers and the decode pool; open-loop traffic only
+// (std::invalid_argument for a closed loop). `prefill_sched` and `decode_sched` may differ.
+DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const SchedulerConfig& prefill_sched,
+                                   const SchedulerConfig& decode_sched, const TrafficSpec& traffic,
+                                   ServingLoop loop = ServingLoop::fast);
+
+}  // namespace ctwin

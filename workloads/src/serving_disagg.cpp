@@ -1,0 +1,228 @@
+#include "workloads/serving_disagg.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "workloads/serving_memory.hpp"
+
+namespace ctwin {
+namespace {
+
+constexpr Time kUnset{-1};
+
+// A share of the stream with every request cut to its prefill (output_tokens 1, the first token
+// from prefill); the original output lengths kept by id for the decode pass.
+class PrefillOnly final : public TrafficSource {
+ public:
+  PrefillOnly(std::unique_ptr<TrafficSource> inner, std::vector<std::int32_t>& outputs)
+      : inner_(std::move(inner)), outputs_(outputs) {}
+  std::optional<Time> next_arrival() const override { return inner_->next_arrival(); }
+  Request pop() override {
+    Request r = inner_->pop();
+    const auto i = static_cast<std::size_t>(r.id);
+    if (outputs_.size() <= i) outputs_.resize(i + 1, 0);
+    outputs_[i] = r.output_tokens;
+    r.output_tokens = 1;
+    return r;
+  }
+  std::int64_t skip(std::int64_t n) override { return inner_->skip(n); }
+  bool exhausted() const override { return inner_->exhausted(); }
+  const std::vector<RequestClass>& classes() const override { return inner_->classes(); }
+
+ private:
+  std::unique_ptr<TrafficSource> inner_;
+  std::vector<std::int32_t>& outputs_;
+};
+
+// A decode replica's requests, known in advance, in arrival order.
+class ListSource final : public TrafficSource {
+ public:
+  ListSource(std::vector<Request> rs, const std::vector<RequestClass>& classes)
+      : rs_(std::move(rs)), classes_(classes) {}
+  std::optional<Time> next_arrival() const override {
+    if (next_ == rs_.size()) return std::nullopt;
+    return rs_[next_].arrival;
+  }
+  Request pop() override { return rs_[next_++]; }
+  bool exhausted() const override { return next_ == rs_.size(); }
+  const std::vector<RequestClass>& classes() const override { return classes_; }
+
+ private:
+  std::vector<Request> rs_;
+  std::size_t next_ = 0;
+  const std::vector<RequestClass>& classes_;
+};
+
+struct PrefillDone {  // a request whose prefill completed, waiting for its KV to land
+  RequestRecord rec;  // the prefill pool's record (output_tokens 1)
+  int replica = 0;
+  Time ready{};  // its KV on the decode pool
+};
+
+}  // namespace
+
+KvLink default_kv_link(const ClusterSpec& c, int prefill_replica_gpus, int prefill_replicas, int decode_replica_gpus,
+                       int decode_replicas) {
+  KvLink l;
+  const long long all = 1ll * prefill_replica_gpus * prefill_replicas + 1ll * decode_replica_gpus * decode_replicas;
+  l.same_node = all <= c.gpus_per_node;
+  const double per_gpu_gbyte_per_s =
+      l.same_node ? (c.intra_gbyte_per_s > 0 ? c.intra_gbyte_per_s : c.gpu.pcie_gbyte_per_s) : c.nic_gbyte_per_s;
+  l.bytes_per_s = per_gpu_gbyte_per_s * 1e9 * std::min(prefill_replica_gpus, decode_replica_gpus);
+  l.latency_s = (l.same_node ? c.intra_latency_us : c.inter_latency_us) * 1e-6;
+  return l;
+}
+
+double kv_transfer_s(double bytes, double bytes_per_s, double latency_s) { return bytes / bytes_per_s + latency_s; }
+
+DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const SchedulerConfig& prefill_sched,
+                                   const SchedulerConfig& decode_sched, const TrafficSpec& traffic, ServingLoop loop) {
+  if (spec.prefill_replicas < 1 || spec.decode_replicas < 1)
+    throw std::invalid_argument("run_disaggregated: each pool needs at least one replica");
+  if (!(spec.link_bytes_per_s > 0) || spec.link_latency_s < 0)
+    throw std::invalid_argument("run_disaggregated: the KV link needs a bandwidth > 0 and a latency >= 0");
+  DisaggregatedRun run;
+  run.prefill_gpus = spec.prefill.gpus() * spec.prefill_replicas;
+  run.decode_gpus = spec.decode.gpus() * spec.decode_replicas;
+  run.kv_bytes_per_token = kv_bytes_per_token(spec.decode);
+  run.prefill_capacity = kv_capacity(spec.prefill, prefill_sched);
+  run.decode_capacity = kv_capacity(spec.decode, decode_sched);
+  if (!run.prefill_capacity.refusal.empty() || !run.decode_capacity.refusal.empty()) return run;
+
+  // (1) The prefill pool, prefill-only requests behind a round-robin split.
+  std::vector<std::int32_t> outputs;  // original output_tokens by request id
+  auto shares = make_round_robin_shares(traffic, spec.prefill_replicas);
+  const std::vector<RequestClass> classes = shares.front()->classes();
+  std::vector<PrefillDone> done;
+  std::vector<ServingResult> prefill_results;
+  ServingLatencyHistograms user;  // the merged, user-visible latencies
+  std::vector<RequestRecord> rejected;
+  for (int k = 0; k < spec.prefill_replicas; ++k) {
+    PrefillOnly src(std::move(shares[static_cast<std::size_t>(k)]), outputs);
+    ServingHooks hooks;
+    hooks.on_request = [&](const RequestRecord& r) {
+      if (!r.rejected) done.push_back({r, k, Time{}});
+    };
+    prefill_results.push_back(run_serving_replica(spec.prefill, prefill_sched, src, traffic.seed, hooks, loop).result);
+  }
+  ServingLatencyHistograms prefill_hist;
+  for (const PrefillDone& d : done) prefill_hist.record(d.rec);
+  run.prefill_pool = merge_serving_results(prefill_results, prefill_hist);
+
+  // (2) The transfers: per prefill replica, in the order its prompts completed, one at a time.
+  std::stable_sort(done.begin(), done.end(), [](const PrefillDone& a, const PrefillDone& b) {
+    return a.replica != b.replica ? a.replica < b.replica : a.rec.first_token < b.rec.first_token;
+  });
+  Time link_free{0};
+  for (std::size_t i = 0; i < done.size(); ++i) {
+    PrefillDone& d = done[i];
+    if (i == 0 || done[i - 1].replica != d.replica) link_free = Time{0};
+    if (outputs[static_cast<std::size_t>(d.rec.request.id)] < 2) {  // one output token: nothing to move
+      d.ready = d.rec.first_token;
+      continue;
+    }
+    const double bytes = static_cast<double>(d.rec.request.prompt_tokens) * run.kv_bytes_per_token;
+    const Time start = std::max(link_free, d.rec.first_token);
+    link_free = start + seconds(bytes / spec.link_bytes_per_s);
+    d.ready = start + seconds(kv_transfer_s(bytes, spec.link_bytes_per_s, spec.link_latency_s));
+    run.kv_transfer_bytes += bytes;
+    run.kv_transfer_busy_s += bytes / spec.link_bytes_per_s;
+    ++run.kv_transfers;
+  }
+
+  // (3) The decode pool: requests in the order their KV lands (ties by id), renumbered so each
+  // decode replica sees ids rising with arrival, split round-robin.
+  std::stable_sort(done.begin(), done.end(), [](const PrefillDone& a, const PrefillDone& b) {
+    return a.ready != b.ready ? a.ready < b.ready : a.rec.request.id < b.rec.request.id;
+  });
+  const auto n_dec = static_cast<std::size_t>(spec.decode_replicas);
+  std::vector<std::vector<Request>> lists(n_dec);
+  std::vector<std::size_t> by_decode_id;  // decode id -> index into done
+  std::vector<Time> decode_admitted(done.size(), kUnset), decode_finish(done.size(), kUnset);
+  for (std::size_t i = 0; i < done.size(); ++i) {
+    Request r = done[i].rec.request;
+    r.output_tokens = outputs[static_cast<std::size_t>(r.id)];
+    if (r.output_tokens < 2) continue;  // one output token: done at the prefill
+    r.id = static_cast<std::int64_t>(by_decode_id.size());
+    r.arrival = done[i].ready;
+    r.prefilled = true;
+    lists[by_decode_id.size() % n_dec].push_back(r);
+    by_decode_id.push_back(i);
+  }
+  // The decode pool's host costs were paid at the prefill pool (the API server saw the request).
+  ServingDeployment decode = spec.decode;
+  decode.overhead.request_overhead_us = 0;
+  std::vector<ServingResult> decode_results;
+  ServingLatencyHistograms decode_hist;
+  std::int64_t decode_rejected = 0;
+  for (std::size_t k = 0; k < n_dec; ++k) {
+    ListSource src(std::move(lists[k]), classes);
+    ServingHooks hooks;
+    hooks.on_request = [&](const RequestRecord& r) {
+      decode_hist.record(r);
+      if (r.rejected) {
+        ++decode_rejected;
+        return;
+      }
+      const std::size_t i = by_decode_id[static_cast<std::size_t>(r.request.id)];
+      decode_admitted[i] = r.first_scheduled;
+      decode_finish[i] = r.finish;
+    };
+    decode_results.push_back(run_serving_replica(decode, decode_sched, src, traffic.seed, hooks, loop).result);
+  }
+  run.decode_pool = merge_serving_results(decode_results, decode_hist);
+
+  // The user's view, request by request.
+  QuantileHistogram pq, pf, tr, dq;
+  ServingResult& m = run.merged;
+  for (std::size_t i = 0; i < done.size(); ++i) {
+    const PrefillDone& d = done[i];
+    RequestRecord u = d.rec;
+    u.request.output_tokens = outputs[static_cast<std::size_t>(u.request.id)];
+    const bool decoded = u.request.output_tokens >= 2;
+    if (decoded && decode_finish[i] == kUnset) continue;  // rejected by the decode pool
+    u.finish = decoded ? decode_finish[i] : d.rec.first_token;
+    const double ttft = (u.first_token - u.request.arrival).seconds();
+    const double e2e = (u.finish - u.request.arrival).seconds();
+    const double tpot =
+        decoded ? (u.finish - u.first_token).seconds() / static_cast<double>(u.request.output_tokens - 1) : 0;
+    const RequestClass& c = classes.at(static_cast<std::size_t>(u.request.cls));
+    u.met_slo = (c.ttft_slo_s <= 0 || ttft <= c.ttft_slo_s) && (c.tpot_slo_s <= 0 || tpot <= c.tpot_slo_s) &&
+                (c.e2e_slo_s <= 0 || e2e <= c.e2e_slo_s);
+    user.record(u);
+    ++m.completed_requests;
+    m.input_tokens += u.request.prompt_tokens;
+    m.output_tokens += u.request.output_tokens;
+    pq.add((u.first_scheduled - u.received).seconds());
+    pf.add((u.first_token - u.first_scheduled).seconds());
+    if (decoded) {
+      tr.add((d.ready - u.first_token).seconds());
+      dq.add((decode_admitted[i] - d.ready).seconds());
+    }
+  }
+  run.prefill_queueing_s = latency_summary(pq);
+  run.prefill_s = latency_summary(pf);
+  run.transfer_s = latency_summary(tr);
+  run.decode_queueing_s = latency_summary(dq);
+
+  // Counts are the requests', GPU time and iterations both pools'.
+  std::vector<ServingResult> both = prefill_results;
+  both.insert(both.end(), decode_results.begin(), decode_results.end());
+  ServingResult sum = merge_serving_results(both, user);
+  sum.arrived_requests = run.prefill_pool.arrived_requests;
+  sum.rejected_requests = run.prefill_pool.rejected_requests + decode_rejected;
+  sum.completed_requests = m.completed_requests;
+  sum.input_tokens = m.input_tokens;
+  sum.output_tokens = m.output_tokens;
+  if (sum.makespan_s > 0) {
+    sum.requests_per_s = static_cast<double>(sum.completed_requests) / sum.makespan_s;
+    sum.input_tokens_per_s = static_cast<double>(sum.input_tokens) / sum.makespan_s;
+    sum.output_tokens_per_s = static_cast<double>(sum.output_tokens) / sum.makespan_s;
+  }
+  const auto judged = sum.completed_requests + sum.rejected_requests;
+  sum.slo_attainment = judged ? static_cast<double>(user.met_slo) / static_cast<double>(judged) : 0;
+  m = sum;
+  return run;
+}
+
+}  // namespace ctwin
