@@ -73,6 +73,7 @@ ServingSpace read_serving_space(const JsonObject& o) {
   s.pp = int_list(o, "pipeline_parallel_size", 1, 1 << 16);
   s.max_num_seqs = int_list(o, "max_num_seqs", 1, 1 << 20);
   for (int v : int_list(o, "max_num_batched_tokens", 1, 1 << 30)) s.max_num_batched_tokens.push_back(v);
+  s.disaggregated = r.boolean("disaggregated");
   return s;
 }
 
@@ -134,6 +135,12 @@ Json load_root(const std::string& path, const std::vector<Override>& overrides) 
 // naming where the value came from.
 void set_at(Json& root, const std::string& pointer, const Json& value, const std::string& file,
             const std::string& from) {
+  // null removes the key (an aggregated shape in a sweep whose scenario is disaggregated).
+  if (value.is_null()) {
+    const Json::json_pointer ptr(pointer);
+    if (root.contains(ptr)) root.at(ptr.parent_pointer()).erase(ptr.back());
+    return;
+  }
   try {
     apply_override(root, Override{pointer, value.dump()}, file);
   } catch (const InputError& e) {
@@ -365,6 +372,7 @@ SweepResult run_sweep(const std::string& path, const std::vector<Override>& over
             Sets sets = {{"/serving/tensor_parallel_size", tp},
                          {"/serving/pipeline_parallel_size", pp},
                          {"/serving/data_parallel_size", replicas}};
+            if (spec.serving.disaggregated) sets.emplace_back("/serving/disaggregation", nullptr);
             std::string label = "TP" + std::to_string(tp) + (pp > 1 ? " PP" + std::to_string(pp) : "") + " x" +
                                 std::to_string(replicas);
             if (ns > 0) {
@@ -376,6 +384,39 @@ SweepResult run_sweep(const std::string& path, const std::vector<Override>& over
               label += " tokens " + std::to_string(nt);
             }
             serving_layouts.emplace_back(std::move(sets), std::move(label));
+          }
+        }
+      }
+    }
+    // xPyD: x prefill replicas of TP a and y decode replicas of TP b filling the budget.
+    if (spec.serving.disaggregated) {
+      for (int tp_p : tps) {
+        for (int tp_d : tps) {
+          for (int x = 1; x * tp_p < budget; ++x) {
+            if ((budget - x * tp_p) % tp_d != 0) continue;
+            const int y = (budget - x * tp_p) / tp_d;
+            for (int ns : seqs) {
+              for (long long nt : toks) {
+                Sets sets = {{"/serving/tensor_parallel_size", tp_d},
+                             {"/serving/pipeline_parallel_size", 1},
+                             {"/serving/data_parallel_size", 1},
+                             {"/serving/disaggregation", Json{{"prefill_replicas", x},
+                                                              {"prefill_tensor_parallel_size", tp_p},
+                                                              {"decode_replicas", y},
+                                                              {"decode_tensor_parallel_size", tp_d}}}};
+                std::string label = std::to_string(x) + "P(TP" + std::to_string(tp_p) + ")" + std::to_string(y) +
+                                    "D(TP" + std::to_string(tp_d) + ")";
+                if (ns > 0) {
+                  sets.emplace_back("/serving/max_num_seqs", ns);
+                  label += " seqs " + std::to_string(ns);
+                }
+                if (nt > 0) {
+                  sets.emplace_back("/serving/max_num_batched_tokens", nt);
+                  label += " tokens " + std::to_string(nt);
+                }
+                serving_layouts.emplace_back(std::move(sets), std::move(label));
+              }
+            }
           }
         }
       }

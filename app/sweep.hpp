@@ -75,6 +75,9 @@ struct ServingSpace {
   std::vector<int> tp, pp;
   std::vector<int> max_num_seqs;
   std::vector<long long> max_num_batched_tokens;
+  // Also every disaggregated split of the budget: x prefill replicas of one TP and y decode
+  // replicas of another (xPyD), x * tp_p + y * tp_d = the budget.
+  bool disaggregated = false;
 };
 
 struct SweepSpec {
@@ -170,6 +173,11 @@ inline constexpr ParamDecl sweep_serving_auto_params[] = {
      .type = ParamType::any,
      .doc = "vLLM's max_num_batched_tokens values",
      .computed = "the scenario's"},
+    {.key = "disaggregated",
+     .type = ParamType::boolean,
+     .def = 0,
+     .doc = "also every xPyD split of the budget: x prefill replicas of one tensor-parallel size and y decode "
+            "replicas of another (/serving/disaggregation)"},
 };
 
 // /sweep of the scenario's JSON (after --set), read and checked. Throws InputError.

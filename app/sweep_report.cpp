@@ -184,6 +184,30 @@ std::string sweep_report_text(const SweepResult& r) {
       }
     }
   }
+  // Aggregated against disaggregated (/sweep/serving_auto/disaggregated): the best of each.
+  {
+    const SweepRow *agg = nullptr, *dis = nullptr;
+    std::size_t agg_rank = 0, dis_rank = 0;
+    for (std::size_t k = 0; k < r.ranking.size(); ++k) {
+      const SweepRow& row = r.rows[r.ranking[k]];
+      const auto it = row.sets.find("/serving/disaggregation");
+      if (it == row.sets.end()) continue;
+      if (it->is_null() && !agg) {
+        agg = &row;
+        agg_rank = k + 1;
+      }
+      if (it->is_object() && !dis) {
+        dis = &row;
+        dis_rank = k + 1;
+      }
+    }
+    if (agg && dis) {
+      s += "\n  best aggregated:    " + agg->label + " (rank " + std::to_string(agg_rank) + ", " +
+           objective_text(r.objective, agg->objective) + ")\n";
+      s += "  best disaggregated: " + dis->label + " (rank " + std::to_string(dis_rank) + ", " +
+           objective_text(r.objective, dis->objective) + ")\n";
+    }
+  }
   if (r.ranking.size() >= 2 && is_training(r)) {
     const SweepRow& a = r.rows[r.ranking[0]];
     const SweepRow& b = r.rows[r.ranking[1]];
@@ -432,6 +456,18 @@ std::string launch_flags(const Scenario& sc) {
     return s;
   }
   const ServingJob& j = serving_job(sc);
+  if (j.disaggregation) {
+    // vLLM's disaggregated prefill: separate instances joined by a KV connector.
+    const auto& d = *j.disaggregation;
+    s = "# disaggregated: " + std::to_string(d.prefill_replicas) + " prefill instance(s) of TP " +
+        std::to_string(d.prefill.tp) + " and " + std::to_string(d.decode_replicas) + " decode instance(s) of TP " +
+        std::to_string(d.decode.tp) + ", joined by a KV connector (--kv-transfer-config)\n";
+    s += "vllm serve " + j.model.name + " --tensor-parallel-size " + std::to_string(d.prefill.tp) +
+         " --kv-transfer-config '{\"kv_role\": \"kv_producer\"}'   # each prefill instance\n";
+    s += "vllm serve " + j.model.name + " --tensor-parallel-size " + std::to_string(d.decode.tp) +
+         " --kv-transfer-config '{\"kv_role\": \"kv_consumer\"}'   # each decode instance\n";
+    return s;
+  }
   s = "vllm serve " + j.model.name + " --tensor-parallel-size " + std::to_string(j.deployment.tp);
   if (j.deployment.pp > 1) s += " --pipeline-parallel-size " + std::to_string(j.deployment.pp);
   if (j.deployment.expert_parallel) s += " --enable-expert-parallel";

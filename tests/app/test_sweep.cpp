@@ -233,3 +233,29 @@ TEST_CASE("serving sweeps: every replica shape fills the GPU budget, ranked by g
         doctest::Approx(best["objective"].get<double>()).epsilon(1e-12));
   CHECK(r.out.find("--data-parallel-size " + best["sets"]["/serving/data_parallel_size"].dump()) != std::string::npos);
 }
+
+TEST_CASE("serving sweeps compare aggregated and every xPyD split of the same GPUs") {
+  const std::string j = (temp_dir() / "sweep-disagg.json").string();
+  const auto r = cli("sweep scenarios/serving-disagg-vs-agg-llama3-70b-agg.json --quiet --force --json " + j +
+                     " --set /traffic/duration_s=60 --set '/sweep/serving_auto={\"tensor_parallel_size\": [4, 8], "
+                     "\"disaggregated\": true}'");
+  REQUIRE(r.status == 0);
+  const OJson out = read_json(j);
+  // 16 GPUs. Aggregated: TP4 x 4, TP8 x 2. Disaggregated x P(TP a) + y D(TP b) = 16 with x, y >= 1:
+  // (4, 4): x = 1, 2, 3; (4, 8): x = 2; (8, 4): x = 1; (8, 8): x = 1. Eight in all.
+  REQUIRE(out["configurations"] == 8);
+  int disaggregated = 0;
+  for (const auto& row : out["rows"]) {
+    const auto& d = row["sets"]["/serving/disaggregation"];
+    if (d.is_object()) {
+      ++disaggregated;
+      CHECK(d["prefill_replicas"].get<int>() * d["prefill_tensor_parallel_size"].get<int>() +
+                d["decode_replicas"].get<int>() * d["decode_tensor_parallel_size"].get<int>() ==
+            16);
+    }
+    if (row["status"] == "simulated") CHECK(row["report"]["fleet"]["gpus"] == 16);
+  }
+  CHECK(disaggregated == 6);
+  CHECK(r.out.find("best aggregated:    TP") != std::string::npos);
+  CHECK(r.out.find("best disaggregated: ") != std::string::npos);
+}
