@@ -74,6 +74,15 @@ ServingSpace read_serving_space(const JsonObject& o) {
   s.max_num_seqs = int_list(o, "max_num_seqs", 1, 1 << 20);
   for (int v : int_list(o, "max_num_batched_tokens", 1, 1 << 30)) s.max_num_batched_tokens.push_back(v);
   s.disaggregated = r.boolean("disaggregated");
+  if (o.has("enable_expert_parallel")) {
+    const Json& a = o.raw("enable_expert_parallel");
+    if (!a.is_array() || a.empty()) o.fail("enable_expert_parallel", "found " + shown(a), "a list of true/false");
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].is_boolean())
+        o.fail("enable_expert_parallel/" + std::to_string(i), "found " + shown(a[i]), "true or false");
+      s.expert_parallel.push_back(a[i].get<bool>());
+    }
+  }
   return s;
 }
 
@@ -360,6 +369,9 @@ SweepResult run_sweep(const std::string& path, const std::vector<Override>& over
       for (int t = 1; t <= node; t *= 2) tps.push_back(t);
     }
     const std::vector<int> pps = spec.serving.pp.empty() ? std::vector<int>{1} : spec.serving.pp;
+    std::vector<bool> eps = spec.serving.expert_parallel;
+    if (eps.empty())
+      eps = serving_job(base).model.moe.enabled() ? std::vector<bool>{false, true} : std::vector<bool>{false};
     const std::vector<int> seqs = spec.serving.max_num_seqs.empty() ? std::vector<int>{0} : spec.serving.max_num_seqs;
     const std::vector<long long> toks =
         spec.serving.max_num_batched_tokens.empty() ? std::vector<long long>{0} : spec.serving.max_num_batched_tokens;
@@ -367,23 +379,27 @@ SweepResult run_sweep(const std::string& path, const std::vector<Override>& over
       for (int pp : pps) {
         if (budget % (tp * pp) != 0) continue;
         const int replicas = budget / (tp * pp);
-        for (int ns : seqs) {
-          for (long long nt : toks) {
-            Sets sets = {{"/serving/tensor_parallel_size", tp},
-                         {"/serving/pipeline_parallel_size", pp},
-                         {"/serving/data_parallel_size", replicas}};
-            if (spec.serving.disaggregated) sets.emplace_back("/serving/disaggregation", nullptr);
-            std::string label = "TP" + std::to_string(tp) + (pp > 1 ? " PP" + std::to_string(pp) : "") + " x" +
-                                std::to_string(replicas);
-            if (ns > 0) {
-              sets.emplace_back("/serving/max_num_seqs", ns);
-              label += " seqs " + std::to_string(ns);
+        for (const bool ep : eps) {
+          for (int ns : seqs) {
+            for (long long nt : toks) {
+              Sets sets = {{"/serving/tensor_parallel_size", tp},
+                           {"/serving/pipeline_parallel_size", pp},
+                           {"/serving/data_parallel_size", replicas}};
+              if (eps.size() > 1 || ep) sets.emplace_back("/serving/enable_expert_parallel", ep);
+              if (spec.serving.disaggregated) sets.emplace_back("/serving/disaggregation", nullptr);
+              std::string label = "TP" + std::to_string(tp) + (pp > 1 ? " PP" + std::to_string(pp) : "") + " x" +
+                                  std::to_string(replicas);
+              if (ep) label += " EP";
+              if (ns > 0) {
+                sets.emplace_back("/serving/max_num_seqs", ns);
+                label += " seqs " + std::to_string(ns);
+              }
+              if (nt > 0) {
+                sets.emplace_back("/serving/max_num_batched_tokens", nt);
+                label += " tokens " + std::to_string(nt);
+              }
+              serving_layouts.emplace_back(std::move(sets), std::move(label));
             }
-            if (nt > 0) {
-              sets.emplace_back("/serving/max_num_batched_tokens", nt);
-              label += " tokens " + std::to_string(nt);
-            }
-            serving_layouts.emplace_back(std::move(sets), std::move(label));
           }
         }
       }

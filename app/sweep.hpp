@@ -75,6 +75,7 @@ struct ServingSpace {
   std::vector<int> tp, pp;
   std::vector<int> max_num_seqs;
   std::vector<long long> max_num_batched_tokens;
+  std::vector<bool> expert_parallel;  // empty: false and true for an MoE model, else false
   // Also every disaggregated split of the budget: x prefill replicas of one TP and y decode
   // replicas of another (xPyD), x * tp_p + y * tp_d = the budget.
   bool disaggregated = false;
@@ -173,6 +174,10 @@ inline constexpr ParamDecl sweep_serving_auto_params[] = {
      .type = ParamType::any,
      .doc = "vLLM's max_num_batched_tokens values",
      .computed = "the scenario's"},
+    {.key = "enable_expert_parallel",
+     .type = ParamType::any,
+     .doc = "MoE: experts split over the TP ranks (true) or sharded (false), as vLLM's flag",
+     .computed = "both for an MoE model, else false"},
     {.key = "disaggregated",
      .type = ParamType::boolean,
      .def = 0,

@@ -259,3 +259,23 @@ TEST_CASE("serving sweeps compare aggregated and every xPyD split of the same GP
   CHECK(r.out.find("best aggregated:    TP") != std::string::npos);
   CHECK(r.out.find("best disaggregated: ") != std::string::npos);
 }
+
+TEST_CASE("serving sweeps of an MoE model try experts split over the TP ranks and sharded") {
+  const std::string j = (temp_dir() / "sweep-moe.json").string();
+  const auto r = cli("sweep scenarios/serving-llama3-8b-h100.json --quiet --force --json " + j +
+                     " --set /model=mixtral-8x7b --set /traffic/duration_s=20"
+                     " --set '/sweep/serving_auto={\"tensor_parallel_size\": [4, 8]}'");
+  REQUIRE(r.status == 0);
+  const OJson out = read_json(j);
+  // 8 GPUs: TP4 x 2 and TP8 x 1, each with and without expert parallelism.
+  REQUIRE(out["configurations"] == 4);
+  int ep = 0;
+  for (const auto& row : out["rows"]) ep += row["sets"]["/serving/enable_expert_parallel"].get<bool>();
+  CHECK(ep == 2);
+  // Expert parallelism shows in the replica each report describes.
+  for (const auto& row : out["rows"]) {
+    const bool on = row["sets"]["/serving/enable_expert_parallel"].get<bool>();
+    CHECK(row["report"]["replica"]["expert_parallel"] ==
+          (on ? row["sets"]["/serving/tensor_parallel_size"] : OJson(1)));
+  }
+}
