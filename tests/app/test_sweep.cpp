@@ -17,6 +17,7 @@
 #include "ctwin_cli.hpp"
 #include "sweep.hpp"
 #include "test_paths.hpp"
+#include "tolerance.hpp"
 
 using ctwin::test::cli;
 using ctwin::test::slurp;
@@ -230,7 +231,7 @@ TEST_CASE("serving sweeps: every replica shape fills the GPU budget, ranked by g
   REQUIRE(single.status == 0);
   const OJson rep = OJson::parse(single.out);
   CHECK(rep["goodput_requests_per_s"].get<double>() / 64 ==
-        doctest::Approx(best["objective"].get<double>()).epsilon(1e-12));
+        ctwin::test::rel_approx(best["objective"].get<double>(), 1e-12));
   CHECK(r.out.find("--data-parallel-size " + best["sets"]["/serving/data_parallel_size"].dump()) != std::string::npos);
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "tiny_models.hpp"
+#include "tolerance.hpp"
 #include "workloads/layout_check.hpp"
 #include "workloads/layout_search.hpp"
 #include "workloads/training_sim.hpp"
@@ -104,7 +105,7 @@ TEST_CASE("step_time_lower_bound_s: exact on one computing GPU, the 1F1B bubble 
   const auto b1 = step_time_lower_bound_s(m, one, gpu, opt);
   REQUIRE(b1);
   const double s1 = simulate_training(m, one, gpu, opt).step_time_s;
-  CHECK(*b1 == doctest::Approx(s1).epsilon(1e-9));
+  CHECK(*b1 == ctwin::test::rel_approx(s1, 1e-9));
 
   // Four stages of eight layers, 1F1B, m = 8: (m + p - 1)(f + b) for even stages, and the bound
   // counts the fill and drain that make up the p - 1; what remains is the stage-to-stage sends
