@@ -375,6 +375,18 @@ SweepResult run_sweep(const std::string& path, const std::vector<Override>& over
     const std::vector<int> seqs = spec.serving.max_num_seqs.empty() ? std::vector<int>{0} : spec.serving.max_num_seqs;
     const std::vector<long long> toks =
         spec.serving.max_num_batched_tokens.empty() ? std::vector<long long>{0} : spec.serving.max_num_batched_tokens;
+    // A shape with the scheduler values of this combination (0: the scenario's own).
+    auto add_shape = [&serving_layouts](Sets sets, std::string label, int ns, long long nt) {
+      if (ns > 0) {
+        sets.emplace_back("/serving/max_num_seqs", ns);
+        label += " seqs " + std::to_string(ns);
+      }
+      if (nt > 0) {
+        sets.emplace_back("/serving/max_num_batched_tokens", nt);
+        label += " tokens " + std::to_string(nt);
+      }
+      serving_layouts.emplace_back(std::move(sets), std::move(label));
+    };
     for (int tp : tps) {
       for (int pp : pps) {
         if (budget % (tp * pp) != 0) continue;
@@ -390,15 +402,7 @@ SweepResult run_sweep(const std::string& path, const std::vector<Override>& over
               std::string label = "TP" + std::to_string(tp) + (pp > 1 ? " PP" + std::to_string(pp) : "") + " x" +
                                   std::to_string(replicas);
               if (ep) label += " EP";
-              if (ns > 0) {
-                sets.emplace_back("/serving/max_num_seqs", ns);
-                label += " seqs " + std::to_string(ns);
-              }
-              if (nt > 0) {
-                sets.emplace_back("/serving/max_num_batched_tokens", nt);
-                label += " tokens " + std::to_string(nt);
-              }
-              serving_layouts.emplace_back(std::move(sets), std::move(label));
+              add_shape(std::move(sets), std::move(label), ns, nt);
             }
           }
         }
@@ -422,15 +426,7 @@ SweepResult run_sweep(const std::string& path, const std::vector<Override>& over
                                                               {"decode_tensor_parallel_size", tp_d}}}};
                 std::string label = std::to_string(x) + "P(TP" + std::to_string(tp_p) + ")" + std::to_string(y) +
                                     "D(TP" + std::to_string(tp_d) + ")";
-                if (ns > 0) {
-                  sets.emplace_back("/serving/max_num_seqs", ns);
-                  label += " seqs " + std::to_string(ns);
-                }
-                if (nt > 0) {
-                  sets.emplace_back("/serving/max_num_batched_tokens", nt);
-                  label += " tokens " + std::to_string(nt);
-                }
-                serving_layouts.emplace_back(std::move(sets), std::move(label));
+                add_shape(std::move(sets), std::move(label), ns, nt);
               }
             }
           }
