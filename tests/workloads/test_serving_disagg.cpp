@@ -11,6 +11,7 @@
 
 #include "fake_kv_cache.hpp"
 #include "serving_fakes.hpp"
+#include "serving_llama8b.hpp"
 #include "sim/random.hpp"
 #include "tolerance.hpp"
 #include "topology/catalog_json.hpp"
@@ -56,22 +57,8 @@ Request prefilled(double arrival_s, std::int32_t prompt, std::int32_t output) {
   return r;
 }
 
-ServingDeployment llama8b_h100() {
-  ClusterSpec s;
-  REQUIRE(preset_cluster("dgx-h100", 1, builtin_gpus(), s));
-  apply_profile(builtin_profile(s.gpu.name), s);
-  ServingDeployment d;
-  d.model = builtin_models().models.at("llama3-8b");
-  d.cluster = build_cluster(s);
-  d.overhead = builtin_profile(s.gpu.name).serving;
-  return d;
-}
-
-SchedulerConfig scheduler() {
-  SchedulerConfig c;
-  c.max_model_len = 8192;
-  return c;
-}
+using ctwin::test::llama8b_h100;
+using ctwin::test::scheduler;
 
 // `n` requests of `prompt` and `output` tokens: all at time 0 (offline), or one a second.
 TrafficSpec fixed_traffic(int n, std::int32_t prompt, std::int32_t output, bool offline) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "serving_fakes.hpp"
+#include "serving_llama8b.hpp"
 #include "tolerance.hpp"
 #include "topology/catalog_json.hpp"
 #include "workloads/model_json.hpp"
@@ -18,22 +19,8 @@ using namespace ctwin::test;
 
 namespace {
 
-ServingDeployment llama8b_h100() {
-  ClusterSpec s;
-  REQUIRE(preset_cluster("dgx-h100", 1, builtin_gpus(), s));
-  apply_profile(builtin_profile(s.gpu.name), s);
-  ServingDeployment d;
-  d.model = builtin_models().models.at("llama3-8b");
-  d.cluster = build_cluster(s);
-  d.overhead = builtin_profile(s.gpu.name).serving;
-  return d;
-}
-
-SchedulerConfig scheduler() {
-  SchedulerConfig c;
-  c.max_model_len = 8192;
-  return c;
-}
+using ctwin::test::llama8b_h100;
+using ctwin::test::scheduler;
 
 // Poisson at rate_per_s for duration_s; outputs from 1 token (TPOT skips those) to 300.
 TrafficSpec traffic(double rate_per_s, double duration_s) {
