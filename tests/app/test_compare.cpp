@@ -68,7 +68,9 @@ TEST_CASE("a scenario compared with itself: every figure's change is zero and no
   const json j = compare_json(kQuickstart + " " + kQuickstart);
   CHECK(j.at("kind") == "training");
   REQUIRE(j.at("diff").size() >= 20);
-  for (const auto& [pointer, d] : j.at("diff").items()) {
+  for (const auto& item : j.at("diff").items()) {
+    const std::string pointer = item.key();  // a named copy: clang 14 cannot capture a binding
+    const auto& d = item.value();
     CAPTURE(pointer);
     CHECK(d.at("delta").get<double>() == 0);
     CHECK(d.at("a") == d.at("b"));
@@ -223,7 +225,9 @@ TEST_CASE("compare on serving scenarios: the changes are B's figures minus A's, 
   const std::string shorter = " --set /traffic/duration_s=30";
   const json same = compare_json(file + " " + file + shorter);
   CHECK(same.at("kind") == "serving");
-  for (const auto& [pointer, d] : same.at("diff").items()) {
+  for (const auto& item : same.at("diff").items()) {
+    const std::string pointer = item.key();
+    const auto& d = item.value();
     CAPTURE(pointer);
     CHECK(d.at("delta").get<double>() == 0);
   }
