@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -33,8 +32,6 @@ constexpr const char* kQuickScenario = R"({
   "training": {"micro_batch": 1, "global_batch": 64, "seq_len": 8192, "parallelism": "auto"}
 })";
 
-double cpu_s() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
-
 struct Timed {
   double wall_s, cpu_s;
   SweepResult r;
@@ -44,10 +41,11 @@ Timed timed_sweep(const std::string& path, bool exhaustive) {
   SweepRunOptions opt;
   opt.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   opt.exhaustive = exhaustive;
-  const double c0 = cpu_s();
+  const double c0 = bench_cpu_s();
   const auto t0 = std::chrono::steady_clock::now();
   SweepResult r = run_sweep(path, {}, false, opt);
-  return {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), cpu_s() - c0, std::move(r)};
+  return {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), bench_cpu_s() - c0,
+          std::move(r)};
 }
 
 std::size_t count(const SweepResult& r, SweepStatus s) {

@@ -7,6 +7,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "host_resources.hpp"
+#include "report_format.hpp"
 #include "scenario.hpp"
 #include "sim/error.hpp"
 #include "sim/output_file.hpp"
@@ -18,17 +19,6 @@
 namespace ctwin {
 
 namespace {
-
-// "61,234,567"
-std::string with_commas(std::uint64_t n) {
-  const std::string digits = std::to_string(n);
-  std::string s;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) s += ',';
-    s += digits[i];
-  }
-  return s;
-}
 
 // Why the run will not fit in `limit` bytes, what dominates, and what to do about it.
 std::string memory_refusal(const RunEstimate& e, double limit, const std::string& limit_what, const TrainingConfig& cfg,

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -14,35 +13,13 @@
 #include "realrun/cpu_mpi.hpp"
 #include "scenario.hpp"
 #include "sim/error.hpp"
+#include "sim/output_file.hpp"
 #include "sweep.hpp"
 #include "sweep_report.hpp"
 
 namespace ctwin {
 
 namespace {
-
-// Strings through ProcessGroup::all_gather (equal-length double vectors): the lengths first, then
-// the bytes, six to a double (integers below 2^48 are exact).
-std::vector<std::string> all_gather_strings(const realrun::ProcessGroup& g, const std::string& mine) {
-  const auto lengths = g.all_gather({static_cast<double>(mine.size())});
-  std::size_t longest = 0;
-  for (double l : lengths) longest = std::max(longest, static_cast<std::size_t>(l));
-  const std::size_t words = (longest + 5) / 6;
-  std::vector<double> packed(words, 0);
-  for (std::size_t i = 0; i < mine.size(); ++i) {
-    packed[i / 6] +=
-        static_cast<double>(static_cast<unsigned char>(mine[i])) * std::ldexp(1.0, static_cast<int>(8 * (i % 6)));
-  }
-  const auto all = g.all_gather(packed);
-  std::vector<std::string> out(lengths.size());
-  for (std::size_t r = 0; r < lengths.size(); ++r) {
-    for (std::size_t i = 0; i < static_cast<std::size_t>(lengths[r]); ++i) {
-      const auto word = static_cast<std::uint64_t>(all[r * words + i / 6]);
-      out[r] += static_cast<char>((word >> (8 * (i % 6))) & 0xff);
-    }
-  }
-  return out;
-}
 
 OrderedJson row_result(const SweepRow& row) {
   return OrderedJson{{"index", row.index},     {"status", sweep_status_names.name(row.status)},
@@ -93,9 +70,7 @@ int cmd_sweep(const Args& args) {
   // Refuse to overwrite before simulating, not after.
   for (const char* flag : {"--csv", "--svg", "--write-best", "--json"}) {
     const auto f = p->get(flag);
-    if (f && *f != "-" && !force && std::filesystem::exists(*f)) {
-      throw InputError("", flag, "'" + *f + "' exists", "another file name, or --force to overwrite it");
-    }
+    if (f && *f != "-") check_output_path(*f, force, flag);
   }
   const double jobs = p->number("--jobs", std::max(1u, std::thread::hardware_concurrency()));
   if (jobs < 1 || jobs > 4096 || std::floor(jobs) != jobs) {
@@ -128,7 +103,7 @@ int cmd_sweep(const Args& args) {
       simulate_rows_on_threads(mine, f, opt.threads);
       OrderedJson out = OrderedJson::array();
       for (const SweepRow* r : mine) out.push_back(row_result(*r));
-      const auto all = all_gather_strings(world.group, out.dump());
+      const auto all = world.group.all_gather_bytes(out.dump());
       for (std::size_t r = 0; r < all.size(); ++r) {
         if (static_cast<int>(r) == world.rank) continue;
         const OrderedJson theirs = OrderedJson::parse(all[r]);

@@ -5,6 +5,16 @@
 
 namespace ctwin {
 
+std::string with_commas(std::uint64_t n) {
+  const std::string digits = std::to_string(n);
+  std::string s;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) s += ',';
+    s += digits[i];
+  }
+  return s;
+}
+
 std::string format_gib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));

@@ -1,11 +1,15 @@
 // Human-readable tables for reports and benchmarks.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 namespace ctwin {
+
+// "61,234,567"
+std::string with_commas(std::uint64_t n);
 
 // Formats a number for a table: engineering notation where it helps a reader.
 std::string human_number(double v);

@@ -139,7 +139,7 @@ namespace {
 Scenario parse_scenario_json(Json& root, const std::string& path);
 }  // namespace
 
-Scenario parse_scenario(const std::string& text, const std::string& path, const std::vector<Override>& overrides) {
+Json scenario_root(const std::string& text, const std::string& path, const std::vector<Override>& overrides) {
   Json root = parse_json(text, path);
   if (!root.is_object()) throw InputError(path, "/", "found " + shown(root), "a JSON object");
   normalise_model(root);
@@ -147,6 +147,11 @@ Scenario parse_scenario(const std::string& text, const std::string& path, const 
     apply_override(root, ov, path);
     normalise_model(root);
   }
+  return root;
+}
+
+Scenario parse_scenario(const std::string& text, const std::string& path, const std::vector<Override>& overrides) {
+  Json root = scenario_root(text, path, overrides);
   try {
     return parse_scenario_json(root, path);
   } catch (const InputError& e) {
@@ -199,6 +204,10 @@ bool is_serving_metric(std::string_view metric) {
   const auto* it = std::find(std::begin(validation_metric_choices), std::end(validation_metric_choices), metric);
   return it - std::begin(validation_metric_choices) >= training_metric_count &&
          it != std::end(validation_metric_choices);
+}
+
+Json load_scenario_root(const std::string& path, const std::vector<Override>& overrides) {
+  return scenario_root(read_text(path), path, overrides);
 }
 
 Scenario load_scenario(const std::string& path, const std::vector<Override>& overrides) {

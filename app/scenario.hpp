@@ -328,6 +328,11 @@ std::vector<std::string> cluster_warnings(const ClusterSpec& c);
 // existing parent that is not an object is an InputError naming the pointer (path: for messages).
 void apply_override(Json& root, const Override& ov, const std::string& path);
 
+// The scenario's JSON as the loader sees it before converting: parsed, /model normalised,
+// overrides applied (`ctwin sweep` sets its variants' keys on it). Throws InputError.
+Json scenario_root(const std::string& text, const std::string& path, const std::vector<Override>& overrides = {});
+Json load_scenario_root(const std::string& path, const std::vector<Override>& overrides = {});
+
 // Reads, applies overrides, validates and converts. Throws InputError.
 Scenario load_scenario(const std::string& path, const std::vector<Override>& overrides = {});
 // The same from text (path is used in messages only).

@@ -244,14 +244,4 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
   return s;
 }
 
-std::vector<std::string> serving_warnings(const Scenario& sc, const ServingRun& run) {
-  return serving_warnings(sc, ServingFleetRun{.replicas = 1, .run = run, .disaggregated = std::nullopt});
-}
-J serving_report_json(const Scenario& sc, const ServingRun& run) {
-  return serving_report_json(sc, ServingFleetRun{.replicas = 1, .run = run, .disaggregated = std::nullopt});
-}
-std::string serving_report_text(const Scenario& sc, const ServingRun& run) {
-  return serving_report_text(sc, ServingFleetRun{.replicas = 1, .run = run, .disaggregated = std::nullopt});
-}
-
 }  // namespace ctwin

@@ -25,10 +25,4 @@ std::vector<std::string> serving_warnings(const Scenario& sc, const ServingFleet
 nlohmann::ordered_json serving_report_json(const Scenario& sc, const ServingFleetRun& run);
 std::string serving_report_text(const Scenario& sc, const ServingFleetRun& run);
 
-// The same for a run of one replica (run_serving_replica): replicas 1, whatever the scenario's
-// data_parallel_size.
-std::vector<std::string> serving_warnings(const Scenario& sc, const ServingRun& run);
-nlohmann::ordered_json serving_report_json(const Scenario& sc, const ServingRun& run);
-std::string serving_report_text(const Scenario& sc, const ServingRun& run);
-
 }  // namespace ctwin

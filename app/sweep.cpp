@@ -128,18 +128,6 @@ SweepAxis read_axis(const JsonObject& o) {
   return a;
 }
 
-// The scenario's JSON as parse_scenario sees it: read, model normalised, overrides applied.
-Json load_root(const std::string& path, const std::vector<Override>& overrides) {
-  Json root = parse_json(read_input_file(path, path, "", "a readable scenario JSON file"), path);
-  if (!root.is_object()) throw InputError(path, "/", "found " + shown(root), "a JSON object");
-  normalise_model(root);
-  for (const auto& ov : overrides) {
-    apply_override(root, ov, path);
-    normalise_model(root);
-  }
-  return root;
-}
-
 // A value set at a pointer, creating parents; a parent that is not an object is an InputError
 // naming where the value came from.
 void set_at(Json& root, const std::string& pointer, const Json& value, const std::string& file,
@@ -304,7 +292,7 @@ void simulate_rows_on_threads(std::vector<SweepRow*>& rows, const std::function<
 }
 
 Json sweep_row_scenario(const std::string& path, const std::vector<Override>& overrides, const SweepRow& row) {
-  Json root = load_root(path, overrides);
+  Json root = load_scenario_root(path, overrides);
   root.erase("sweep");
   if (row.sets.contains("/training/parallelism/tp") && root.contains("training") && root["training"].is_object()) {
     Json& par = root["training"]["parallelism"];
@@ -321,7 +309,7 @@ Json sweep_row_scenario(const std::string& path, const std::vector<Override>& ov
 
 SweepResult run_sweep(const std::string& path, const std::vector<Override>& overrides, bool force_auto,
                       const SweepRunOptions& opt) {
-  Json root = load_root(path, overrides);
+  Json root = load_scenario_root(path, overrides);
   SweepSpec spec = read_sweep_spec(root, path);
   root.erase("sweep");
   spec.exhaustive = spec.exhaustive || opt.exhaustive;
@@ -494,7 +482,6 @@ SweepResult run_sweep(const std::string& path, const std::vector<Override>& over
 
   SweepResult res;
   res.scenario = (*valid)->name;
-  res.file = path;
   res.objective = objective;
   res.top = spec.top;
   res.variants = static_cast<int>(variants.size());

@@ -8,6 +8,7 @@
 // number of threads or MPI ranks: candidates go in fixed waves in bound order.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -55,16 +56,12 @@ inline constexpr SweepObjective sweep_objectives[] = {
     {"tpot_p99_s", true, false, "serving: 99th percentile time per output token"},
     {"serving_cost_per_million_tokens", true, false, "serving: USD per million output tokens (/sweep/gpu_hour_usd)"},
 };
-inline constexpr std::string_view sweep_objective_choices[] = {"step_time_s",
-                                                               "mfu",
-                                                               "tokens_per_s_per_gpu",
-                                                               "tflops_per_gpu",
-                                                               "cost_per_million_tokens",
-                                                               "goodput_per_gpu",
-                                                               "output_tokens_per_s_per_gpu",
-                                                               "ttft_p99_s",
-                                                               "tpot_p99_s",
-                                                               "serving_cost_per_million_tokens"};
+// The objectives' names, for the /sweep/objective choice key.
+inline constexpr auto sweep_objective_choices = [] {
+  std::array<std::string_view, std::size(sweep_objectives)> names{};
+  for (std::size_t i = 0; i < names.size(); ++i) names[i] = sweep_objectives[i].name;
+  return names;
+}();
 const SweepObjective& sweep_objective(std::string_view name);
 
 // /sweep/serving_auto: replica shapes for a fixed GPU budget, each with the replica count that
@@ -87,10 +84,9 @@ struct SweepSpec {
   std::string objective;  // empty: step_time_s for training, goodput_per_gpu for serving
   int top = 10;
   double gpu_hour_usd = 0;
-  LayoutSpace space;         // /sweep/auto
-  ServingSpace serving;      // /sweep/serving_auto
-  bool auto_layout = false;  // /training/parallelism "auto" (or --auto)
-  bool exhaustive = false;   // simulate every layout that fits: no bound pruning
+  LayoutSpace space;        // /sweep/auto
+  ServingSpace serving;     // /sweep/serving_auto
+  bool exhaustive = false;  // simulate every layout that fits: no bound pruning
 };
 
 inline constexpr ParamDecl sweep_params[] = {
@@ -209,7 +205,6 @@ struct SweepRow {
 
 struct SweepResult {
   std::string scenario;  // the base scenario's name
-  std::string file;
   SweepObjective objective;
   int top = 10;
   int variants = 1;                    // axes combinations

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 
+#include "report_format.hpp"
 #include "sim/error.hpp"
 
 namespace ctwin {
@@ -29,16 +30,6 @@ std::string objective_text(const SweepObjective& o, double v) {
   if (n.find("cost") != std::string_view::npos) return fmt("$%.4g", v);
   if (n.size() > 2 && n.substr(n.size() - 2) == "_s") return fmt("%.4g s", v);
   return fmt("%.4g", v);
-}
-
-std::string with_commas(std::size_t n) {
-  const std::string d = std::to_string(n);
-  std::string s;
-  for (std::size_t i = 0; i < d.size(); ++i) {
-    if (i > 0 && (d.size() - i) % 3 == 0) s += ',';
-    s += d[i];
-  }
-  return s;
 }
 
 bool is_training(const SweepResult& r) { return r.objective.training; }

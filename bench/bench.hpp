@@ -6,6 +6,10 @@
 
 namespace ctwin {
 
+// CPU seconds (user and system, every thread) this process has used: on a machine shared with
+// other work the wall time says more about the others than about the run.
+double bench_cpu_s();
+
 struct BenchOptions {
   bool quick = false;     // smaller sizes, for tests of the benchmark itself
   bool progress = false;  // print progress on stderr (a terminal)

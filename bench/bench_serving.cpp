@@ -36,15 +36,6 @@ double rss_mib() {
   return 0;
 }
 
-// CPU seconds this process has used (user + system): the machine may be shared, and the
-// simulation is single-threaded, so CPU time is the figure that does not depend on the neighbours.
-double cpu_s() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
 ServingDeployment llama8b_h100() {
   ClusterSpec s = bench_dgx_h100(1);
   apply_profile(builtin_profile(s.gpu.name), s);
@@ -105,11 +96,11 @@ Timed timed_replica(const ServingDeployment& d, const SchedulerConfig& c, const 
   hooks.on_request = [&](const RequestRecord&) {
     if ((++n & 4095) == 0) peak = std::max(peak, rss_mib());
   };
-  const double c0 = cpu_s();
+  const double c0 = bench_cpu_s();
   const auto t0 = std::chrono::steady_clock::now();
   out.r = run_serving_replica(d, c, t, hooks, loop).result;
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  out.cpu_s = cpu_s() - c0;
+  out.cpu_s = bench_cpu_s() - c0;
   out.rss_growth_mib = std::max(peak, rss_mib()) - rss0;
   return out;
 }
@@ -164,7 +155,7 @@ nlohmann::ordered_json bench_serving(const BenchOptions& o) {
   j["ratio_cpu"] = (fast.r.makespan_s / fast.cpu_s) / (ref.r.makespan_s / ref.cpu_s);
   if (o.progress) std::fprintf(stderr, "bench serving: %d replicas ...\n", replicas);
   const double rss0 = peak_rss_mib();
-  const double c0 = cpu_s();
+  const double c0 = bench_cpu_s();
   const auto t0 = std::chrono::steady_clock::now();
   const ServingReplicasRun fleet =
       run_serving_replicas(d, c, azure_conversation(rate * replicas, hour), replicas, ServingLoop::fast);
@@ -172,7 +163,7 @@ nlohmann::ordered_json bench_serving(const BenchOptions& o) {
   nlohmann::ordered_json f;
   f["replicas"] = replicas;
   f["rate_per_s"] = rate * replicas;
-  const double fleet_cpu = cpu_s() - c0;
+  const double fleet_cpu = bench_cpu_s() - c0;
   f["wall_s"] = fleet_wall;
   f["cpu_s"] = fleet_cpu;
   f["simulated_s"] = fleet.merged.makespan_s;
@@ -189,13 +180,13 @@ nlohmann::ordered_json bench_serving(const BenchOptions& o) {
   // arrivals drawn, not their lengths). Measured on one share: its pops and skips, no replica.
   {
     const TrafficSpec t = azure_conversation(rate * replicas, hour);
-    const double g0 = cpu_s();
+    const double g0 = bench_cpu_s();
     std::int64_t n = 0;
     for (const auto src = make_traffic(t); src->next_arrival(); ++n) src->pop();
-    const double g = cpu_s() - g0;
-    const double s0 = cpu_s();
+    const double g = bench_cpu_s() - g0;
+    const double s0 = bench_cpu_s();
     for (const auto share = std::move(make_round_robin_shares(t, replicas)[0]); share->next_arrival();) share->pop();
-    const double share_cpu = cpu_s() - s0;
+    const double share_cpu = bench_cpu_s() - s0;
     f["stream_requests"] = n;
     f["stream_generation_cpu_s"] = g;                      // the whole stream, every request popped
     f["one_share_read_cpu_s"] = share_cpu;                 // one replica's share read from its own copy

@@ -57,15 +57,6 @@ double peak_rss_gib() {
   return static_cast<double>(u.ru_maxrss) / (1024.0 * 1024.0);  // ru_maxrss is KiB on Linux
 }
 
-// CPU seconds (user and system) this process has used: on a machine shared with other work the
-// wall time says more about the others than about the run.
-double cpu_s() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
-  return s(u.ru_utime) + s(u.ru_stime);
-}
-
 struct Timed {
   double wall_s;
   double cpu_s;
@@ -80,9 +71,10 @@ Timed timed(const ModelSpec& m, const TrainingConfig& c, const Cluster& cl, bool
   o.fold_ranks = fold_ranks;
   o.fold_micro_batches = fold_micro_batches;
   const auto t0 = std::chrono::steady_clock::now();
-  const double c0 = cpu_s();
+  const double c0 = bench_cpu_s();
   TrainingResult r = simulate_training(m, c, cl, o);
-  return {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), cpu_s() - c0, std::move(r)};
+  return {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), bench_cpu_s() - c0,
+          std::move(r)};
 }
 
 }  // namespace

@@ -78,6 +78,17 @@ MpiWorld mpi_init_world(bool thread_multiple) {
                   MPI_DOUBLE, MPI_COMM_WORLD);
     return all;
   };
+  w.group.all_gather_bytes = [size = w.size](const std::string& mine) {
+    int len = static_cast<int>(mine.size());
+    std::vector<int> lens(static_cast<std::size_t>(size)), offsets(static_cast<std::size_t>(size), 0);
+    MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    for (std::size_t r = 1; r < lens.size(); ++r) offsets[r] = offsets[r - 1] + lens[r - 1];
+    std::string all(static_cast<std::size_t>(offsets.back() + lens.back()), '\0');
+    MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, MPI_COMM_WORLD);
+    std::vector<std::string> out;
+    for (std::size_t r = 0; r < lens.size(); ++r) out.push_back(all.substr(offsets[r], lens[r]));
+    return out;
+  };
   return w;
 }
 

@@ -42,14 +42,7 @@ std::string write(const std::string& name, const json& j) {
   return p.string();
 }
 
-void check_refused(const test::Run& r, const std::string& file, const std::string& pointer) {
-  CAPTURE(r.err);
-  CHECK(r.status == 2);
-  CHECK(r.out.empty());
-  CHECK(r.err.rfind("error: ", 0) == 0);
-  CHECK(r.err.find(file) != std::string::npos);
-  CHECK(r.err.find(": " + pointer + ": ") != std::string::npos);
-}
+using ctwin::test::check_input_error;
 
 }  // namespace
 
@@ -104,7 +97,7 @@ TEST_CASE("serving disagg: both pools beyond the cluster's GPUs is exit 2 naming
   j["serving"]["disaggregation"]["decode_replicas"] = 2;  // 3 x 2 + 2 x 2 = 10 GPUs of 8
   const std::string f = write("disagg-over.json", j);
   const auto r = cli("run " + f + " --json");
-  check_refused(r, f, "/serving/disaggregation");
+  check_input_error(r, f, "/serving/disaggregation");
   CHECK(r.err.find("10 GPUs in all, but the cluster has 8") != std::string::npos);
   // 8 fit exactly.
   j["serving"]["disaggregation"]["prefill_replicas"] = 2;
@@ -115,18 +108,18 @@ TEST_CASE("serving disagg: a bad pool TP, data_parallel_size beside it, --trace:
   json j = disagg_scenario(5);
   j["serving"]["disaggregation"]["decode_tensor_parallel_size"] = 3;  // 32 heads
   std::string f = write("disagg-tp3.json", j);
-  check_refused(cli("run " + f + " --json"), f, "/serving/disaggregation/decode_tensor_parallel_size");
+  check_input_error(cli("run " + f + " --json"), f, "/serving/disaggregation/decode_tensor_parallel_size");
   j = disagg_scenario(5);
   j["serving"]["data_parallel_size"] = 2;
   f = write("disagg-dp.json", j);
-  check_refused(cli("run " + f + " --json"), f, "/serving/data_parallel_size");
+  check_input_error(cli("run " + f + " --json"), f, "/serving/data_parallel_size");
   j = disagg_scenario(5);
   j["serving"]["disaggregation"]["kv_link_gbyte_per_s"] = 0;
   f = write("disagg-bw0.json", j);
-  check_refused(cli("run " + f + " --json"), f, "/serving/disaggregation/kv_link_gbyte_per_s");
+  check_input_error(cli("run " + f + " --json"), f, "/serving/disaggregation/kv_link_gbyte_per_s");
   f = write("disagg-trace.json", disagg_scenario(5));
   const auto t = cli("run " + f + " --trace " + (temp_dir() / "disagg-trace-out.json").string());
-  check_refused(t, f, "/serving/disaggregation");
+  check_input_error(t, f, "/serving/disaggregation");
 }
 
 TEST_CASE("serving disagg: an overridden link: the transfer time is bytes / bandwidth + latency") {

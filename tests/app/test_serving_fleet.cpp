@@ -49,14 +49,7 @@ json run_json(const std::string& file) {
   return json::parse(r.out);
 }
 
-void check_refused(const test::Run& r, const std::string& file, const std::string& pointer) {
-  CAPTURE(r.err);
-  CHECK(r.status == 2);
-  CHECK(r.out.empty());
-  CHECK(r.err.rfind("error: ", 0) == 0);
-  CHECK(r.err.find(file) != std::string::npos);
-  CHECK(r.err.find(": " + pointer + ": ") != std::string::npos);
-}
+using ctwin::test::check_input_error;
 
 }  // namespace
 
@@ -145,7 +138,7 @@ TEST_CASE("a fleet beyond the cluster's GPUs is refused with exit 2 naming data_
   fj["serving"]["data_parallel_size"] = 5;
   const std::string f = write("too-many.json", fj);
   const auto r = cli("run " + f + " --json");
-  check_refused(r, f, "/serving/data_parallel_size");
+  check_input_error(r, f, "/serving/data_parallel_size");
   CHECK(r.err.find("= 10 GPUs, but the cluster has 8") != std::string::npos);
   CHECK(r.err.find("at most 4 replicas of 2 GPUs") != std::string::npos);
   // Four fit exactly.
@@ -155,7 +148,8 @@ TEST_CASE("a fleet beyond the cluster's GPUs is refused with exit 2 naming data_
 
 TEST_CASE("closed-loop traffic cannot be split round-robin: more than one replica is exit 2") {
   const std::string sc = "scenarios/serving-closed-loop.json";
-  check_refused(cli("run " + sc + " --set /serving/data_parallel_size=2 --json"), sc, "/serving/data_parallel_size");
+  check_input_error(cli("run " + sc + " --set /serving/data_parallel_size=2 --json"), sc,
+                    "/serving/data_parallel_size");
   // validate prints its table's header before loading the cases: only the error is checked.
   const auto v = cli("validate " + sc + " --set /serving/data_parallel_size=2");
   CHECK(v.status == 2);
@@ -171,7 +165,7 @@ TEST_CASE("--trace of a fleet is refused with exit 2 before simulating, and writ
   const std::string f = write("trace-fleet.json", fj);
   const auto trace = temp_dir() / "fleet-trace.json";
   const auto r = cli("run " + f + " --trace " + trace.string());
-  check_refused(r, f, "/serving/data_parallel_size");
+  check_input_error(r, f, "/serving/data_parallel_size");
   CHECK(r.err.find("--trace records one replica") != std::string::npos);
   CHECK(!std::filesystem::exists(trace));
 }

@@ -2,6 +2,7 @@
 // stderr and exit status. Runs the build's ctwin (test_paths.hpp) from the source tree.
 #pragma once
 
+#include <doctest/doctest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,6 +56,17 @@ inline Run cli(const std::string& args) {
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+
+// A run refused as bad input: exit 2, nothing on stdout, one "error: " naming the file and the
+// JSON pointer at fault.
+inline void check_input_error(const Run& r, const std::string& file, const std::string& pointer) {
+  CAPTURE(r.err);
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.rfind("error: ", 0) == 0);
+  CHECK(r.err.find(file) != std::string::npos);
+  CHECK(r.err.find(": " + pointer + ": ") != std::string::npos);
 }
 
 }  // namespace ctwin::test

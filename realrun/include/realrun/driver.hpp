@@ -117,6 +117,8 @@ struct ProcessGroup {
   std::function<void()> barrier;
   // Every process's `mine`, concatenated in process order (all of the same length).
   std::function<std::vector<double>(const std::vector<double>& mine)> all_gather;
+  // Every process's bytes, of any length, in process order (ctwin sweep's results).
+  std::function<std::vector<std::string>(const std::string& mine)> all_gather_bytes;
 };
 
 // Runs the plan on `devices` and fills the measurements. Without `world`, the devices are every
