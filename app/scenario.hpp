@@ -132,7 +132,8 @@ inline constexpr ParamDecl serving_disaggregation_params[] = {
      .min = 1,
      .max = 1 << 20,
      .unit = "replicas",
-     .doc = "decode replicas; requests are split round-robin over them in the order their KV lands",
+     .doc = "decode replicas; each request goes to one round-robin (by request, as vLLM's disaggregation proxy), "
+            "which admits it when its KV lands",
      .source = "DistServe / vLLM: the y of xPyD"},
     {.key = "decode_tensor_parallel_size",
      .type = ParamType::integer,
@@ -147,10 +148,20 @@ inline constexpr ParamDecl serving_disaggregation_params[] = {
      .min = 0,
      .max = 1e6,
      .unit = "GB/s",
-     .doc = "one prefill replica's KV link to the decode pool, all its GPUs together; transfers of one "
-            "prefill replica queue on it first in first out",
+     .doc = "one prefill replica's KV link to the decode pool, all its GPUs together, and the most one "
+            "transfer can take; concurrent transfers share it by max-min fairness",
      .source = "the cluster's: per GPU the node fabric (intra_gbyte_per_s) when both pools fit one node, else "
                "nic_gbyte_per_s; times min(prefill, decode replica GPUs) sending at once",
+     .computed = "from /cluster",
+     .min_exclusive = true},
+    {.key = "kv_decode_link_gbyte_per_s",
+     .type = ParamType::number,
+     .min = 0,
+     .max = 1e6,
+     .unit = "GB/s",
+     .doc = "one decode replica's KV link from the prefill pool, all its GPUs together; transfers landing on one "
+            "decode replica share it by max-min fairness",
+     .source = "the cluster's: per GPU as kv_link_gbyte_per_s, times the decode replica's GPUs",
      .computed = "from /cluster",
      .min_exclusive = true},
     {.key = "kv_link_latency_us",

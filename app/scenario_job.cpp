@@ -124,6 +124,8 @@ void read_disaggregation(const JsonObject& so, ServingJob& job, const Cluster& c
   const KvLink link =
       default_kv_link(cluster.spec, s.prefill.gpus(), s.prefill_replicas, s.decode.gpus(), s.decode_replicas);
   s.link_bytes_per_s = r.has("kv_link_gbyte_per_s") ? r.bandwidth("kv_link_gbyte_per_s") * 1e9 : link.bytes_per_s;
+  s.decode_link_bytes_per_s =
+      r.has("kv_decode_link_gbyte_per_s") ? r.bandwidth("kv_decode_link_gbyte_per_s") * 1e9 : link.decode_bytes_per_s;
   s.link_latency_s = r.has("kv_link_latency_us") ? r.number("kv_link_latency_us") * 1e-6 : link.latency_s;
   if (!(s.link_bytes_per_s > 0)) {
     o.fail("kv_link_gbyte_per_s", "is not given and the cluster's link for it is 0 GB/s",

@@ -53,7 +53,9 @@ J disaggregation_json(const DisaggregationSpec& s, const DisaggregatedRun& d) {
            {"ttft_breakdown_s",
             J{{"prefill_queueing", latency_json(d.prefill_queueing_s)}, {"prefill", latency_json(d.prefill_s)}}},
            {"kv_transfer", J{{"link_gbyte_per_s", s.link_bytes_per_s / 1e9},
+                             {"decode_link_gbyte_per_s", s.decode_link_bytes_per_s / 1e9},
                              {"link_latency_us", s.link_latency_s * 1e6},
+                             {"peak_concurrent_transfers", d.kv_peak_concurrent_transfers},
                              {"transfers", d.kv_transfers},
                              {"bytes_per_token", d.kv_bytes_per_token},
                              {"bytes", d.kv_transfer_bytes},
@@ -164,10 +166,11 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
     const DisaggregationSpec& x = *job.disaggregation;
     std::snprintf(buf, sizeof buf,
                   "%s\n  %s disaggregated on %d x %s: prefill %d replicas of TP %d, decode %d replicas of TP %d "
-                  "(PP %d), KV over %.0f GB/s + %.1f us per prefill replica, weights %s, KV cache %s\n\n",
+                  "(PP %d), KV over %.0f GB/s + %.1f us per prefill replica (%.0f GB/s into each decode replica, "
+                  "shared max-min), weights %s, KV cache %s\n\n",
                   sc.name.c_str(), job.model.name.c_str(), gpus, d.cluster.spec.gpu.name.c_str(), x.prefill_replicas,
                   x.prefill.tp, x.decode_replicas, x.decode.tp, d.pp, x.link_bytes_per_s / 1e9, x.link_latency_s * 1e6,
-                  weights_text(d.quantization).c_str(), kv_text(d.kv_dtype).c_str());
+                  x.decode_link_bytes_per_s / 1e9, weights_text(d.quantization).c_str(), kv_text(d.kv_dtype).c_str());
   } else if (fleet.replicas == 1) {
     std::snprintf(buf, sizeof buf, "%s\n  %s on %d x %s (TP %d, PP %d), weights %s, KV cache %s\n\n", sc.name.c_str(),
                   job.model.name.c_str(), d.gpus(), d.cluster.spec.gpu.name.c_str(), d.tp, d.pp,

@@ -72,7 +72,8 @@ TEST_CASE("serving disagg: the report's disaggregation object, from closed forms
   // One a second, each alone: every transfer on an idle link takes bytes / bandwidth + latency.
   const double one = 1000 * 131072.0 / (job.deployment.cluster.spec.intra_gbyte_per_s * 1e9) +
                      job.deployment.cluster.spec.intra_latency_us * 1e-6;
-  CHECK(d["kv_transfer"]["time_s"]["mean"].get<double>() == rel_approx(one, 1e-9));
+  // (The flow's completion rounds up to the engine's next picosecond: 1 ps in 0.29 ms.)
+  CHECK(d["kv_transfer"]["time_s"]["mean"].get<double>() == rel_approx(one, 1e-8));
   // The decode pool computed no prefill: all the prompt tokens were the prefill pool's.
   CHECK(d["decode"]["prefill_tokens_computed"] == 0);
   CHECK(d["prefill"]["prefill_tokens_computed"] == 10000);

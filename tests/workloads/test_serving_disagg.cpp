@@ -221,11 +221,14 @@ TEST_CASE("serving disagg: the default KV link is NVLink within a node, the NIC 
   const KvLink in = default_kv_link(s, 2, 1, 2, 1);
   CHECK(in.same_node);
   CHECK(in.bytes_per_s == rel_approx(2 * s.intra_gbyte_per_s * 1e9, 1e-12));
+  CHECK(in.decode_bytes_per_s == rel_approx(2 * s.intra_gbyte_per_s * 1e9, 1e-12));
   CHECK(in.latency_s == rel_approx(s.intra_latency_us * 1e-6, 1e-12));
   // 1 prefill TP8 + 1 decode TP4: 12 GPUs, two nodes; four send at once over their NICs.
   const KvLink out = default_kv_link(s, 8, 1, 4, 1);
   CHECK_FALSE(out.same_node);
   CHECK(out.bytes_per_s == rel_approx(4 * s.nic_gbyte_per_s * 1e9, 1e-12));
+  // The decode replica takes its four GPUs' NICs.
+  CHECK(out.decode_bytes_per_s == rel_approx(4 * s.nic_gbyte_per_s * 1e9, 1e-12));
 }
 
 TEST_CASE("serving disagg: an infinitely fast link: TTFT is the prefill pool's single-request prefill") {
@@ -248,24 +251,37 @@ TEST_CASE("serving disagg: an infinitely fast link: TTFT is the prefill pool's s
   CHECK(run.decode_gpus == 1);
 }
 
-TEST_CASE("serving disagg: transfers of one prefill replica queue on its link, first in first out") {
+TEST_CASE("serving disagg: concurrent transfers share the prefill and decode replicas' links, max-min") {
   // Two 2000-token prompts at time 0 prefill in one iteration; their KV (2000 x 131072 bytes
-  // each) leave one after the other over 1 GB/s: the first lands after b/bw + L, the second
-  // after 2 b/bw + L.
+  // each) leave together over one prefill replica's 1 GB/s link: each gets half, both land after
+  // 2 b/bw + L (first in first out would land them at b/bw + L and 2 b/bw + L).
   const ServingDeployment d = llama8b_h100();
   const double bw = 1e9, lat = 50e-6, b = 2000 * 131072.0;
   DisaggregationSpec spec{.prefill = d, .decode = d, .link_bytes_per_s = bw, .link_latency_s = lat};
   const DisaggregatedRun run = run_disaggregated(spec, scheduler(), scheduler(), fixed_traffic(2, 2000, 3, true));
   REQUIRE(run.merged.completed_requests == 2);
   CHECK(run.kv_transfers == 2);
+  CHECK(run.kv_peak_concurrent_transfers == 2);
   CHECK(run.kv_transfer_bytes == rel_approx(2 * b, 1e-12));
   CHECK(run.kv_transfer_busy_s == rel_approx(2 * b / bw, 1e-12));
-  CHECK(run.transfer_s.mean == rel_approx((b / bw + lat + 2 * b / bw + lat) / 2, 1e-9));
-  // With two prefill replicas each request has its own link: both land after b/bw + L.
+  CHECK(run.transfer_s.mean == rel_approx(2 * b / bw + lat, 1e-9));
+  CHECK(run.transfer_s.p99 == rel_approx(2 * b / bw + lat, 0.005));  // QuantileHistogram's 0.5%
+  // Two prefill replicas, each request on its own link, one decode replica without a limit of its
+  // own: both land after b/bw + L.
   spec.prefill_replicas = 2;
   const DisaggregatedRun two = run_disaggregated(spec, scheduler(), scheduler(), fixed_traffic(2, 2000, 3, true));
   CHECK(two.transfer_s.mean == rel_approx(b / bw + lat, 1e-9));
   CHECK(two.prefill_gpus == 2);
+  // The same, landing on one decode replica whose own link is 1 GB/s: they share it, 2 b/bw + L.
+  spec.decode_link_bytes_per_s = bw;
+  const DisaggregatedRun into_one = run_disaggregated(spec, scheduler(), scheduler(), fixed_traffic(2, 2000, 3, true));
+  CHECK(into_one.transfer_s.mean == rel_approx(2 * b / bw + lat, 1e-9));
+  // Two decode replicas: request 0 goes to the first, request 1 to the second, each link its own.
+  spec.decode_replicas = 2;
+  const DisaggregatedRun spread = run_disaggregated(spec, scheduler(), scheduler(), fixed_traffic(2, 2000, 3, true));
+  CHECK(spread.transfer_s.mean == rel_approx(b / bw + lat, 1e-9));
+  CHECK(spread.decode_pool.completed_requests == 2);
+  CHECK(spread.decode_gpus == 2);
 }
 
 TEST_CASE("serving disagg: a request of one output token finishes at the prefill, nothing moved") {

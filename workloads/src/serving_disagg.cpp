@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "sim/engine.hpp"
+#include "sim/flow.hpp"
 #include "workloads/serving_memory.hpp"
 
 namespace ctwin {
@@ -56,6 +58,7 @@ class ListSource final : public TrafficSource {
 struct PrefillDone {  // a request whose prefill completed, waiting for its KV to land
   RequestRecord rec;  // the prefill pool's record (output_tokens 1)
   int replica = 0;
+  int decode_replica = 0;
   Time ready{};  // its KV on the decode pool
 };
 
@@ -69,6 +72,7 @@ KvLink default_kv_link(const ClusterSpec& c, int prefill_replica_gpus, int prefi
   const double per_gpu_gbyte_per_s =
       l.same_node ? (c.intra_gbyte_per_s > 0 ? c.intra_gbyte_per_s : c.gpu.pcie_gbyte_per_s) : c.nic_gbyte_per_s;
   l.bytes_per_s = per_gpu_gbyte_per_s * 1e9 * std::min(prefill_replica_gpus, decode_replica_gpus);
+  l.decode_bytes_per_s = per_gpu_gbyte_per_s * 1e9 * decode_replica_gpus;
   l.latency_s = (l.same_node ? c.intra_latency_us : c.inter_latency_us) * 1e-6;
   return l;
 }
@@ -79,7 +83,7 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
                                    const SchedulerConfig& decode_sched, const TrafficSpec& traffic, ServingLoop loop) {
   if (spec.prefill_replicas < 1 || spec.decode_replicas < 1)
     throw std::invalid_argument("run_disaggregated: each pool needs at least one replica");
-  if (!(spec.link_bytes_per_s > 0) || spec.link_latency_s < 0)
+  if (!(spec.link_bytes_per_s > 0) || spec.link_latency_s < 0 || spec.decode_link_bytes_per_s < 0)
     throw std::invalid_argument("run_disaggregated: the KV link needs a bandwidth > 0 and a latency >= 0");
   DisaggregatedRun run;
   run.prefill_gpus = spec.prefill.gpus() * spec.prefill_replicas;
@@ -101,7 +105,7 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
     PrefillOnly src(std::move(shares[static_cast<std::size_t>(k)]), outputs);
     ServingHooks hooks;
     hooks.on_request = [&](const RequestRecord& r) {
-      if (!r.rejected) done.push_back({r, k, Time{}});
+      if (!r.rejected) done.push_back({.rec = r, .replica = k});
     };
     prefill_results.push_back(run_serving_replica(spec.prefill, prefill_sched, src, traffic.seed, hooks, loop).result);
   }
@@ -109,33 +113,63 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
   for (const PrefillDone& d : done) prefill_hist.record(d.rec);
   run.prefill_pool = merge_serving_results(prefill_results, prefill_hist);
 
-  // (2) The transfers: per prefill replica, in the order its prompts completed, one at a time.
-  std::stable_sort(done.begin(), done.end(), [](const PrefillDone& a, const PrefillDone& b) {
-    return a.replica != b.replica ? a.replica < b.replica : a.rec.first_token < b.rec.first_token;
-  });
-  Time link_free{0};
-  for (std::size_t i = 0; i < done.size(); ++i) {
-    PrefillDone& d = done[i];
-    if (i == 0 || done[i - 1].replica != d.replica) link_free = Time{0};
-    if (outputs[static_cast<std::size_t>(d.rec.request.id)] < 2) {  // one output token: nothing to move
-      d.ready = d.rec.first_token;
-      continue;
+  // (2) The transfers: each request's KV leaves when its prompt completes, prefill replica ->
+  // decode replica (round-robin by request id), as max-min flows over the two replicas' links.
+  const auto n_dec = static_cast<std::size_t>(spec.decode_replicas);
+  {
+    Engine engine;
+    FlowNetwork net(engine);
+    std::vector<LinkId> egress, ingress;
+    for (int k = 0; k < spec.prefill_replicas; ++k) egress.push_back(net.add_link(spec.link_bytes_per_s));
+    if (spec.decode_link_bytes_per_s > 0)
+      for (std::size_t k = 0; k < n_dec; ++k) ingress.push_back(net.add_link(spec.decode_link_bytes_per_s));
+    struct Ctx {
+      FlowNetwork* net;
+      std::vector<PrefillDone>* done;
+      const std::vector<LinkId>* egress;
+      const std::vector<LinkId>* ingress;
+      Engine* engine;
+      Time latency;
+      double kv_bytes_per_token;
+      int in_flight = 0;
+      int peak = 0;
+    } ctx{&net, &done, &egress, &ingress, &engine, seconds(spec.link_latency_s), run.kv_bytes_per_token};
+    for (std::size_t i = 0; i < done.size(); ++i) {
+      PrefillDone& d = done[i];
+      d.decode_replica = static_cast<int>(static_cast<std::size_t>(d.rec.request.id) % n_dec);
+      if (outputs[static_cast<std::size_t>(d.rec.request.id)] < 2) {  // one output token: nothing to move
+        d.ready = d.rec.first_token;
+        continue;
+      }
+      const double bytes = static_cast<double>(d.rec.request.prompt_tokens) * run.kv_bytes_per_token;
+      run.kv_transfer_bytes += bytes;
+      run.kv_transfer_busy_s += bytes / spec.link_bytes_per_s;
+      ++run.kv_transfers;
+      Ctx* c = &ctx;
+      engine.schedule_at(d.rec.first_token, [c, i] {
+        PrefillDone& x = (*c->done)[i];
+        std::vector<LinkId> path{(*c->egress)[static_cast<std::size_t>(x.replica)]};
+        if (!c->ingress->empty()) path.push_back((*c->ingress)[static_cast<std::size_t>(x.decode_replica)]);
+        c->peak = std::max(c->peak, ++c->in_flight);
+        const double b = static_cast<double>(x.rec.request.prompt_tokens) * c->kv_bytes_per_token;
+        c->net->start(
+            std::move(path), b,
+            [c, i] {
+              (*c->done)[i].ready = c->engine->now();
+              --c->in_flight;
+            },
+            c->latency);
+      });
     }
-    const double bytes = static_cast<double>(d.rec.request.prompt_tokens) * run.kv_bytes_per_token;
-    const Time start = std::max(link_free, d.rec.first_token);
-    link_free = start + seconds(bytes / spec.link_bytes_per_s);
-    d.ready = start + seconds(kv_transfer_s(bytes, spec.link_bytes_per_s, spec.link_latency_s));
-    run.kv_transfer_bytes += bytes;
-    run.kv_transfer_busy_s += bytes / spec.link_bytes_per_s;
-    ++run.kv_transfers;
+    engine.run();
+    run.kv_peak_concurrent_transfers = ctx.peak;
   }
 
-  // (3) The decode pool: requests in the order their KV lands (ties by id), renumbered so each
-  // decode replica sees ids rising with arrival, split round-robin.
+  // (3) The decode pool: each replica's requests in the order their KV lands (ties by id),
+  // renumbered so each decode replica sees ids rising with arrival.
   std::stable_sort(done.begin(), done.end(), [](const PrefillDone& a, const PrefillDone& b) {
     return a.ready != b.ready ? a.ready < b.ready : a.rec.request.id < b.rec.request.id;
   });
-  const auto n_dec = static_cast<std::size_t>(spec.decode_replicas);
   std::vector<std::vector<Request>> lists(n_dec);
   std::vector<std::size_t> by_decode_id;  // decode id -> index into done
   std::vector<Time> decode_admitted(done.size(), kUnset), decode_finish(done.size(), kUnset);
@@ -146,7 +180,7 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
     r.id = static_cast<std::int64_t>(by_decode_id.size());
     r.arrival = done[i].ready;
     r.prefilled = true;
-    lists[by_decode_id.size() % n_dec].push_back(r);
+    lists[static_cast<std::size_t>(done[i].decode_replica)].push_back(r);
     by_decode_id.push_back(i);
   }
   // The decode pool's host costs were paid at the prefill pool (the API server saw the request).

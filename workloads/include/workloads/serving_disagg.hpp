@@ -1,12 +1,15 @@
 // Disaggregated serving (xPyD, as DistServe, Splitwise and vLLM's disaggregated prefill run
 // it): a pool of prefill replicas computes each prompt and its first token, the prompt's KV
-// moves over a link to a pool of decode replicas, which generate the rest. Simulated in two
-// passes, exact because the prefill pool never waits on the decode pool (no backpressure is
-// modelled): (1) the prefill pool runs every request as a prefill-only one (output_tokens 1)
-// behind a round-robin split; (2) each prefill replica's KV transfers leave in the order its
-// prompts complete, one at a time on that replica's link (a FIFO: bytes / bandwidth busy, plus
-// a fixed latency), and (3) the decode pool, behind a round-robin split in the order the KV
-// lands, admits each as a Request::prefilled one. docs/serving.md, "Disaggregated prefill".
+// moves over the network to a pool of decode replicas, which generate the rest. Simulated in
+// three passes, exact because the prefill pool never waits on the decode pool (no backpressure
+// is modelled): (1) the prefill pool runs every request as a prefill-only one (output_tokens 1)
+// behind a round-robin split; (2) each request's KV leaves when its prompt completes, as a flow
+// from its prefill replica's link to its decode replica's link (round-robin by request, as
+// vLLM's disaggregation proxy picks both instances per request), and concurrent transfers share
+// those links by max-min fairness (sim/flow.hpp), so two transfers leaving one prefill replica,
+// or landing on one decode replica, slow each other; (3) each decode replica admits its
+// requests as Request::prefilled ones in the order their KV lands. docs/serving.md,
+// "Disaggregated prefill".
 #pragma once
 
 #include <cstdint>
@@ -22,10 +25,13 @@ struct DisaggregationSpec {
   ServingDeployment decode;   // one decode replica; its KV dtype sets the bytes moved
   int prefill_replicas = 1;
   int decode_replicas = 1;
-  // One prefill replica's link to the decode pool, all its GPUs' ports together, and the fixed
-  // latency of one transfer.
+  // One prefill replica's link to the decode pool, all its GPUs' ports together (also the most a
+  // single transfer can take), and the fixed latency of one transfer.
   double link_bytes_per_s = 0;
   double link_latency_s = 0;
+  // One decode replica's link from the prefill pool, all its GPUs' ports together; 0: no limit
+  // on the decode side (only the prefill replicas' links are shared).
+  double decode_link_bytes_per_s = 0;
 };
 
 // A prefill replica's KV link as the cluster gives it: when both pools fit one node, the
@@ -34,14 +40,15 @@ struct DisaggregationSpec {
 // (each of the prefill replica's GPUs sends its shard over its own port, min(prefill GPUs,
 // decode GPUs) of them in parallel).
 struct KvLink {
-  double bytes_per_s = 0;
+  double bytes_per_s = 0;         // a prefill replica's side
+  double decode_bytes_per_s = 0;  // a decode replica's side: per GPU, times its GPUs
   double latency_s = 0;
   bool same_node = false;
 };
 KvLink default_kv_link(const ClusterSpec& c, int prefill_replica_gpus, int prefill_replicas, int decode_replica_gpus,
                        int decode_replicas);
 
-// One transfer of `bytes` on an idle link: bytes / bytes_per_s + latency_s.
+// One transfer of `bytes` alone on its links: bytes / bytes_per_s + latency_s.
 double kv_transfer_s(double bytes, double bytes_per_s, double latency_s);
 
 struct DisaggregatedRun {
@@ -54,13 +61,14 @@ struct DisaggregatedRun {
   // iterations, GPU time and KV statistics summed over both pools.
   ServingResult merged;
   // Over the completed requests: the TTFT's parts (request overhead aside), and what follows.
-  LatencySummary prefill_queueing_s;  // scheduler saw it -> its prefill first scheduled
-  LatencySummary prefill_s;           // first scheduled -> first token (the prompt's iterations)
-  LatencySummary transfer_s;          // first token -> KV landed (link queueing + bytes / bw + latency)
-  LatencySummary decode_queueing_s;   // KV landed -> admitted by a decode replica
-  double kv_bytes_per_token = 0;      // the model's, at the decode pool's KV dtype
-  double kv_transfer_bytes = 0;       // moved in all
-  double kv_transfer_busy_s = 0;      // sum of the links' busy time (bytes / bandwidth)
+  LatencySummary prefill_queueing_s;     // scheduler saw it -> its prefill first scheduled
+  LatencySummary prefill_s;              // first scheduled -> first token (the prompt's iterations)
+  LatencySummary transfer_s;             // first token -> KV landed (link queueing + bytes / bw + latency)
+  LatencySummary decode_queueing_s;      // KV landed -> admitted by a decode replica
+  double kv_bytes_per_token = 0;         // the model's, at the decode pool's KV dtype
+  double kv_transfer_bytes = 0;          // moved in all
+  double kv_transfer_busy_s = 0;         // sum over transfers of bytes / the prefill link's bandwidth
+  int kv_peak_concurrent_transfers = 0;  // most transfers in flight at once
   std::int64_t kv_transfers = 0;
   int prefill_gpus = 0, decode_gpus = 0;  // each pool's, all replicas
 };
