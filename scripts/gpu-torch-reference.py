@@ -4,6 +4,12 @@ run, forward and backward, and cuBLAS BF16/FP8 GEMMs, at the twin scenarios' sha
 JSON object (docs/realrun-cuda.md, "Measured on an H200"). Needs torch with CUDA.
 
     python3 scripts/gpu-torch-reference.py > torch-reference.json
+    python3 scripts/gpu-torch-reference.py serving > torch-serving-reference.json
+
+`serving` times what a serving engine's attention does at the serving twin's shapes
+(scenarios/twin/h200-serving.json, Llama-3-8B: 32 heads, 8 KV heads, head_dim 128): decode (one
+query a sequence over a contiguous KV of a given context, SDPA; vLLM's paged kernels read
+the same bytes through a block table) and a prefill chunk.
 """
 import json
 import statistics
@@ -55,6 +61,34 @@ def gemm(m, n, k, fp8=False):
     return {"m": m, "n": n, "k": k, "dtype": "fp8" if fp8 else "bf16", "s": t, "tflops": 2 * m * n * k / t / 1e12}
 
 
+def decode_attention(batch, context, heads=32, kv_heads=8, head_dim=128):
+    q = torch.randn(batch, heads, 1, head_dim, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(batch, kv_heads, context, head_dim, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    t = timed(lambda: sdpa(q, k, v, enable_gqa=True))
+    kv_bytes = 2 * batch * kv_heads * context * head_dim * 2
+    return {"batch": batch, "context": context, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
+            "s": t, "kv_gbyte_per_s": kv_bytes / t / 1e9}
+
+
+def serving():
+    torch.manual_seed(1)
+    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
+           "decode_attention": [], "prefill_attention": []}
+    for batch, context in [(1, 1024), (8, 1024), (32, 1024), (64, 1024), (64, 2048), (32, 4096), (16, 8192)]:
+        try:
+            out["decode_attention"].append(decode_attention(batch, context))
+        except Exception as e:  # noqa: BLE001
+            out["decode_attention"].append({"batch": batch, "context": context, "error": str(e)})
+    for shape in [(1, 32, 8, 1024, 128), (1, 32, 8, 4096, 128)]:
+        try:
+            out["prefill_attention"].append(attention(*shape))
+        except Exception as e:  # noqa: BLE001
+            out["prefill_attention"].append({"shape": shape, "error": str(e)})
+    print(json.dumps(out, indent=1))
+
+
 def main():
     torch.manual_seed(1)
     out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
@@ -76,4 +110,6 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    serving() if sys.argv[1:] == ["serving"] else main()

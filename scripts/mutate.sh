@@ -27,6 +27,12 @@
 # --min-score (default 0.90), or when any mutation is stale or does not compile; 2 on a usage
 # error or when the unmutated tree does not build or pass.
 #
+# Killer hints (tests/mutation-killers.txt, "ID<TAB>EXECUTABLE<TAB>TEST CASE" a line): the case that
+# killed a mutation last time runs first, alone (doctest -tc); if it fails the mutant is killed,
+# else the whole order above runs as without a hint. A hint only changes how soon a mutant dies,
+# never the verdict, so a stale hint costs one extra test run. `--record-killers` writes this
+# run's killers into the hint file (merged by id, under a lock, so shards can share it).
+#
 # Format of the mutation list: blocks separated by blank lines; '#' starts a comment line.
 #   id: zero-1-shards-optimizer        unique name
 #   file: workloads/src/memory.cpp     path from the repository root
@@ -48,6 +54,8 @@ workdir=""
 timeout_s=""
 verbose=0
 doctest_filter=()
+hints_file=tests/mutation-killers.txt
+record_killers=0
 
 usage() {
   sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -65,6 +73,8 @@ Options:
   --source-file GLOB  run only the test cases of matching test files (doctest -sf), to see
                       whether one file's tests kill a mutant: --source-file '*test_presets.cpp'
   --verbose           show build and test output of failures
+  --hints FILE        killer hints (default tests/mutation-killers.txt; 'none' for no hints)
+  --record-killers    write this run's killers into the hint file
 EOF
 }
 
@@ -88,6 +98,9 @@ while [[ $# -gt 0 ]]; do
     --timeout=*) timeout_s=${1#*=}; shift ;;
     --source-file) doctest_filter=("--source-file=${2:?--source-file needs a pattern}"); shift 2 ;;
     --source-file=*) doctest_filter=("--source-file=${1#*=}"); shift ;;
+    --hints) hints_file=${2:?--hints needs a file}; shift 2 ;;
+    --hints=*) hints_file=${1#*=}; shift ;;
+    --record-killers) record_killers=1; shift ;;
     --verbose | -v) verbose=1; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "mutate: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -99,6 +112,15 @@ if ! [[ $min_score =~ ^[0-9]*\.?[0-9]+$ ]] || awk -v s="$min_score" 'BEGIN { exi
 fi
 [[ $list_file = /* ]] || list_file=$root/$list_file
 [[ -f $list_file ]] || { echo "mutate: no mutation list at $list_file" >&2; exit 2; }
+[[ $hints_file == none || $hints_file = /* ]] || hints_file=$root/$hints_file
+declare -A hint_exe hint_case
+if [[ $hints_file != none && -f $hints_file ]]; then
+  while IFS=$'\t' read -r h_id h_exe h_case; do
+    [[ -z $h_id || $h_id == '#'* || -z $h_exe || -z $h_case ]] && continue
+    hint_exe[$h_id]=$h_exe
+    hint_case[$h_id]=$h_case
+  done <"$hints_file"
+fi
 
 # Progress goes to stderr under --json, so stdout holds the JSON alone.
 say() { if [[ $json -eq 1 ]]; then printf '%s\n' "$*" >&2; else printf '%s\n' "$*"; fi; }
@@ -374,7 +396,27 @@ for i in "${selected[@]}"; do
     substitute "$work/original" "${origs[i]}" "${repls[i]}" >"$f"
     status=survived
     log=$logs/${ids[i]}
-    while read -r t p; do
+    hinted=0
+    if [[ -n ${hint_exe[${ids[i]}]:-} ]] && [[ " ${tests[*]} " == *" ${hint_exe[${ids[i]}]} "* ]]; then
+      t=${hint_exe[${ids[i]}]}
+      tb=$EPOCHREALTIME
+      if cmake --build "$build" --parallel "$jobs" --target "$t" >"$log.build.log" 2>&1; then
+        build_s=$(awk -v s="$build_s" -v a="$tb" -v b="$EPOCHREALTIME" 'BEGIN { print s + b - a }')
+        tt=$EPOCHREALTIME
+        # doctest splits -tc at commas; a backslash escapes one (and itself).
+        filter=${hint_case[${ids[i]}]//\\/\\\\}
+        filter=${filter//,/\\,}
+        run_test "$t" "$(limit_for "$t" quick)" "$log.test.log" "--test-case=$filter" "${doctest_filter[@]}"
+        rc=$?
+        test_s=$(awk -v s="$test_s" -v a="$tt" -v b="$EPOCHREALTIME" 'BEGIN { print s + b - a }')
+        passes=$((passes + 1))
+        if [[ $rc -ne 0 && $rc -ne 124 && $rc -ne 137 ]]; then
+          status=killed hinted=1
+          killer="$t: ${hint_case[${ids[i]}]}"
+        fi
+      fi
+    fi
+    [[ $hinted -eq 1 ]] || while read -r t p; do
       tb=$EPOCHREALTIME
       built=1
       cmake --build "$build" --parallel "$jobs" --target "$t" >"$log.build.log" 2>&1 || built=0
@@ -419,6 +461,24 @@ for i in "${selected[@]}"; do
   fi
   say "$(printf '[%d/%d] %-8s %-34s %6ss  %s%s' "$k" "$n_sel" "$label" "${ids[i]}" "$dt" "$detail" "$split")"
 done
+
+# ------------------------------------------------------------------ killer hints
+if [[ $record_killers -eq 1 && $hints_file != none ]]; then
+  new_hints=$(mktemp)
+  for j in "${!selected[@]}"; do
+    [[ ${statuses[j]} == killed && ${killers[j]} == *": "* ]] || continue
+    printf '%s\t%s\t%s\n' "${ids[selected[j]]}" "${killers[j]%%: *}" "${killers[j]#*: }" >>"$new_hints"
+  done
+  (
+    flock 9
+    { [[ -f $hints_file ]] && grep -v '^#' "$hints_file"; } | awk -F'\t' 'NR == FNR { seen[$1] = 1; print; next } !($1 in seen)' "$new_hints" - |
+      sort -t$'\t' -k1,1 >"$hints_file.tmp"
+    { echo "# Killer hints for scripts/mutate.sh (ID, test executable, test case), written by --record-killers."
+      cat "$hints_file.tmp"; } >"$hints_file"
+    rm -f "$hints_file.tmp"
+  ) 9>"$hints_file.lock"
+  rm -f "$new_hints" "$hints_file.lock"
+fi
 
 # ------------------------------------------------------------------ summary
 killed=0 survived=0 stale=0 nobuild=0
