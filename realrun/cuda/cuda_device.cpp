@@ -268,8 +268,12 @@ void CudaDevice::run_attention(cudaStream_t s, const OpCost& op) {
     table_key_ = key;
   }
   const int max_blocks = static_cast<int>((a.kv_len + cuda_.kv_block_size - 1) / cuda_.kv_block_size);
+  // The split-K partials sit in O's buffer after O, as buffers_for sized it.
+  const DecodeSplit split = plan_decode_split(a.seqs, a.kv_heads, a.kv_len);
+  const std::size_t o_bytes = static_cast<std::size_t>(seqs) * static_cast<std::size_t>(heads * hd) * 2;
   check(attention_decode_paged(buf_[0], kv, kv + half, buf_[2], table_, lens_, seqs, max_blocks, cuda_.kv_block_size,
-                               heads, hd, s),
+                               heads, static_cast<int>(a.kv_heads), hd, split.splits, split.keys_per_split,
+                               static_cast<char*>(buf_[2]) + (o_bytes + 255) / 256 * 256, s),
         what + " (paged decode)");
 }
 

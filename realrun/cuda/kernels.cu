@@ -7,6 +7,7 @@
 #include <mma.h>
 
 #include <cmath>
+#include <cstdint>
 
 #include "realrun/cuda_kernels.hpp"
 
@@ -248,14 +249,19 @@ __global__ void prefill_tc_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k
   }
 }
 
+// The first decode kernel: a warp a (sequence, query head), lane l holding dimensions
+// l*E .. l*E+E-1, a serial loop over the keys with a warp reduction each. Every query head reads
+// its K/V head's rows again (heads / kv_heads times) and one warp a head leaves the GPU
+// latency-bound; kept as an on-GPU reference for the split kernel below.
 template <int D>
-__global__ void decode_kernel(const __nv_bfloat16* q, const __nv_bfloat16* kp, const __nv_bfloat16* vp,
-                              __nv_bfloat16* o, const std::int32_t* table, const std::int32_t* lens, int max_blocks,
-                              int block_size, int heads) {
+__global__ void decode_simple_kernel(const __nv_bfloat16* q, const __nv_bfloat16* kp, const __nv_bfloat16* vp,
+                                     __nv_bfloat16* o, const std::int32_t* table, const std::int32_t* lens,
+                                     int max_blocks, int block_size, int heads, int kv_heads) {
   constexpr int E = D / kWarp;
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const int h = static_cast<int>(blockIdx.x) * kWarps + warp, s = static_cast<int>(blockIdx.y);
   if (h >= heads) return;
+  const int kvh = h / (heads / kv_heads);
   const float scale = rsqrtf(static_cast<float>(D));
   const std::size_t qbase = (static_cast<std::size_t>(s) * heads + h) * D + lane * E;
   float qv[E];
@@ -266,7 +272,7 @@ __global__ void decode_kernel(const __nv_bfloat16* q, const __nv_bfloat16* kp, c
   for (int j = 0; j < ctx; ++j) {
     const int block = table[static_cast<std::size_t>(s) * max_blocks + j / block_size];
     const std::size_t base =
-        ((static_cast<std::size_t>(block) * block_size + j % block_size) * heads + h) * D + lane * E;
+        ((static_cast<std::size_t>(block) * block_size + j % block_size) * kv_heads + kvh) * D + lane * E;
     float dot = 0, vv[E];
 #pragma unroll
     for (int e = 0; e < E; ++e) {
@@ -277,6 +283,229 @@ __global__ void decode_kernel(const __nv_bfloat16* q, const __nv_bfloat16* kp, c
   }
 #pragma unroll
   for (int e = 0; e < E; ++e) o[qbase + e] = __float2bfloat16(ctx > 0 ? sm.acc[e] / sm.l : 0.0f);
+}
+
+// Flash-decoding over the paged cache (FlashDecoding; vLLM's paged_attention v2). A block of
+// kDecodeWarps warps takes one (sequence, K/V head, split of the keys) and G query heads of that
+// K/V head's group, so each K/V row is read from HBM once for all of them. A key's row is read by
+// L = D / 8 lanes, 16 bytes each (one vector load a lane), so a warp takes 32 / L keys at once
+// and each lane issues kDecodeUnroll loads before it uses any; the dot products are reduced
+// across the row's lanes by shuffles. Scores stay in shared memory (keys_per_split x G), the
+// split's softmax is exact (max, then exp2 and sum), and P V is accumulated the same way. One
+// split writes the BF16 output; several write FP32 partials (output over sum, max, sum) for
+// decode_reduce_kernel. Scores are in log2 units (q is scaled by log2(e) / sqrt(D)) so exp2f
+// serves as the exponential.
+constexpr int kDecodeWarps = 4;
+constexpr int kDecodeUnroll = 4;
+
+// Eight BF16 (a 16-byte load) to FP32: a BF16 is the top half of an FP32.
+__device__ __forceinline__ void bf16x8_to_float(const uint4& u, float* f) {
+  const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+__device__ float warp_max(float x) {
+  for (int o = kWarp / 2; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
+template <int D, int G>
+constexpr std::size_t decode_smem_bytes(int keys_per_split) {
+  return sizeof(float) * (static_cast<std::size_t>(G) * keys_per_split + 2 * G + kDecodeWarps * G * D);
+}
+
+template <int D, int G>
+__global__ void __launch_bounds__(kDecodeWarps* kWarp)
+    decode_split_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ kp,
+                        const __nv_bfloat16* __restrict__ vp, __nv_bfloat16* __restrict__ o, float* __restrict__ part,
+                        const std::int32_t* __restrict__ table, const std::int32_t* __restrict__ lens, int max_blocks,
+                        int block_size, int block_shift, int heads, int kv_heads, int splits, int keys_per_split) {
+  constexpr int L = D / 8;        // lanes a key row
+  constexpr int KPW = kWarp / L;  // keys a warp reads at once
+  constexpr int U = kDecodeUnroll;
+  constexpr int STEP = kDecodeWarps * KPW * U;  // keys the block covers an iteration
+  extern __shared__ __align__(16) unsigned char decode_smem[];
+  auto* scores = reinterpret_cast<float*>(decode_smem);  // [G][keys_per_split]
+  float* stats = scores + G * keys_per_split;            // [G] maxima, then [G] sums
+  float* red = stats + 2 * G;                            // [warps][G][D]
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
+  const int slot = lane / L, part_of_row = lane % L;
+  const int split = static_cast<int>(blockIdx.x), s = static_cast<int>(blockIdx.z);
+  const int group = heads / kv_heads, subgroups = group / G;
+  const int kvh = static_cast<int>(blockIdx.y) / subgroups;
+  const int h0 = kvh * group + static_cast<int>(blockIdx.y) % subgroups * G;  // G consecutive query heads
+  const std::size_t obase = (static_cast<std::size_t>(s) * heads + h0) * D;
+  const int ctx = lens[s];
+  const int k0 = split * keys_per_split;
+  const int n = min(ctx - k0, keys_per_split);  // keys of this split
+  if (n <= 0) {
+    // Past the sequence's end: the reduce skips this split; alone, the output is zero.
+    if (splits == 1) {
+      for (int i = tid; i < G * D; i += static_cast<int>(blockDim.x)) o[obase + i] = __float2bfloat16(0.0f);
+    }
+    return;
+  }
+  const float qscale = rsqrtf(static_cast<float>(D)) * 1.4426950408889634f;
+  float qv[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    bf16x8_to_float(*reinterpret_cast<const uint4*>(q + obase + g * D + part_of_row * 8), qv[g]);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) qv[g][e] *= qscale;
+  }
+  const std::int32_t* row = table + static_cast<std::size_t>(s) * max_blocks;
+  const auto offset = [&](int j) {  // element offset of this lane's 8 values of the split's key j
+    const int key = k0 + j;
+    // Blocks of a power of two (vLLM's 16) by shift and mask: an integer division a load would
+    // cost a noticeable share of the issue slots of a kernel that only streams.
+    const int b = block_shift >= 0 ? key >> block_shift : key / block_size;
+    const int in_block = block_shift >= 0 ? key & (block_size - 1) : key % block_size;
+    const auto block = static_cast<std::size_t>(row[b]);
+    return ((block * block_size + in_block) * kv_heads + kvh) * D + part_of_row * 8;
+  };
+
+  // Scores: q . k for the G heads.
+  for (int base = warp * KPW * U; base < n; base += STEP) {
+    uint4 r[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = base + u * KPW + slot;
+      r[u] = j < n ? *reinterpret_cast<const uint4*>(kp + offset(j)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float kf[8], dot[G];
+      bf16x8_to_float(r[u], kf);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        dot[g] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dot[g] = fmaf(qv[g][e], kf[e], dot[g]);
+      }
+#pragma unroll
+      for (int off = L / 2; off > 0; off /= 2) {
+#pragma unroll
+        for (int g = 0; g < G; ++g) dot[g] += __shfl_xor_sync(0xffffffffu, dot[g], off);
+      }
+      const int j = base + u * KPW + slot;
+      if (part_of_row == 0 && j < n) {
+#pragma unroll
+        for (int g = 0; g < G; ++g) scores[g * keys_per_split + j] = dot[g];
+      }
+    }
+  }
+  __syncthreads();
+
+  // The split's softmax, a warp a head: max, then p = 2^(score - max) in place, and their sum.
+  for (int g = warp; g < G; g += kDecodeWarps) {
+    float* sg = scores + g * keys_per_split;
+    float m = -INFINITY;
+    for (int j = lane; j < n; j += kWarp) m = fmaxf(m, sg[j]);
+    m = warp_max(m);
+    float l = 0.0f;
+    for (int j = lane; j < n; j += kWarp) {
+      const float p = exp2f(sg[j] - m);
+      sg[j] = p;
+      l += p;
+    }
+    l = warp_sum(l);
+    if (lane == 0) {
+      stats[g] = m;
+      stats[G + g] = l;
+    }
+  }
+  __syncthreads();
+
+  // P V: each lane accumulates its 8 dimensions over its keys, for the G heads.
+  float acc[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[g][e] = 0.0f;
+  }
+  for (int base = warp * KPW * U; base < n; base += STEP) {
+    uint4 r[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = base + u * KPW + slot;
+      r[u] = j < n ? *reinterpret_cast<const uint4*>(vp + offset(j)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = base + u * KPW + slot;
+      if (j < n) {
+        float vf[8];
+        bf16x8_to_float(r[u], vf);
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          const float p = scores[g * keys_per_split + j];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[g][e] = fmaf(p, vf[e], acc[g][e]);
+        }
+      }
+    }
+  }
+  // A warp's key slots hold the same dimensions; then the warps, through shared memory.
+#pragma unroll
+  for (int off = L; off < kWarp; off *= 2) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[g][e] += __shfl_xor_sync(0xffffffffu, acc[g][e], off);
+    }
+  }
+  if (slot == 0) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) red[(warp * G + g) * D + part_of_row * 8 + e] = acc[g][e];
+    }
+  }
+  __syncthreads();
+  for (int i = tid; i < G * D; i += static_cast<int>(blockDim.x)) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w) sum += red[w * G * D + i];
+    const float out = sum / stats[G + i / D];
+    if (splits == 1) {
+      o[obase + i] = __float2bfloat16(out);
+    } else {
+      const int g = i / D;
+      part[((static_cast<std::size_t>(s) * heads + h0 + g) * splits + split) * D + i % D] = out;
+    }
+  }
+  if (splits > 1 && tid < G) {
+    float* ml = part + static_cast<std::size_t>(gridDim.z) * heads * splits * D;
+    const std::size_t i = (static_cast<std::size_t>(s) * heads + h0 + tid) * splits + split;
+    ml[2 * i] = stats[tid];
+    ml[2 * i + 1] = stats[G + tid];
+  }
+}
+
+// Combines a (sequence, head)'s splits: with M the largest split max, split i weighs
+// l_i 2^(m_i - M), and the output is the weighted mean of the splits' outputs. Splits past the
+// sequence's end were never written and are not read. A thread a dimension.
+template <int D>
+__global__ void decode_reduce_kernel(const float* __restrict__ part, __nv_bfloat16* __restrict__ o,
+                                     const std::int32_t* __restrict__ lens, int heads, int splits, int keys_per_split) {
+  const int h = static_cast<int>(blockIdx.x), s = static_cast<int>(blockIdx.y), d = static_cast<int>(threadIdx.x);
+  const int ctx = max(0, lens[s]);
+  const int used = min(splits, (ctx + keys_per_split - 1) / keys_per_split);
+  const std::size_t base = (static_cast<std::size_t>(s) * heads + h) * splits;
+  const float* ml = part + static_cast<std::size_t>(gridDim.y) * heads * splits * D;
+  float m = -INFINITY;
+  for (int i = 0; i < used; ++i) m = fmaxf(m, ml[2 * (base + i)]);
+  float wsum = 0.0f, acc = 0.0f;
+  for (int i = 0; i < used; ++i) {
+    const float w = ml[2 * (base + i) + 1] * exp2f(ml[2 * (base + i)] - m);
+    wsum += w;
+    acc = fmaf(w, part[(base + i) * D + d], acc);
+  }
+  o[(static_cast<std::size_t>(s) * heads + h) * D + d] = __float2bfloat16(used > 0 ? acc / wsum : 0.0f);
 }
 
 __global__ void rmsnorm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, std::int64_t rows,
@@ -379,21 +608,99 @@ cudaError_t attention_prefill(const void* q, const void* k, const void* v, void*
   return cudaErrorInvalidValue;
 }
 
+namespace {
+// log2 of a power of two, else -1.
+int block_shift(int block_size) {
+  if ((block_size & (block_size - 1)) != 0) return -1;
+  int shift = 0;
+  while ((1 << shift) < block_size) ++shift;
+  return shift;
+}
+
+template <int D, int G>
+cudaError_t launch_decode_split(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                __nv_bfloat16* o, float* part, const std::int32_t* table, const std::int32_t* lens,
+                                int seqs, int max_blocks, int block_size, int heads, int kv_heads, int splits,
+                                int keys_per_split, cudaStream_t s) {
+  const dim3 grid(splits, heads / G, seqs);  // (K/V head, subgroup of G query heads) along y
+  decode_split_kernel<D, G><<<grid, kDecodeWarps * kWarp, decode_smem_bytes<D, G>(keys_per_split), s>>>(
+      q, k, v, o, part, table, lens, max_blocks, block_size, block_shift(block_size), heads, kv_heads, splits,
+      keys_per_split);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess || splits == 1) return e;
+  decode_reduce_kernel<D><<<dim3(heads, seqs), D, 0, s>>>(part, o, lens, heads, splits, keys_per_split);
+  return cudaGetLastError();
+}
+
+template <int D>
+cudaError_t launch_decode_group(int g, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                __nv_bfloat16* o, float* part, const std::int32_t* table, const std::int32_t* lens,
+                                int seqs, int max_blocks, int block_size, int heads, int kv_heads, int splits,
+                                int keys_per_split, cudaStream_t s) {
+  switch (g) {
+    case 8:
+      return launch_decode_split<D, 8>(q, k, v, o, part, table, lens, seqs, max_blocks, block_size, heads, kv_heads,
+                                       splits, keys_per_split, s);
+    case 4:
+      return launch_decode_split<D, 4>(q, k, v, o, part, table, lens, seqs, max_blocks, block_size, heads, kv_heads,
+                                       splits, keys_per_split, s);
+    case 2:
+      return launch_decode_split<D, 2>(q, k, v, o, part, table, lens, seqs, max_blocks, block_size, heads, kv_heads,
+                                       splits, keys_per_split, s);
+    default:
+      return launch_decode_split<D, 1>(q, k, v, o, part, table, lens, seqs, max_blocks, block_size, heads, kv_heads,
+                                       splits, keys_per_split, s);
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+}  // namespace
+
 cudaError_t attention_decode_paged(const void* q, const void* k_pool, const void* v_pool, void* o,
                                    const std::int32_t* block_table, const std::int32_t* context_lens, int seqs,
-                                   int max_blocks, int block_size, int heads, int head_dim, cudaStream_t s) {
-  if (seqs < 1 || heads < 1 || block_size < 1 || max_blocks < 1 || seqs > 65535) return cudaErrorInvalidValue;
+                                   int max_blocks, int block_size, int heads, int kv_heads, int head_dim, int splits,
+                                   int keys_per_split, void* workspace, cudaStream_t s) {
+  if (seqs < 1 || seqs > 65535 || heads < 1 || heads > 65535 || kv_heads < 1 || heads % kv_heads != 0 ||
+      block_size < 1 || max_blocks < 1 || splits < 1 || splits > 65535 || keys_per_split < 1 || keys_per_split > 512 ||
+      static_cast<std::int64_t>(splits) * keys_per_split <= std::int64_t{max_blocks - 1} * block_size ||
+      (splits > 1 && workspace == nullptr) || !aligned16(q) || !aligned16(k_pool) || !aligned16(v_pool))
+    return cudaErrorInvalidValue;
+  // The widest group of query heads a block takes: 8, 4, 2 or 1 dividing heads / kv_heads
+  // (otherwise a K/V row is read once for each such subgroup).
+  const int group = heads / kv_heads;
+  const int g = group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
+  const auto* qb = static_cast<const __nv_bfloat16*>(q);
+  const auto* kb = static_cast<const __nv_bfloat16*>(k_pool);
+  const auto* vb = static_cast<const __nv_bfloat16*>(v_pool);
+  auto* ob = static_cast<__nv_bfloat16*>(o);
+  auto* part = static_cast<float*>(workspace);
+  if (head_dim == 128)
+    return launch_decode_group<128>(g, qb, kb, vb, ob, part, block_table, context_lens, seqs, max_blocks, block_size,
+                                    heads, kv_heads, splits, keys_per_split, s);
+  if (head_dim == 64)
+    return launch_decode_group<64>(g, qb, kb, vb, ob, part, block_table, context_lens, seqs, max_blocks, block_size,
+                                   heads, kv_heads, splits, keys_per_split, s);
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t attention_decode_paged_simple(const void* q, const void* k_pool, const void* v_pool, void* o,
+                                          const std::int32_t* block_table, const std::int32_t* context_lens, int seqs,
+                                          int max_blocks, int block_size, int heads, int kv_heads, int head_dim,
+                                          cudaStream_t s) {
+  if (seqs < 1 || heads < 1 || kv_heads < 1 || heads % kv_heads != 0 || block_size < 1 || max_blocks < 1 ||
+      seqs > 65535)
+    return cudaErrorInvalidValue;
   const dim3 grid((heads + kWarps - 1) / kWarps, seqs);
   const auto* qb = static_cast<const __nv_bfloat16*>(q);
   const auto* kb = static_cast<const __nv_bfloat16*>(k_pool);
   const auto* vb = static_cast<const __nv_bfloat16*>(v_pool);
   auto* ob = static_cast<__nv_bfloat16*>(o);
   if (head_dim == 128) {
-    decode_kernel<128>
-        <<<grid, kWarps * kWarp, 0, s>>>(qb, kb, vb, ob, block_table, context_lens, max_blocks, block_size, heads);
+    decode_simple_kernel<128><<<grid, kWarps * kWarp, 0, s>>>(qb, kb, vb, ob, block_table, context_lens, max_blocks,
+                                                              block_size, heads, kv_heads);
   } else if (head_dim == 64) {
-    decode_kernel<64>
-        <<<grid, kWarps * kWarp, 0, s>>>(qb, kb, vb, ob, block_table, context_lens, max_blocks, block_size, heads);
+    decode_simple_kernel<64><<<grid, kWarps * kWarp, 0, s>>>(qb, kb, vb, ob, block_table, context_lens, max_blocks,
+                                                             block_size, heads, kv_heads);
   } else {
     return cudaErrorInvalidValue;
   }

@@ -143,6 +143,16 @@ AttentionPlan plan_attention(const OpCost& op, int head_dim) {
   p.pairs = static_cast<double>(p.seqs) * (Q * (L - Q) + Q * (Q + 1) / 2);
   p.heads = at_least_one(op.flops / (4 * p.pairs * p.head_dim));
   p.flops = 4 * p.pairs * static_cast<double>(p.heads) * p.head_dim;
+  // bytes = 2 (query_tokens 2 heads head_dim + kv_tokens 2 kv_heads head_dim), BF16.
+  p.kv_heads = p.heads;
+  if (op.bytes > 0 && kv_total > 0) {
+    const double q_bytes = 2 * q_total * 2 * static_cast<double>(p.heads * p.head_dim);
+    const double kv = std::round((op.bytes - q_bytes) / (2 * kv_total * 2 * static_cast<double>(p.head_dim)));
+    if (kv >= 1) {
+      p.kv_heads = static_cast<std::int64_t>(std::min(kv, static_cast<double>(p.heads)));
+      while (p.heads % p.kv_heads != 0) ++p.kv_heads;
+    }
+  }
   return p;
 }
 
@@ -173,6 +183,24 @@ BlockTable build_block_table(const std::vector<std::int32_t>& context_lens, int 
     }
   }
   return t;
+}
+
+DecodeSplit plan_decode_split(std::int64_t seqs, std::int64_t kv_heads, std::int64_t max_context) {
+  const std::int64_t ctx = std::max<std::int64_t>(1, max_context);
+  const std::int64_t items = std::max<std::int64_t>(1, seqs) * std::max<std::int64_t>(1, kv_heads);
+  const std::int64_t fill = (kDecodeWorkItems + items - 1) / items;
+  const std::int64_t most = (ctx + kDecodeMinSplitKeys - 1) / kDecodeMinSplitKeys;
+  const std::int64_t least = (ctx + kDecodeMaxSplitKeys - 1) / kDecodeMaxSplitKeys;
+  const std::int64_t splits = std::max(std::min(fill, most), least);
+  DecodeSplit d;
+  d.keys_per_split = static_cast<int>(((ctx + splits - 1) / splits + 15) / 16 * 16);
+  d.splits = static_cast<int>((ctx + d.keys_per_split - 1) / d.keys_per_split);
+  return d;
+}
+
+std::size_t decode_workspace_bytes(std::int64_t seqs, std::int64_t heads, int splits, std::int64_t head_dim) {
+  if (splits <= 1) return 0;
+  return static_cast<std::size_t>(seqs * heads * splits * (head_dim + 2)) * sizeof(float);
 }
 
 StreamPlan plan_stream(const OpCost& op) {
@@ -218,9 +246,13 @@ std::array<std::size_t, 3> buffers_for(const OpCost& op, Dtype step_dtype, int s
       const AttentionPlan a = plan_attention(op, head_dim);
       const auto width = static_cast<std::size_t>(a.heads * a.head_dim) * 2;
       const auto q = static_cast<std::size_t>(a.seqs * a.q_len) * width;
+      if (!a.decode) return {q, 2 * static_cast<std::size_t>(a.seqs * a.kv_len) * width, q};
       const std::int64_t bs = std::max(1, kv_block_size);
-      const std::int64_t keys = a.decode ? (a.kv_len + bs - 1) / bs * bs : a.kv_len;
-      return {q, 2 * static_cast<std::size_t>(a.seqs * keys) * width, q};
+      const std::int64_t keys = (a.kv_len + bs - 1) / bs * bs;
+      const auto kv_width = static_cast<std::size_t>(a.kv_heads * a.head_dim) * 2;
+      const std::size_t ws =
+          decode_workspace_bytes(a.seqs, a.heads, plan_decode_split(a.seqs, a.kv_heads, a.kv_len).splits, a.head_dim);
+      return {q, 2 * static_cast<std::size_t>(a.seqs * keys) * kv_width, ws > 0 ? (q + 255) / 256 * 256 + ws : q};
     }
     default: {
       const StreamPlan s = plan_stream(op);

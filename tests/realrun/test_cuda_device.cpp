@@ -5,7 +5,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -147,44 +150,198 @@ TEST_CASE("GPU: both prefill attention kernels equal causal softmax attention co
   }
 }
 
-TEST_CASE("GPU: paged decode attention reads each sequence's keys through the block table") {
+TEST_CASE("GPU: paged decode attention (split-K, GQA) equals softmax attention through the block table on the host") {
   if (no_gpu()) return;
-  const int heads = 2, d = 128, bs = 16;
-  const std::vector<std::int32_t> lens = {1, 16, 45};
-  const BlockTable t = build_block_table(lens, bs);
-  const auto q = bf16_values(lens.size() * heads * d, 4);
-  const std::size_t pool = static_cast<std::size_t>(t.total_blocks) * bs * heads * d;
-  const auto k = bf16_values(pool, 5);
-  const auto v = bf16_values(pool, 6);
-  auto* dq = upload(q);
-  auto* dk = upload(k);
-  auto* dv = upload(v);
-  auto* dt = upload(t.table);
-  auto* dl = upload(t.context_lens);
-  auto* dout = upload(std::vector<std::uint16_t>(q.size()));
-  REQUIRE(cuda::attention_decode_paged(dq, dk, dv, dout, dt, dl, t.seqs, t.max_blocks, bs, heads, d, nullptr) ==
-          cudaSuccess);
-  const auto out = download(dout, q.size());
-  double worst = 0;
-  for (std::size_t s = 0; s < lens.size(); ++s) {
-    for (int h = 0; h < heads; ++h) {
-      std::vector<std::size_t> keys;
-      for (int j = 0; j < lens[s]; ++j) {
-        const auto block = static_cast<std::size_t>(
-            t.table[s * static_cast<std::size_t>(t.max_blocks) + static_cast<std::size_t>(j / bs)]);
-        keys.push_back(((block * bs + static_cast<std::size_t>(j % bs)) * heads + h) * d);
+  struct Case {
+    int heads, kv_heads, d;
+    std::vector<std::int32_t> lens;
+  };
+  // Groups of 4, 4 (batch 1), 1, 6 (three blocks of 2 query heads a K/V head) and 8; contexts of
+  // one key, one block, and neither a multiple of a block (16) nor of a split; Llama-3-8B's
+  // group at batch 1.
+  const std::vector<Case> cases = {{8, 2, 128, {1, 16, 45, 300}}, {4, 1, 64, {1000}},     {2, 2, 128, {1, 16, 45}},
+                                   {12, 2, 64, {77, 513}},        {16, 2, 128, {130, 7}}, {32, 8, 128, {2047}}};
+  const int bs = 16;
+  for (std::size_t ci = 0; ci < cases.size(); ++ci) {
+    const Case& c = cases[ci];
+    const int heads = c.heads, kv_heads = c.kv_heads, d = c.d;
+    CAPTURE(ci);
+    const BlockTable t = build_block_table(c.lens, bs);
+    const int max_ctx = *std::max_element(c.lens.begin(), c.lens.end());
+    const auto seqs = static_cast<std::size_t>(t.seqs);
+    const auto q = bf16_values(seqs * static_cast<std::size_t>(heads * d), static_cast<int>(4 + ci));
+    const std::size_t pool = static_cast<std::size_t>(t.total_blocks) * bs * static_cast<std::size_t>(kv_heads * d);
+    const auto k = bf16_values(pool, static_cast<int>(5 + ci));
+    const auto v = bf16_values(pool, static_cast<int>(6 + ci));
+    auto* dq = upload(q);
+    auto* dk = upload(k);
+    auto* dv = upload(v);
+    auto* dt = upload(t.table);
+    auto* dl = upload(t.context_lens);
+    // References: query head h reads K/V head h / (heads / kv_heads).
+    std::vector<std::vector<double>> ref(seqs * static_cast<std::size_t>(heads));
+    for (std::size_t s = 0; s < seqs; ++s) {
+      for (int h = 0; h < heads; ++h) {
+        std::vector<std::size_t> keys;
+        for (int j = 0; j < c.lens[s]; ++j) {
+          const auto block = static_cast<std::size_t>(
+              t.table[s * static_cast<std::size_t>(t.max_blocks) + static_cast<std::size_t>(j / bs)]);
+          keys.push_back(((block * bs + static_cast<std::size_t>(j % bs)) * static_cast<std::size_t>(kv_heads) +
+                          static_cast<std::size_t>(h / (heads / kv_heads))) *
+                         static_cast<std::size_t>(d));
+        }
+        ref[s * static_cast<std::size_t>(heads) + static_cast<std::size_t>(h)] = reference_attention(
+            q, (s * static_cast<std::size_t>(heads) + static_cast<std::size_t>(h)) * d, k, v, keys, d);
       }
-      const std::size_t qo = (s * heads + static_cast<std::size_t>(h)) * d;
-      const auto ref = reference_attention(q, qo, k, v, keys, d);
-      for (int e = 0; e < d; ++e)
-        worst = std::max(worst, std::fabs(ref[static_cast<std::size_t>(e)] - from_bf16(out[qo + e])));
+    }
+    // The plan's split; one split (the output written directly); 16-key splits (many partials);
+    // the first kernel.
+    struct Variant {
+      const char* name;
+      int splits, keys_per_split;
+    };
+    const DecodeSplit planned = plan_decode_split(t.seqs, kv_heads, max_ctx);
+    std::vector<Variant> variants = {{"planned", planned.splits, planned.keys_per_split},
+                                     {"16-key splits", (max_ctx + 15) / 16, 16},
+                                     {"simple", 0, 0}};
+    if (max_ctx <= 512) variants.push_back({"one split", 1, (max_ctx + 15) / 16 * 16});
+    for (const Variant& var : variants) {
+      const std::string variant = var.name;
+      CAPTURE(variant);
+      // Poisoned output (0xffff is a BF16 NaN) and partials (0xff bytes: FP32 NaNs): an element
+      // never written, or a partial read that no split wrote, fails.
+      auto* dout = upload(std::vector<std::uint16_t>(q.size(), 0xffffu));
+      const std::size_t ws = decode_workspace_bytes(t.seqs, heads, var.splits, d);
+      void* dws = nullptr;
+      if (ws > 0) {
+        REQUIRE(cudaMalloc(&dws, ws) == cudaSuccess);
+        REQUIRE(cudaMemset(dws, 0xff, ws) == cudaSuccess);
+      }
+      if (var.splits == 0) {
+        REQUIRE(cuda::attention_decode_paged_simple(dq, dk, dv, dout, dt, dl, t.seqs, t.max_blocks, bs, heads, kv_heads,
+                                                    d, nullptr) == cudaSuccess);
+      } else {
+        REQUIRE(cuda::attention_decode_paged(dq, dk, dv, dout, dt, dl, t.seqs, t.max_blocks, bs, heads, kv_heads, d,
+                                             var.splits, var.keys_per_split, dws, nullptr) == cudaSuccess);
+      }
+      const auto out = download(dout, q.size());
+      double worst = 0;
+      for (std::size_t i = 0; i < ref.size(); ++i) {
+        for (int e = 0; e < d; ++e) {
+          const double got = from_bf16(out[i * static_cast<std::size_t>(d) + static_cast<std::size_t>(e)]);
+          worst = std::max(worst, std::isfinite(got) ? std::fabs(ref[i][static_cast<std::size_t>(e)] - got) : 1e9);
+        }
+      }
+      CHECK(worst == abs_approx(0, 1.0 / 128));
+      cudaFree(dout);
+      cudaFree(dws);
+    }
+    for (void* p : {static_cast<void*>(dq), static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dt),
+                    static_cast<void*>(dl)}) {
+      cudaFree(p);
     }
   }
-  CHECK(worst == abs_approx(0, 1.0 / 128));
-  for (void* p : {static_cast<void*>(dq), static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dt),
-                  static_cast<void*>(dl), static_cast<void*>(dout)}) {
-    cudaFree(p);
+}
+
+TEST_CASE("paged decode attention refuses a split that does not cover the context or lacks its workspace") {
+  // Checked before any launch, so this runs without a GPU too.
+  void* p = reinterpret_cast<void*>(std::uintptr_t{256});
+  const auto* table = static_cast<const std::int32_t*>(p);
+  // 4 blocks of 16 hold up to 64 keys: 3 splits of 16 cover at most 48.
+  CHECK(cuda::attention_decode_paged(p, p, p, p, table, table, 1, 4, 16, 8, 2, 128, 3, 16, p, nullptr) ==
+        cudaErrorInvalidValue);
+  CHECK(cuda::attention_decode_paged(p, p, p, p, table, table, 1, 4, 16, 8, 2, 128, 2, 32, nullptr, nullptr) ==
+        cudaErrorInvalidValue);
+  CHECK(cuda::attention_decode_paged(p, p, p, p, table, table, 1, 4, 16, 8, 3, 128, 1, 64, nullptr, nullptr) ==
+        cudaErrorInvalidValue);  // 8 heads in groups of 3
+  CHECK(cuda::attention_decode_paged(p, p, p, p, table, table, 1, 4, 16, 8, 2, 96, 1, 64, nullptr, nullptr) ==
+        cudaErrorInvalidValue);  // head_dim 96
+}
+
+// Before and after, at Llama-3-8B's decode shapes (32 query heads, 8 K/V heads of 128, BF16,
+// blocks of 16): median of CUDA-event times a launch, with L2 flushed before each (a layer's KV is
+// not in L2 when its decode runs) and warm (the same buffers again, as PyTorch's reference
+// timings in scripts/gpu-torch-reference.py). Run with --no-skip: -tc='GPU bench*' --no-skip.
+TEST_CASE("GPU bench: paged decode attention at Llama-3-8B's shapes, the split-K kernel against the first" *
+          doctest::skip()) {
+  if (no_gpu()) return;
+  const int heads = 32, kv_heads = 8, d = 128, bs = 16;
+  const int max_seqs = 64, max_ctx = 8192;
+  const std::size_t row = static_cast<std::size_t>(kv_heads * d) * 2;
+  const std::size_t pool = static_cast<std::size_t>(max_seqs) * max_ctx * row;
+  void *dq = nullptr, *dk = nullptr, *dv = nullptr, *dout = nullptr, *dws = nullptr, *flush = nullptr;
+  const std::size_t flush_bytes = 256u << 20;
+  // Besides the planned split, every split of 64 to 512 keys (the most partials: 128 splits).
+  const std::size_t ws_max = decode_workspace_bytes(max_seqs, heads, max_ctx / 64, d);
+  REQUIRE(cudaMalloc(&dq, static_cast<std::size_t>(max_seqs * heads * d) * 2) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dout, static_cast<std::size_t>(max_seqs * heads * d) * 2) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dk, pool) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dv, pool) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dws, ws_max) == cudaSuccess);
+  REQUIRE(cudaMalloc(&flush, flush_bytes) == cudaSuccess);
+  REQUIRE(cuda::fill_random(dq, static_cast<std::size_t>(max_seqs * heads * d) * 2, cuda::FillKind::bf16, 1, nullptr) ==
+          cudaSuccess);
+  REQUIRE(cuda::fill_random(dk, pool, cuda::FillKind::bf16, 2, nullptr) == cudaSuccess);
+  REQUIRE(cuda::fill_random(dv, pool, cuda::FillKind::bf16, 3, nullptr) == cudaSuccess);
+  cudaEvent_t a = nullptr, b = nullptr;
+  REQUIRE(cudaEventCreate(&a) == cudaSuccess);
+  REQUIRE(cudaEventCreate(&b) == cudaSuccess);
+  std::printf(
+      "decode bench: batch x context | KV MB | first kernel ms | split-K ms cold, warm | GB/s cold, warm | splits x "
+      "keys | cold ms at 64, 128, 256, 512 keys a split\n");
+  for (int seqs : {1, 8, 32, 64}) {
+    for (int ctx : {1024, 2048, 4096, 8192}) {
+      const BlockTable t = build_block_table(std::vector<std::int32_t>(static_cast<std::size_t>(seqs), ctx), bs);
+      auto* dt = upload(t.table);
+      auto* dl = upload(t.context_lens);
+      const DecodeSplit sp = plan_decode_split(seqs, kv_heads, ctx);
+      DecodeSplit run = sp;
+      const auto split_k = [&] {
+        return cuda::attention_decode_paged(dq, dk, dv, dout, dt, dl, seqs, t.max_blocks, bs, heads, kv_heads, d,
+                                            run.splits, run.keys_per_split, dws, nullptr);
+      };
+      const auto simple = [&] {
+        return cuda::attention_decode_paged_simple(dq, dk, dv, dout, dt, dl, seqs, t.max_blocks, bs, heads, kv_heads, d,
+                                                   nullptr);
+      };
+      const auto median_ms = [&](const auto& launch, int repeats, bool cold) {
+        for (int i = 0; i < 3; ++i) REQUIRE(launch() == cudaSuccess);
+        std::vector<float> ms;
+        for (int i = 0; i < repeats; ++i) {
+          if (cold) REQUIRE(cudaMemsetAsync(flush, i & 0xff, flush_bytes, nullptr) == cudaSuccess);
+          REQUIRE(cudaEventRecord(a, nullptr) == cudaSuccess);
+          REQUIRE(launch() == cudaSuccess);
+          REQUIRE(cudaEventRecord(b, nullptr) == cudaSuccess);
+          REQUIRE(cudaEventSynchronize(b) == cudaSuccess);
+          float x = 0;
+          REQUIRE(cudaEventElapsedTime(&x, a, b) == cudaSuccess);
+          ms.push_back(x);
+        }
+        std::sort(ms.begin(), ms.end());
+        return static_cast<double>(ms[ms.size() / 2]);
+      };
+      const double first = median_ms(simple, 5, true);
+      const double cold = median_ms(split_k, 21, true), warm = median_ms(split_k, 21, false);
+      const double kv_bytes = 2.0 * seqs * ctx * static_cast<double>(row);
+      // No kernel reads the cache faster than 10 TB/s from HBM (the H200's is 4.8).
+      CHECK(cold > kv_bytes / 10e12 * 1e3);
+      double swept[4] = {};
+      for (int i = 0; i < 4; ++i) {
+        run.keys_per_split = 64 << i;
+        run.splits = (ctx + run.keys_per_split - 1) / run.keys_per_split;
+        swept[i] = median_ms(split_k, 11, true);
+      }
+      std::printf(
+          "decode bench: %2d x %4d | %6.1f | %8.3f | %7.4f %7.4f | %5.0f %5.0f | %3d x %3d | %7.4f %7.4f %7.4f %7.4f\n",
+          seqs, ctx, kv_bytes / 1e6, first, cold, warm, kv_bytes / cold / 1e6, kv_bytes / warm / 1e6, sp.splits,
+          sp.keys_per_split, swept[0], swept[1], swept[2], swept[3]);
+      cudaFree(dt);
+      cudaFree(dl);
+    }
   }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  for (void* p : {dq, dk, dv, dout, dws, flush}) cudaFree(p);
 }
 
 TEST_CASE("GPU: RMSNorm and AdamW match their formulas") {

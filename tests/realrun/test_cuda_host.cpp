@@ -175,7 +175,54 @@ TEST_CASE("attention geometry is recovered from the op's totals for training, ch
     const auto buf = buffers_for(op, Dtype::bf16, 90);
     CHECK(buf[0] == 64u * 1024u * 2u);
     CHECK(buf[1] == 2u * 64u * 1008u * 1024u * 2u);
+    CHECK(p.kv_heads == 8);  // no bytes: one K/V head a query head
   }
+  SUBCASE("decode with grouped-query attention: Llama-3-8B, 32 query and 8 K/V heads, 64 x 2048") {
+    // attention_forward's bytes: BF16 Q and O of 4096 a token, K and V of 1024 each a key.
+    OpCost op{OpKind::attention, 4 * 131072.0 * 32 * 128, 2 * (64 * (4096.0 + 4096) + 131072 * (1024.0 + 1024))};
+    op.query_tokens = 64;
+    op.attended_pairs = op.kv_tokens = 131072;
+    const AttentionPlan p = plan_attention(op);
+    CHECK(p.heads == 32);
+    CHECK(p.kv_heads == 8);
+    // The pool is 8 heads wide; O is followed by 4 splits of partials (128 outputs, max and sum).
+    const auto buf = buffers_for(op, Dtype::bf16, 90);
+    CHECK(buf[1] == 2u * 131072u * 1024u * 2u);
+    CHECK(buf[2] == 64u * 4096u * 2u + 64u * 32u * 4u * 130u * 4u);
+    // Bytes of 3 K/V heads, which do not divide 32: the pool takes 4.
+    op.bytes = 2 * (64 * (4096.0 + 4096) + 131072 * (384.0 + 384));
+    CHECK(plan_attention(op).kv_heads == 4);
+  }
+}
+
+TEST_CASE("the decode kernel's split-K fills about 2048 work items with splits of 64 to 512 keys") {
+  // Batch 1, 8 K/V heads, 2048 keys: 256 splits would fill 2048 items, but no split is under
+  // 64 keys: 32 of 64.
+  DecodeSplit d = plan_decode_split(1, 8, 2048);
+  CHECK(d.splits == 32);
+  CHECK(d.keys_per_split == 64);
+  // Batch 64: 512 items want 4 splits, which no split over 512 keys needs anyway: 4 of 512.
+  d = plan_decode_split(64, 8, 2048);
+  CHECK(d.splits == 4);
+  CHECK(d.keys_per_split == 512);
+  // Batch 32 at 1024: 256 items, 8 splits of 128.
+  d = plan_decode_split(32, 8, 1024);
+  CHECK(d.splits == 8);
+  CHECK(d.keys_per_split == 128);
+  // Batch 64 at 8192: 4 splits would do, but 512 keys at most: 16.
+  d = plan_decode_split(64, 8, 8192);
+  CHECK(d.splits == 16);
+  CHECK(d.keys_per_split == 512);
+  // 300 keys, 6 items: 5 splits of 60, rounded up to 64 keys.
+  d = plan_decode_split(3, 2, 300);
+  CHECK(d.splits == 5);
+  CHECK(d.keys_per_split == 64);
+  // 1000 sequences of 100 keys: one split of 112 (whole 16s); no partials.
+  d = plan_decode_split(1000, 8, 100);
+  CHECK(d.splits == 1);
+  CHECK(d.keys_per_split == 112);
+  CHECK(decode_workspace_bytes(1000, 32, 1, 128) == 0u);
+  CHECK(decode_workspace_bytes(2, 32, 4, 128) == 2u * 32u * 4u * 130u * 4u);
 }
 
 TEST_CASE("the paged-KV block table gives each sequence ceil(len / block) distinct blocks of one pool") {

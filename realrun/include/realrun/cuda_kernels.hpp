@@ -29,10 +29,24 @@ cudaError_t attention_prefill_simple(const void* q, const void* k, const void* v
                                      int kv_len, int heads, int head_dim, cudaStream_t s);
 
 // One query a sequence ([seqs][heads][head_dim]) over its context_lens[s] keys, read through
-// block_table (seqs x max_blocks physical block numbers) from pools [block][block_size][heads][head_dim].
+// block_table (seqs x max_blocks physical block numbers) from pools
+// [block][block_size][kv_heads][head_dim]; query head h reads K/V head h / (heads / kv_heads).
+// Flash-decoding: a block a (sequence, K/V head, split of keys_per_split keys) scores the keys
+// for every query head of the group at once, so each K/V element is read once; with splits > 1
+// each split leaves its output, max and sum in `workspace` (decode_workspace_bytes in
+// realrun/cuda_plan.hpp) and a second kernel combines them (log-sum-exp rescale). splits and
+// keys_per_split: plan_decode_split's (keys_per_split at most 512, splits x keys_per_split
+// covering the longest context). A sequence of no keys gets zeros. head_dim: 64 or 128.
 cudaError_t attention_decode_paged(const void* q, const void* k_pool, const void* v_pool, void* o,
                                    const std::int32_t* block_table, const std::int32_t* context_lens, int seqs,
-                                   int max_blocks, int block_size, int heads, int head_dim, cudaStream_t s);
+                                   int max_blocks, int block_size, int heads, int kv_heads, int head_dim, int splits,
+                                   int keys_per_split, void* workspace, cudaStream_t s);
+// The same function with one warp a (sequence, query head) and a serial loop over the keys: the
+// first decode kernel, kept as an on-GPU reference and for the before/after timing.
+cudaError_t attention_decode_paged_simple(const void* q, const void* k_pool, const void* v_pool, void* o,
+                                          const std::int32_t* block_table, const std::int32_t* context_lens, int seqs,
+                                          int max_blocks, int block_size, int heads, int kv_heads, int head_dim,
+                                          cudaStream_t s);
 
 // y = x / sqrt(mean(x^2) + eps) * w over rows of `cols`.
 cudaError_t rmsnorm(const void* x, const void* w, void* y, std::int64_t rows, int cols, float eps, cudaStream_t s);

@@ -79,6 +79,11 @@ GemmPlan plan_gemm(const OpCost& op, Dtype step_dtype, int sm);
 struct AttentionPlan {
   bool decode = false;  // q_len == 1: the paged-KV decode kernel
   std::int64_t seqs = 1, q_len = 1, kv_len = 1, heads = 1, head_dim = 128;
+  // K/V heads (grouped-query attention; decode reads a pool this wide): from the op's bytes, which
+  // count BF16 Q and O of `heads` and K and V of the model's K/V heads (attention_forward); the
+  // smallest divisor of `heads` at or above that, so the pool never holds less than the op reads;
+  // `heads` where the bytes say nothing.
+  std::int64_t kv_heads = 1;
   double pairs = 0;  // (query, key) pairs the kernel scores, all sequences, one head
   double flops = 0;  // 4 pairs heads head_dim
 };
@@ -98,6 +103,25 @@ struct BlockTable {
 // contiguous run), the same for the same inputs.
 BlockTable build_block_table(const std::vector<std::int32_t>& context_lens, int block_size);
 
+// The decode kernel's split-K (FlashDecoding, vLLM's paged_attention v2): each sequence's keys in
+// `splits` runs of `keys_per_split` (a multiple of 16, at most kDecodeMaxSplitKeys: the kernel
+// holds a split's scores in shared memory), so that (sequence, K/V head, split) work items
+// number about kDecodeWorkItems (about 16 blocks of four warps for each of an H100's or H200's
+// 132 SMs, so the last wave is a small part) even at batch 1, with no split under
+// kDecodeMinSplitKeys keys (the partials, 2 KB a split for a group of 4 query heads, would cost
+// more than 6% of the 32 KB of K and V it reads).
+// One split: the kernel writes the output itself, with no partials and no reduce.
+inline constexpr int kDecodeMaxSplitKeys = 512;
+inline constexpr int kDecodeMinSplitKeys = 64;
+inline constexpr std::int64_t kDecodeWorkItems = 2048;
+struct DecodeSplit {
+  int splits = 1, keys_per_split = 16;
+};
+DecodeSplit plan_decode_split(std::int64_t seqs, std::int64_t kv_heads, std::int64_t max_context);
+// Bytes of the partials of a split decode: per (sequence, query head, split) D FP32 outputs and
+// the split's max and sum; 0 for one split.
+std::size_t decode_workspace_bytes(std::int64_t seqs, std::int64_t heads, int splits, std::int64_t head_dim);
+
 // ---- memory-streaming kernels -------------------------------------------------------------------
 
 enum class StreamKernel { rmsnorm, adamw, axpy };
@@ -113,7 +137,8 @@ struct StreamPlan {
 StreamPlan plan_stream(const OpCost& op);
 
 // The three device buffers (bytes) an op touches; a device allocates each once at the largest.
-// Attention: Q, then K and V (decode: pools of whole `kv_block_size` blocks), then O.
+// Attention: Q, then K and V (decode: pools of whole `kv_block_size` blocks, `kv_heads` wide),
+// then O (decode: then, from the next 256-byte boundary, the split-K partials).
 std::array<std::size_t, 3> buffers_for(const OpCost& op, Dtype step_dtype, int sm, int head_dim = 128,
                                        int kv_block_size = 16);
 
