@@ -50,9 +50,9 @@ double case_error(const std::string& name) {
 
 Scenario fleet_scenario(const std::string& serving, const std::string& traffic, const std::string& metric) {
   return parse_scenario(R"({"name": "x", "kind": "serving", "cluster": {"preset": "dgx-a100", "nodes": 1},
-    "model": "opt-13b", "serving": )" + serving +
-                            R"(, "traffic": )" + traffic + R"(, "validation": {"source": "s", "metric": ")" + metric +
-                            R"(", "published": 1}})",
+    "model": "opt-13b", "serving": )" +
+                            serving + R"(, "traffic": )" + traffic + R"(, "validation": {"source": "s", "metric": ")" +
+                            metric + R"(", "published": 1}})",
                         "t.json");
 }
 
@@ -78,8 +78,9 @@ TEST_CASE("fleet validation: every case within 25% of its published figure, the 
   CHECK(sum / n <= 0.15);
 }
 
-TEST_CASE("fleet validation: goodput per GPU divides by both disaggregated pools' GPUs; attainment and prefix hits "
-          "are the result's") {
+TEST_CASE(
+    "fleet validation: goodput per GPU divides by both disaggregated pools' GPUs; attainment and prefix hits "
+    "are the result's") {
   const std::string traffic =
       R"({"arrival": {"process": "offline"}, "requests": 1, "input_tokens": {"dist": "fixed", "value": 8},
           "output_tokens": {"dist": "fixed", "value": 2}})";
@@ -93,8 +94,8 @@ TEST_CASE("fleet validation: goodput per GPU divides by both disaggregated pools
                                       traffic, "goodput_requests_per_s_per_gpu");
   CHECK(predicted_metric(dis, r) == rel_approx(6.0 / 5, 1e-12));
   // 3 aggregated replicas of TP2: 6 GPUs.
-  const Scenario agg =
-      fleet_scenario(R"({"tensor_parallel_size": 2, "data_parallel_size": 3})", traffic, "goodput_requests_per_s_per_gpu");
+  const Scenario agg = fleet_scenario(R"({"tensor_parallel_size": 2, "data_parallel_size": 3})", traffic,
+                                      "goodput_requests_per_s_per_gpu");
   CHECK(predicted_metric(agg, r) == rel_approx(6.0 / 6, 1e-12));
   CHECK(predicted_metric(fleet_scenario("{}", traffic, "slo_attainment"), r) == rel_approx(0.7, 1e-12));
   CHECK(predicted_metric(fleet_scenario("{}", traffic, "prefix_hit_rate"), r) == rel_approx(0.4, 1e-12));
@@ -108,16 +109,14 @@ TEST_CASE("fleet validation: a fleet's and a disaggregated run's attainment coun
       R"({"arrival": {"process": "poisson", "rate_per_s": 50}, "requests": 40,
           "input_tokens": {"dist": "empirical", "values": [8, 3000]}, "output_tokens": {"dist": "fixed", "value": 4}})";
   for (const char* serving :
-       {R"({"data_parallel_size": 2})",
-        R"({"disaggregation": {"prefill_replicas": 1, "decode_replicas": 1}})"}) {
+       {R"({"data_parallel_size": 2})", R"({"disaggregation": {"prefill_replicas": 1, "decode_replicas": 1}})"}) {
     CAPTURE(serving);
     const Scenario sc = fleet_scenario(serving, traffic, "slo_attainment");
     const ServingResult r = run_serving_job(serving_job(sc), {}, 1).run.result;
     REQUIRE(r.rejected_requests > 0);
     REQUIRE(r.completed_requests > 0);
-    CHECK(predicted_metric(sc, r) ==
-          rel_approx(static_cast<double>(r.completed_requests) /
-                         static_cast<double>(r.completed_requests + r.rejected_requests),
-                     1e-12));
+    CHECK(predicted_metric(sc, r) == rel_approx(static_cast<double>(r.completed_requests) /
+                                                    static_cast<double>(r.completed_requests + r.rejected_requests),
+                                                1e-12));
   }
 }
