@@ -27,6 +27,12 @@ double predicted_metric(const Scenario& sc, const ServingResult& r) {
   if (m == "e2e_mean_s") return r.e2e_s.mean;
   if (m == "requests_per_s") return r.requests_per_s;
   if (m == "total_tokens_per_s") return r.input_tokens_per_s + r.output_tokens_per_s;
+  // Fleet metrics (issue 18): attainment over completed + rejected requests (ServingResult), as
+  // DistServe counts every request sent; goodput per GPU over the fleet's GPUs, both pools' when
+  // disaggregated (ServingJob::gpus); prefix hits over looked-up prompt tokens.
+  if (m == "slo_attainment") return r.slo_attainment;
+  if (m == "goodput_requests_per_s_per_gpu") return r.goodput_requests_per_s / serving_job(sc).gpus();
+  if (m == "prefix_hit_rate") return r.prefix_hit_rate;
   return r.output_tokens_per_s;
 }
 

@@ -50,7 +50,10 @@ struct ValidationTarget {
   // "last_stage_peak_allocated_bytes" (the last pipeline stage's: Megatron-LM logs the last
   // rank's memory). Serving (one
   // replica's ServingResult): "ttft_mean_s", "ttft_p50_s", "tpot_mean_s" (the mean ITL for fixed
-  // output lengths), "e2e_mean_s", "output_tokens_per_s", "requests_per_s", "total_tokens_per_s".
+  // output lengths), "e2e_mean_s", "output_tokens_per_s", "requests_per_s", "total_tokens_per_s";
+  // a fleet's (issue 18): "slo_attainment" (requests meeting every SLO of their class over
+  // completed + rejected), "goodput_requests_per_s_per_gpu" (over the fleet's GPUs, both pools'
+  // when disaggregated), "prefix_hit_rate" (cached prompt tokens over looked-up ones).
   std::string metric;
   double published = 0;
   std::string notes;
@@ -217,7 +220,10 @@ inline constexpr std::string_view validation_metric_choices[] = {"tflops_per_gpu
                                                                  "e2e_mean_s",
                                                                  "output_tokens_per_s",
                                                                  "requests_per_s",
-                                                                 "total_tokens_per_s"};
+                                                                 "total_tokens_per_s",
+                                                                 "slo_attainment",
+                                                                 "goodput_requests_per_s_per_gpu",
+                                                                 "prefix_hit_rate"};
 // The training metrics come first in validation_metric_choices, then the serving ones.
 inline constexpr std::ptrdiff_t training_metric_count = 9;
 // Whether a validation metric is read from a serving run (else from a training step).
