@@ -164,6 +164,12 @@ class Replica {
     return true;
   }
   ReplicaLoad load() const { return busy() ? load_ : ReplicaLoad{0, 0, kv_.used_blocks(), kv_.num_blocks()}; }
+  // Idle: the clock moves to t, idle (a driver hands it a request that arrived before now).
+  void idle_until(Time t) {
+    if (busy() || t <= t_) return;
+    res_.gpu_time.idle_s += (t - t_).seconds();
+    t_ = t;
+  }
   // The requests admitted and not finished, in service order, dropped (a crash); the replica is
   // not stepped again.
   std::vector<Request> abort() {
@@ -672,6 +678,7 @@ struct SteppableReplica::Impl {
   virtual bool busy() const = 0;
   virtual bool step() = 0;
   virtual ReplicaLoad load() const = 0;
+  virtual void idle_until(Time t) = 0;
   virtual std::vector<Request> abort() = 0;
   virtual ServingResult finish() = 0;
 };
@@ -685,6 +692,7 @@ struct StepperOf final : SteppableReplica::Impl {
   bool busy() const override { return r.busy(); }
   bool step() override { return r.step(); }
   ReplicaLoad load() const override { return r.load(); }
+  void idle_until(Time t) override { r.idle_until(t); }
   std::vector<Request> abort() override { return r.abort(); }
   ServingResult finish() override { return r.finish(); }
   Replica<kFast> r;
@@ -707,6 +715,7 @@ Time SteppableReplica::now() const { return impl_->now(); }
 bool SteppableReplica::busy() const { return impl_->busy(); }
 bool SteppableReplica::step() { return impl_->step(); }
 ReplicaLoad SteppableReplica::load() const { return impl_->load(); }
+void SteppableReplica::idle_until(Time t) { impl_->idle_until(t); }
 std::vector<Request> SteppableReplica::abort() { return impl_->abort(); }
 ServingResult SteppableReplica::finish() { return impl_->finish(); }
 

@@ -121,6 +121,9 @@ class SteppableReplica {
   // next arrival (idle); false, doing nothing, when idle and the source knows no arrival.
   bool step();
   ReplicaLoad load() const;
+  // Idle (not busy): its clock moves on to t, as idle time; busy or already past t: nothing.
+  // For a request handed over after its arrival (a retry), which must not start before then.
+  void idle_until(Time t);
   // A crash: the admitted, unfinished requests (service order), dropped; step no more after it.
   std::vector<Request> abort();
   ServingResult finish();  // the result up to now(); call once, last
