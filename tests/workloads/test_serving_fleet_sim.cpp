@@ -163,11 +163,12 @@ TEST_CASE("router session_affinity: a session's turns after its first stay where
   CHECK(r.route(grouped(0, 100, 50, 7), v) == 0);  // new session: least outstanding
   CHECK(r.route(grouped(1, 100, 0, -1), v) == 1);  // no session: least outstanding
   CHECK(r.route(grouped(2, 100, 50, 2), v) == 2);  // a system-prompt group is no session
-  CHECK(r.route(grouped(3, 100, 60, 7), v) == 0);  // session 7's last turn, despite the load
-  CHECK(r.route(grouped(4, 100, 70, 7), v) == 1);  // forgotten: a new session 7 of the same id
+  CHECK(r.route(grouped(3, 100, 0, -1), v) == 0);  // {1, 1, 1}: the lower id
+  CHECK(r.route(grouped(4, 100, 60, 7), v) == 0);  // session 7's last turn, despite the load {2, 1, 1}
+  CHECK(r.route(grouped(5, 100, 70, 7), v) == 1);  // forgotten: {3, 1, 1}, as a new session
   auto down = v;
   down[1].accepting = false;
-  CHECK(r.route(grouped(5, 100, 70, 7), down) == 2);  // its replica stopped taking requests
+  CHECK(r.route(grouped(6, 100, 80, 7), down) == 2);  // its replica stopped taking requests
 }
 
 TEST_CASE("router prefix_aware: the longest match wins when the load is balanced; hit rate by hand") {
@@ -302,16 +303,18 @@ TEST_CASE("fleet drain: the replica finishes what it holds and takes nothing new
 }
 
 TEST_CASE("fleet add: a replica serves only after its cold start") {
-  // One replica; one added at 0 with a 1 s cold start. r0 at 0.5 s -> 0 (the new one starting),
-  // r1 at 1.5 s -> 1, r2 at 1.6 s -> 0.
-  const std::vector<Request> rs{req(0.5, 100, 10), req(1.5, 100, 10), req(1.6, 100, 10)};
+  // One replica; one added at 0 with a 1 s cold start. Round robin skips it while it starts:
+  // 0.5 s -> 0, 0.6 s -> 0 (replica 1 still starting), 1.5 s -> 1, 1.6 s -> 0.
+  const std::vector<Request> rs{req(0.5, 100, 10), req(0.6, 100, 10), req(1.5, 100, 10), req(1.6, 100, 10)};
   FleetSpec f = linear_fleet(1, RouterPolicy::round_robin);
   f.pools[0].cold_start_s = 1;
   f.events.push_back({0, FleetEventKind::add, 0, 0, -1});
   const FleetRun a = run_requests(f, rs);
-  CHECK(a.router.routed == std::vector<std::int64_t>{2, 1});
+  CHECK(a.router.routed == std::vector<std::int64_t>{3, 1});
   CHECK(a.pools[0].replicas_made == 2);
-  CHECK(a.merged.completed_requests == 3);
+  CHECK(a.merged.completed_requests == 4);
+  f.pools[0].cold_start_s = 0;  // serving at once: strict alternation
+  CHECK(run_requests(f, rs).router.routed == std::vector<std::int64_t>{2, 2});
 }
 
 TEST_CASE("fleet control tick: the hook's desired count adds and drains replicas") {
