@@ -1,8 +1,6 @@
 // /serving/router, /serving/pools and /serving/failures: a coupled fleet behind a router
 // (workloads/serving_fleet_sim.hpp), each pool a copy of /serving with its own GPU, TP, PP,
 // replicas and scheduler limits.
-#include <filesystem>
-
 #include "scenario_parts.hpp"
 #include "sim/error.hpp"
 #include "topology/catalog_json.hpp"
