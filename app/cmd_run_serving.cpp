@@ -36,6 +36,11 @@ int run_serving_scenario(const Scenario& sc, const ParsedArgs& p) {
       throw InputError(sc.file, "/serving/disaggregation", "is set, but --trace records one replica",
                        "no --trace for a disaggregated job");
     }
+    if (job.fleet) {
+      throw InputError(sc.file, "/serving",
+                       "sets a routed fleet (router, pools or failures), but --trace records one replica",
+                       "no --trace for a routed fleet");
+    }
     // Never overwrite what a user wrote without being asked; say so before simulating.
     check_output_path(tp, p.has("--force"), "--trace");
   }

@@ -12,6 +12,7 @@
 #include "topology/catalog_json.hpp"
 #include "topology/cluster_json.hpp"
 #include "workloads/model_json.hpp"
+#include "workloads/serving_fleet_params.hpp"
 #include "workloads/serving_scheduler_params.hpp"
 #include "workloads/serving_traffic_params.hpp"
 #include "workloads/training_params.hpp"
@@ -49,6 +50,11 @@ std::span<const ParamTable> scenario_param_tables() {
         {"/serving", "the fleet: identical replicas behind a round-robin split", serving_fleet_params},
         {"/serving/disaggregation", "disaggregated prefill/decode: the two pools and the KV link",
          serving_disaggregation_params},
+        {"/serving", "a coupled fleet behind a router", serving_fleet_sim_params},
+        {"/serving/router", "the router: its policy and what it knows", serving_router_params},
+        {"/serving/pools/N", "one pool of replicas (the rest of each replica as /serving)", serving_pool_params},
+        {"/serving/failures", "scheduled crashes, drains and adds, and the retry policy", serving_failures_params},
+        {"/serving/failures/events/N", "one lifecycle event", serving_failure_event_params},
         {"/network", "the network model", network_params},
         {"/validation", "a published measurement the scenario reproduces (scenarios/validation/)", validation_params},
         {"/realrun", "how `ctwin realrun` measures the scenario (docs/realrun.md)", realrun::realrun_params},

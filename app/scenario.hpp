@@ -22,6 +22,7 @@
 #include "workloads/profile.hpp"
 #include "workloads/serving_deploy_params.hpp"
 #include "workloads/serving_disagg.hpp"
+#include "workloads/serving_fleet_sim.hpp"
 #include "workloads/serving_traffic.hpp"
 #include "workloads/serving_types.hpp"
 #include "workloads/training.hpp"
@@ -80,7 +81,15 @@ struct ServingJob {
   // /serving/disaggregation: a prefill pool and a decode pool (each its own replicas and TP, the
   // rest of /serving shared) in place of the aggregated fleet; none: aggregated.
   std::optional<DisaggregationSpec> disaggregation;
+  // /serving/router, /serving/pools, /serving/failures: a coupled fleet behind a router; none:
+  // data_parallel_size independent replicas behind a round-robin split.
+  std::optional<FleetSpec> fleet;
   int gpus() const {  // the fleet's, both pools' when disaggregated
+    if (fleet) {
+      int n = 0;
+      for (const FleetPool& p : fleet->pools) n += p.replicas * p.deployment.gpus();
+      return n;
+    }
     if (disaggregation)
       return disaggregation->prefill.gpus() * disaggregation->prefill_replicas +
              disaggregation->decode.gpus() * disaggregation->decode_replicas;

@@ -7,6 +7,7 @@
 #include "scenario_parts.hpp"
 #include "sim/error.hpp"
 #include "workloads/model_json.hpp"
+#include "workloads/serving_fleet_params.hpp"
 #include "workloads/serving_scheduler_params.hpp"
 #include "workloads/serving_traffic_params.hpp"
 
@@ -145,6 +146,7 @@ ServingJob read_serving_job(const JsonObject& top, const Json& root, const Scena
   std::vector<std::string> keys = param_keys(serving_deployment_params);
   for (auto& k : param_keys(serving_scheduler_params)) keys.push_back(std::move(k));
   for (auto& k : param_keys(serving_fleet_params)) keys.push_back(std::move(k));
+  for (auto& k : param_keys(serving_fleet_sim_params)) keys.push_back(std::move(k));
   so.only(keys);
   const Cluster cluster = build_cluster(sc.cluster);
   job.deployment = deployment_from_json(so, job.model, cluster, builtin_models());
@@ -156,6 +158,7 @@ ServingJob read_serving_job(const JsonObject& top, const Json& root, const Scena
   if (!top.object("traffic").has("seed")) job.traffic.seed = sc.seed;
   read_fleet(so, job, cluster);
   read_disaggregation(so, job, cluster);
+  job.fleet = read_serving_fleet(top, job, catalogs, sc);
   return job;
 }
 

@@ -36,6 +36,9 @@ TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const Clus
 void read_network(const JsonObject& top, Scenario& sc);
 
 // scenario_job.cpp: the job /kind names.
+// scenario_fleet.cpp: /serving/router, /serving/pools, /serving/failures (none given: nullopt).
+std::optional<FleetSpec> read_serving_fleet(const JsonObject& top, const ServingJob& job,
+                                            const ScenarioCatalogs& catalogs, const Scenario& sc);
 Job read_job(const JsonObject& top, const Json& root, const ScenarioCatalogs& catalogs, const Scenario& sc);
 
 }  // namespace ctwin

@@ -20,6 +20,19 @@ ServingFleetRun run_serving_job(const ServingJob& job, const ServingHooks& hooks
     f.disaggregated = std::move(d);
     return f;
   }
+  if (job.fleet) {
+    if (hooks.on_iteration || hooks.on_request)
+      throw std::invalid_argument("run_serving_job: hooks observe one replica; a routed fleet runs several");
+    FleetRun run = run_fleet(*job.fleet, job.traffic);
+    f.replicas = 0;
+    for (const FleetPool& p : job.fleet->pools) f.replicas += p.replicas;
+    f.run.capacity = run.pools.front().capacity;
+    for (const FleetPoolResult& p : run.pools)
+      if (!p.capacity.refusal.empty()) f.run.capacity = p.capacity;
+    f.run.result = run.merged;
+    f.fleet = std::move(run);
+    return f;
+  }
   if (f.replicas == 1) {
     f.run = run_serving_replica(job.deployment, job.scheduler, job.traffic, hooks);
     return f;

@@ -9,6 +9,7 @@
 #include "scenario.hpp"
 
 #include "workloads/serving_disagg.hpp"
+#include "workloads/serving_fleet_sim.hpp"
 #include "workloads/serving_run.hpp"
 
 namespace ctwin {
@@ -22,6 +23,9 @@ struct ServingFleetRun {
   // /serving/disaggregation: both pools' run; `run` then holds the user's view (its result the
   // merged one, its capacity the decode replica's, or a refusing pool's), `replicas` both pools'.
   std::optional<DisaggregatedRun> disaggregated;
+  // /serving/router, /serving/pools or /serving/failures: the coupled fleet's run; `run` then
+  // holds the fleet's merged result and the first pool's capacity (or a refusing pool's).
+  std::optional<FleetRun> fleet;
 };
 
 // One replica: run_serving_replica(deployment, scheduler, traffic, hooks), bit for bit. More:

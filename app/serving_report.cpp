@@ -1,5 +1,6 @@
 #include "serving_report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "report_format.hpp"
@@ -89,10 +90,88 @@ std::vector<std::string> serving_warnings(const Scenario& sc, const ServingFleet
   return w;
 }
 
+namespace {
+
+// A routed fleet's pools and router (serving_fleet_sim.hpp), under /fleet.
+void add_fleet_json(J& j, const FleetSpec& spec, const FleetRun& run) {
+  j["routing"] = router_policy_names.name(spec.router.policy);
+  J pools = J::array();
+  for (std::size_t p = 0; p < run.pools.size(); ++p) {
+    const FleetPoolResult& x = run.pools[p];
+    const ServingDeployment& d = spec.pools[p].deployment;
+    const ServingResult& r = x.merged;
+    pools.push_back(J{{"name", x.name},
+                      {"gpu", d.cluster.spec.gpu.name},
+                      {"tensor_parallel_size", d.tp},
+                      {"pipeline_parallel_size", d.pp},
+                      {"replicas", spec.pools[p].replicas},
+                      {"replicas_made", x.replicas_made},
+                      {"routed", x.routed},
+                      {"completed", r.completed_requests},
+                      {"output_tokens_per_s", r.output_tokens_per_s},
+                      {"ttft_s", latency_json(r.ttft_s)},
+                      {"tpot_s", latency_json(r.tpot_s)},
+                      {"kv_mean_utilization", r.kv_mean_utilization},
+                      {"prefix_hit_rate", r.prefix_hit_rate}});
+  }
+  j["pools"] = pools;
+  j["router"] = J{{"policy", router_policy_names.name(spec.router.policy)},
+                  {"metrics_interval_s", spec.router.metrics_interval_s},
+                  {"routed", run.router.routed},
+                  {"router_prefix_hit_rate", run.router.hit_rate()},
+                  {"replica_prefix_hit_rate", run.merged.prefix_hit_rate},
+                  {"cache_routed", run.router.cache_routed},
+                  {"retried", run.retried},
+                  {"lost", run.lost},
+                  {"unrouted", run.unrouted},
+                  {"crashes", run.crashes}};
+}
+
+std::string fleet_text(const FleetSpec& spec, const FleetRun& run) {
+  std::string s =
+      "\n  pool             GPU             TP  PP  replicas  completed    TTFT p50    TTFT p99    TPOT p50  "
+      "prefix hits\n";
+  char buf[512];
+  for (std::size_t p = 0; p < run.pools.size(); ++p) {
+    const FleetPoolResult& x = run.pools[p];
+    const ServingDeployment& d = spec.pools[p].deployment;
+    const ServingResult& r = x.merged;
+    std::snprintf(buf, sizeof buf, "  %-16s %-15s %2d  %2d  %8d  %9lld  %10s  %10s  %10s  %11s\n", x.name.c_str(),
+                  d.cluster.spec.gpu.name.c_str(), d.tp, d.pp, x.replicas_made,
+                  static_cast<long long>(r.completed_requests), ms(r.ttft_s.p50).c_str(), ms(r.ttft_s.p99).c_str(),
+                  ms(r.tpot_s.p50).c_str(), pct(r.prefix_hit_rate).c_str());
+    s += buf;
+  }
+  std::int64_t lo = -1, hi = 0;
+  for (const std::int64_t n : run.router.routed) {
+    lo = lo < 0 ? n : std::min(lo, n);
+    hi = std::max(hi, n);
+  }
+  std::snprintf(buf, sizeof buf, "\n  router        %s: %lld to %lld requests per replica",
+                router_policy_names.name(spec.router.policy), static_cast<long long>(std::max<std::int64_t>(lo, 0)),
+                static_cast<long long>(hi));
+  s += buf;
+  if (spec.router.policy == RouterPolicy::prefix_aware) {
+    std::snprintf(buf, sizeof buf, "; its prefix tree matched %s of prompt tokens (replicas' caches hit %s)",
+                  pct(run.router.hit_rate()).c_str(), pct(run.merged.prefix_hit_rate).c_str());
+    s += buf;
+  }
+  s += "\n";
+  if (run.crashes > 0 || run.unrouted > 0) {
+    std::snprintf(buf, sizeof buf, "  failures      %lld crashes: %lld requests retried, %lld lost, %lld unrouted\n",
+                  static_cast<long long>(run.crashes), static_cast<long long>(run.retried),
+                  static_cast<long long>(run.lost), static_cast<long long>(run.unrouted));
+    s += buf;
+  }
+  return s;
+}
+
+}  // namespace
+
 J serving_report_json(const Scenario& sc, const ServingFleetRun& fleet) {
   const ServingJob& job = serving_job(sc);
   const ServingReplicaRun& run = fleet.run;
-  const int gpus = fleet.disaggregated ? job.gpus() : fleet.replicas * job.deployment.gpus();
+  const int gpus = fleet.disaggregated || fleet.fleet ? job.gpus() : fleet.replicas * job.deployment.gpus();
   const ServingResult& r = run.result;
   const KvCapacity& c = run.capacity;
   J j;
@@ -149,6 +228,7 @@ J serving_report_json(const Scenario& sc, const ServingFleetRun& fleet) {
                  {"routing", "round_robin"},
                  {"goodput_requests_per_s_per_gpu", r.goodput_requests_per_s / gpus}};
   if (fleet.disaggregated) j["disaggregation"] = disaggregation_json(*job.disaggregation, *fleet.disaggregated);
+  if (fleet.fleet) add_fleet_json(j["fleet"], *job.fleet, *fleet.fleet);
   j["warnings"] = serving_warnings(sc, fleet);
   return j;
 }
@@ -159,7 +239,7 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
   const ServingResult& r = run.result;
   const KvCapacity& c = run.capacity;
   const ServingDeployment& d = job.deployment;
-  const int gpus = fleet.disaggregated ? job.gpus() : fleet.replicas * d.gpus();
+  const int gpus = fleet.disaggregated || fleet.fleet ? job.gpus() : fleet.replicas * d.gpus();
   std::string s;
   char buf[512];
   if (fleet.disaggregated) {
@@ -171,6 +251,12 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
                   sc.name.c_str(), job.model.name.c_str(), gpus, d.cluster.spec.gpu.name.c_str(), x.prefill_replicas,
                   x.prefill.tp, x.decode_replicas, x.decode.tp, d.pp, x.link_bytes_per_s / 1e9, x.link_latency_s * 1e6,
                   x.decode_link_bytes_per_s / 1e9, weights_text(d.quantization).c_str(), kv_text(d.kv_dtype).c_str());
+  } else if (fleet.fleet) {
+    std::snprintf(buf, sizeof buf,
+                  "%s\n  %s on a fleet of %d replicas = %d GPUs behind a %s router, weights %s, KV cache %s\n\n",
+                  sc.name.c_str(), job.model.name.c_str(), fleet.replicas, gpus,
+                  router_policy_names.name(job.fleet->router.policy), weights_text(d.quantization).c_str(),
+                  kv_text(d.kv_dtype).c_str());
   } else if (fleet.replicas == 1) {
     std::snprintf(buf, sizeof buf, "%s\n  %s on %d x %s (TP %d, PP %d), weights %s, KV cache %s\n\n", sc.name.c_str(),
                   job.model.name.c_str(), d.gpus(), d.cluster.spec.gpu.name.c_str(), d.tp, d.pp,
@@ -244,6 +330,7 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
                 pct(g.overhead_s / span).c_str(), pct(g.draft_s / span).c_str(), pct(g.swap_s / span).c_str(),
                 pct(g.idle_s / span).c_str());
   s += buf;
+  if (fleet.fleet) s += fleet_text(*job.fleet, *fleet.fleet);
   return s;
 }
 

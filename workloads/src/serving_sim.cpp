@@ -6,6 +6,7 @@
 #include <queue>
 #include <set>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "sim/quantile_histogram.hpp"
@@ -127,8 +128,8 @@ template <bool kFast>
 class Replica {
  public:
   Replica(TrafficSource& src, KvCache& kv, const IterationCostModel& cost, const SchedulerConfig& c,
-          const ReplicaOptions& o)
-      : src_(src), kv_(kv), cost_(cost), c_(c), o_(o), k_(c.num_speculative_tokens), bs_(kv.block_size()) {
+          const ReplicaOptions& o, Time start = Time{0})
+      : src_(src), kv_(kv), cost_(cost), c_(c), o_(o), k_(c.num_speculative_tokens), bs_(kv.block_size()), t_(start) {
     check_scheduler_config(c);
     if (bs_ != c.block_size) throw std::invalid_argument("the KV cache's block size differs from block_size");
     if (c.preemption == PreemptionMode::swap && !(o.host_link_bytes_per_s > 0))
@@ -137,23 +138,50 @@ class Replica {
   }
 
   ServingResult run() {
-    Time t{0};
-    int empty_in_a_row = 0;
-    while (true) {
-      admit_arrivals(t);
-      if (running_.empty() && waiting_.empty()) {
-        auto next = src_.next_arrival();
-        if (!next) break;              // exhausted, or a closed loop with nobody left to send
-        *next += o_.request_overhead;  // when the scheduler sees it
-        res_.gpu_time.idle_s += (std::max(*next, t) - t).seconds();
-        t = std::max(*next, t);
-        continue;
-      }
-      const bool ran = iterate(t);
-      empty_in_a_row = ran ? 0 : empty_in_a_row + 1;
-      if (empty_in_a_row > 2) throw std::logic_error("serving scheduler made no progress");
+    while (step()) {
     }
-    finish_result(t);
+    return finish();
+  }
+
+  // ---- the steps a driver takes (SteppableReplica): run() is `while (step()) {}` then finish()
+  Time now() const { return t_; }
+  bool busy() const { return !running_.empty() || !waiting_.empty(); }
+  // Admits what has arrived by now(), then runs one iteration or, idle, jumps to the next known
+  // arrival; false (nothing done) when none is known.
+  bool step() {
+    admit_arrivals(t_);
+    if (running_.empty() && waiting_.empty()) {
+      auto next = src_.next_arrival();
+      if (!next) return false;       // exhausted, or a closed loop with nobody left to send
+      *next += o_.request_overhead;  // when the scheduler sees it
+      res_.gpu_time.idle_s += (std::max(*next, t_) - t_).seconds();
+      t_ = std::max(*next, t_);
+      return true;
+    }
+    const bool ran = iterate(t_);
+    empty_in_a_row_ = ran ? 0 : empty_in_a_row_ + 1;
+    if (empty_in_a_row_ > 2) throw std::logic_error("serving scheduler made no progress");
+    return true;
+  }
+  ReplicaLoad load() const { return busy() ? load_ : ReplicaLoad{0, 0, kv_.used_blocks(), kv_.num_blocks()}; }
+  // Idle: the clock moves to t, idle (a driver hands it a request that arrived before now).
+  void idle_until(Time t) {
+    if (busy() || t <= t_) return;
+    res_.gpu_time.idle_s += (t - t_).seconds();
+    t_ = t;
+  }
+  // The requests admitted and not finished, in service order, dropped (a crash); the replica is
+  // not stepped again.
+  std::vector<Request> abort() {
+    std::vector<Request> out;
+    for (const Entry& e : running_) out.push_back(slots_[e.slot].r);
+    for (; !waiting_.empty(); waiting_.pop()) out.push_back(slots_[waiting_.top().slot].r);
+    running_.clear();
+    prefilling_.clear();
+    return out;
+  }
+  ServingResult finish() {
+    finish_result(t_);
     return std::move(res_);
   }
 
@@ -314,6 +342,8 @@ class Replica {
     }
     BatchShape b = shape(decode_now);
     if (b.prefill_seqs == 0 && b.decode_seqs == 0 && swap_s_ == 0) return false;
+    load_ = {static_cast<std::int64_t>(waiting_.size()), static_cast<std::int64_t>(running_.size()), kv_.used_blocks(),
+             kv_.num_blocks()};
     const IterationTime it = b.prefill_seqs + b.decode_seqs > 0 ? cost_.iteration(b) : IterationTime{};
     const Time end = t + seconds(it.total_s) + seconds(swap_s_);
     const double used =
@@ -628,6 +658,9 @@ class Replica {
   std::int64_t met_ = 0;
   QuantileHistogram ttft_, tpot_, e2e_, queue_;
   ServingResult res_;
+  Time t_;                  // the replica's clock: the end of its last iteration
+  int empty_in_a_row_ = 0;  // iterations that ran nothing (a stuck scheduler)
+  ReplicaLoad load_;        // as scheduled for the iteration in progress
 };
 
 }  // namespace
@@ -637,6 +670,54 @@ ServingResult simulate_replica(TrafficSource& source, KvCache& kv, const Iterati
   if (config.num_speculative_tokens > 0) return Replica<false>(source, kv, cost, config, options).run();
   return Replica<true>(source, kv, cost, config, options).run();
 }
+
+// The stepper's seam over both loops.
+struct SteppableReplica::Impl {
+  virtual ~Impl() = default;
+  virtual Time now() const = 0;
+  virtual bool busy() const = 0;
+  virtual bool step() = 0;
+  virtual ReplicaLoad load() const = 0;
+  virtual void idle_until(Time t) = 0;
+  virtual std::vector<Request> abort() = 0;
+  virtual ServingResult finish() = 0;
+};
+
+namespace {
+template <bool kFast>
+struct StepperOf final : SteppableReplica::Impl {
+  template <class... A>
+  explicit StepperOf(A&&... a) : r(std::forward<A>(a)...) {}
+  Time now() const override { return r.now(); }
+  bool busy() const override { return r.busy(); }
+  bool step() override { return r.step(); }
+  ReplicaLoad load() const override { return r.load(); }
+  void idle_until(Time t) override { r.idle_until(t); }
+  std::vector<Request> abort() override { return r.abort(); }
+  ServingResult finish() override { return r.finish(); }
+  Replica<kFast> r;
+};
+}  // namespace
+
+SteppableReplica::SteppableReplica(TrafficSource& source, KvCache& kv, const IterationCostModel& cost,
+                                   const SchedulerConfig& config, const ReplicaOptions& options, Time start,
+                                   bool reference) {
+  if (!reference && config.num_speculative_tokens == 0) {
+    impl_ = std::make_unique<StepperOf<true>>(source, kv, cost, config, options, start);
+  } else {
+    impl_ = std::make_unique<StepperOf<false>>(source, kv, cost, config, options, start);
+  }
+}
+SteppableReplica::~SteppableReplica() = default;
+SteppableReplica::SteppableReplica(SteppableReplica&&) noexcept = default;
+SteppableReplica& SteppableReplica::operator=(SteppableReplica&&) noexcept = default;
+Time SteppableReplica::now() const { return impl_->now(); }
+bool SteppableReplica::busy() const { return impl_->busy(); }
+bool SteppableReplica::step() { return impl_->step(); }
+ReplicaLoad SteppableReplica::load() const { return impl_->load(); }
+void SteppableReplica::idle_until(Time t) { impl_->idle_until(t); }
+std::vector<Request> SteppableReplica::abort() { return impl_->abort(); }
+ServingResult SteppableReplica::finish() { return impl_->finish(); }
 
 ServingResult simulate_replica_reference(TrafficSource& source, KvCache& kv, const IterationCostModel& cost,
                                          const SchedulerConfig& config, const ReplicaOptions& options) {

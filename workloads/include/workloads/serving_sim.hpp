@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <vector>
 
 #include "sim/time.hpp"
 #include "workloads/serving_types.hpp"
@@ -89,6 +91,47 @@ struct ServingResult {
   double prefix_hit_rate = 0;       // hit tokens / looked-up prompt tokens (KvCacheStats)
   KvCacheStats kv_stats;
   GpuTimeSplit gpu_time;
+};
+
+// What a replica reports to a router: its queues and KV blocks in use as scheduled for the
+// iteration in progress (idle: nothing queued, the blocks held now).
+struct ReplicaLoad {
+  std::int64_t waiting = 0;
+  std::int64_t running = 0;
+  std::int64_t kv_used_blocks = 0;
+  std::int64_t kv_blocks = 0;
+};
+
+// One replica advanced a step at a time by a driver (a fleet's event loop, serving_fleet_sim.hpp):
+// simulate_replica is `while (step()) {}` then finish(), and gives the same result. Its clock
+// starts at `start` (a replica added or restarted later); requests come from `source`, which a
+// driver may keep feeding (an arrival is admitted at the first step at or after it). `reference`
+// runs simulate_replica_reference's loop (as does speculative decoding).
+class SteppableReplica {
+ public:
+  SteppableReplica(TrafficSource& source, KvCache& kv, const IterationCostModel& cost, const SchedulerConfig& config,
+                   const ReplicaOptions& options, Time start = Time{0}, bool reference = false);
+  ~SteppableReplica();
+  SteppableReplica(SteppableReplica&&) noexcept;
+  SteppableReplica& operator=(SteppableReplica&&) noexcept;
+
+  Time now() const;   // the end of its last iteration (or of its last jump to an arrival)
+  bool busy() const;  // requests admitted and not finished
+  // Admits the arrivals up to now(), then runs one iteration (busy) or jumps to the source's
+  // next arrival (idle); false, doing nothing, when idle and the source knows no arrival.
+  bool step();
+  ReplicaLoad load() const;
+  // Idle (not busy): its clock moves on to t, as idle time; busy or already past t: nothing.
+  // For a request handed over after its arrival (a retry), which must not start before then.
+  void idle_until(Time t);
+  // A crash: the admitted, unfinished requests (service order), dropped; step no more after it.
+  std::vector<Request> abort();
+  ServingResult finish();  // the result up to now(); call once, last
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
 };
 
 // The replica, fast: decode steps advance every running request through running sums and a heap

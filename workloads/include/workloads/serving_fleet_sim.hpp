@@ -1,0 +1,127 @@
+// A coupled serving fleet (issue 18): pools of replicas (each pool its own deployment and
+// scheduler, so A100 and H100 pools mix) behind one router, simulated in one discrete-event
+// loop. Each arrival is routed at its arrival time with what the router knows then; replicas
+// step (serving_sim.hpp's SteppableReplica) in time order between arrivals, ties by replica id.
+// Lifecycle events (add, drain, crash, restart) and a periodic control tick (the autoscaler's
+// hook) act on the loop. Statistics are streamed: memory is flat in the request count.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/names.hpp"
+#include "workloads/serving_memory.hpp"
+#include "workloads/serving_replicas.hpp"
+#include "workloads/serving_router.hpp"
+
+namespace ctwin {
+
+struct FleetPool {
+  std::string name;
+  ServingDeployment deployment;
+  SchedulerConfig scheduler;
+  int replicas = 1;         // at t = 0, serving at once
+  double cold_start_s = 0;  // a replica added later serves this long after it is added
+  // Tests: an iteration cost and a KV block count in place of the deployment's (null, 0: the
+  // deployment's ServingCostModel and kv_capacity).
+  std::shared_ptr<const IterationCostModel> cost;
+  std::int64_t gpu_blocks = 0;
+};
+
+enum class FleetEventKind : std::uint8_t { add, drain, crash };
+inline constexpr auto fleet_event_kind_names = make_names<FleetEventKind>(
+    {{FleetEventKind::add, "add"}, {FleetEventKind::drain, "drain"}, {FleetEventKind::crash, "crash"}});
+
+// add: one more replica in `pool` (replica ignored), serving from t_s + the pool's cold_start_s.
+// drain: the replica takes no new request, finishes those it holds, then goes away.
+// crash: the replica loses what it holds (retried or lost, FleetSpec::retry), and restarts
+// empty (no cached prefix) restart_s later (< 0: never). A crash lands at the replica's first
+// iteration boundary at or after t_s (an iteration lasts tens of milliseconds).
+// `replica` is the index in its pool, in the order replicas were made (0 .. replicas - 1 first).
+struct FleetEvent {
+  double t_s = 0;
+  FleetEventKind kind = FleetEventKind::crash;
+  int pool = 0;
+  int replica = 0;
+  double restart_s = -1;
+};
+
+enum class RetryPolicy : std::uint8_t { retry, lose };
+inline constexpr auto retry_policy_names =
+    make_names<RetryPolicy>({{RetryPolicy::retry, "retry"}, {RetryPolicy::lose, "lose"}});
+
+// What the control tick sees, per pool.
+struct FleetPoolMetrics {
+  int serving = 0;   // taking requests
+  int starting = 0;  // added, in their cold start
+  int draining = 0;
+  int down = 0;                  // crashed, waiting to restart
+  std::int64_t outstanding = 0;  // the router's count over the pool
+  std::int64_t waiting = 0;      // reported, summed
+  std::int64_t running = 0;      // reported, summed
+  double kv_utilization = 0;     // reported, mean over the serving replicas
+  std::int64_t arrivals = 0;     // routed to the pool since the last tick
+};
+struct FleetMetrics {
+  double t_s = 0;
+  double interval_s = 0;
+  std::vector<FleetPoolMetrics> pools;
+};
+
+// The autoscaler's hook: every interval_s, desired(metrics) returns the replicas wanted per pool
+// (serving + starting + down; one entry per pool, or empty for no change). More than the pool
+// has adds replicas (cold start); fewer drains the newest serving or starting ones.
+struct FleetControl {
+  double interval_s = 0;  // 0: no tick
+  std::function<std::vector<int>(const FleetMetrics&)> desired;
+};
+
+struct FleetSpec {
+  std::vector<FleetPool> pools;
+  RouterSpec router;
+  std::vector<FleetEvent> events;
+  RetryPolicy retry = RetryPolicy::retry;
+  int max_retries = 1;  // a request lost more often than this is lost for good
+  FleetControl control;
+};
+
+struct FleetPoolResult {
+  std::string name;
+  KvCapacity capacity;
+  int replicas_made = 0;             // every replica the pool had, added ones included
+  std::vector<std::int64_t> routed;  // requests the router sent to each (retries included)
+  ServingResult merged;              // over the pool's replicas (merge_serving_results)
+};
+
+struct FleetRun {
+  std::string refusal;  // a pool that cannot hold its weights refuses the fleet
+  std::vector<FleetPoolResult> pools;
+  ServingResult merged;       // the fleet's; arrived_requests counts the traffic's requests once
+  RouterStats router;         // routed: by fleet replica id (pools in order, then added replicas)
+  std::int64_t retried = 0;   // requests routed again after a crash
+  std::int64_t lost = 0;      // lost to a crash (policy lose, or out of retries)
+  std::int64_t unrouted = 0;  // no replica took them (all down, draining or starting)
+  std::int64_t crashes = 0;
+  std::int64_t control_ticks = 0;
+};
+
+// What the fleet needs to know of its traffic besides the requests.
+struct FleetTraffic {
+  std::uint64_t seed = 0;                // the replicas' own draws (speculative acceptance)
+  std::int64_t session_group_base = -1;  // the first prefix group that is a session (-1: none)
+  std::int32_t session_turns = 1;
+};
+
+// The fleet behind its router fed by make_traffic(traffic), run to the end of the traffic.
+// Throws std::invalid_argument for an invalid spec (no pool, a pool without replicas, an event
+// naming a missing pool or replica). With one pool, the round-robin router and no events, it
+// gives run_serving_replicas' result bit for bit.
+FleetRun run_fleet(const FleetSpec& spec, const TrafficSpec& traffic, ServingLoop loop = ServingLoop::fast);
+// The same fed by a given stream (closed-loop sources included).
+FleetRun run_fleet(const FleetSpec& spec, TrafficSource& stream, const FleetTraffic& info,
+                   ServingLoop loop = ServingLoop::fast);
+
+}  // namespace ctwin

@@ -1,0 +1,503 @@
+#include "workloads/serving_fleet_sim.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "workloads/kv_cache.hpp"
+#include "workloads/serving_cost.hpp"
+
+namespace ctwin {
+namespace {
+
+constexpr Time kNever{std::numeric_limits<std::int64_t>::max()};
+
+class Fleet;
+
+// A replica's inbox: the requests the router sent it, in routing order; completions go back to
+// the fleet (the router's count, a closed-loop user).
+class Inbox final : public TrafficSource {
+ public:
+  Inbox(Fleet& f, int id, const std::vector<RequestClass>& classes) : fleet_(f), id_(id), classes_(classes) {}
+  std::optional<Time> next_arrival() const override {
+    if (q_.empty()) return std::nullopt;
+    return q_.front().arrival;
+  }
+  Request pop() override {
+    const Request r = q_.front();
+    q_.pop_front();
+    return r;
+  }
+  void completed(const Request& r, Time t) override;
+  bool exhausted() const override { return q_.empty(); }
+  const std::vector<RequestClass>& classes() const override { return classes_; }
+  void push(const Request& r) { q_.push_back(r); }
+  bool empty() const { return q_.empty(); }
+
+ private:
+  Fleet& fleet_;
+  int id_;
+  const std::vector<RequestClass>& classes_;
+  std::deque<Request> q_;
+};
+
+// One life of a replica, from its start (t = 0, an add, a restart) to its end (the traffic's,
+// a drain, a crash): a fresh KV cache, so a restart has nothing cached.
+struct Incarnation {
+  Incarnation(Fleet& f, int id, const std::vector<RequestClass>& classes) : inbox(f, id, classes) {}
+  Inbox inbox;
+  std::unique_ptr<PrefixKvCache> kv;
+  ReplicaOptions options;
+  std::optional<SteppableReplica> rep;
+  bool has_work() const { return rep->busy() || !inbox.empty(); }
+};
+
+enum class SlotState : std::uint8_t { starting, serving, draining, down, gone };
+
+struct Slot {
+  int pool = 0;
+  int index = 0;  // in its pool
+  SlotState state = SlotState::serving;
+  std::unique_ptr<Incarnation> inc;
+  std::uint32_t gen = 0;  // incarnations begun; older heap entries and completions are stale
+  bool queued = false;    // has a live entry in the ready heap
+  ServingLatencyHistograms hist;
+  std::vector<ServingResult> results;  // each finished incarnation's
+};
+
+struct PoolRuntime {
+  KvCapacity capacity;
+  std::shared_ptr<const IterationCostModel> cost;
+  std::int64_t arrivals = 0;  // since the last control tick
+};
+
+struct TimedId {  // ordered by (time, id): ties never depend on anything else
+  Time t;
+  int id;
+  std::uint32_t gen;
+  bool operator>(const TimedId& o) const { return t != o.t ? t > o.t : id > o.id; }
+};
+
+enum class Life : std::uint8_t { add, drain, crash, restart, serve };
+struct LifeEvent {
+  Time t;
+  std::int64_t seq;  // ties: in the order made (the scenario's order first)
+  Life kind;
+  int pool;
+  int slot;  // fleet replica id (add: unused)
+  double restart_s;
+  bool operator>(const LifeEvent& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+struct Retry {
+  Time t;
+  std::int64_t seq;
+  Request r;
+  bool operator>(const Retry& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+template <class T>
+using MinHeap = std::priority_queue<T, std::vector<T>, std::greater<>>;
+
+Time at_s(double s) { return seconds(s); }
+
+class Fleet {
+ public:
+  Fleet(const FleetSpec& spec, TrafficSource& stream, const FleetTraffic& info, ServingLoop loop)
+      : spec_(spec),
+        info_(info),
+        reference_(loop == ServingLoop::reference),
+        stream_(&stream),
+        router_(spec.router, info.session_group_base, info.session_turns) {}
+
+  FleetRun run() {
+    FleetRun out;
+    if (spec_.pools.empty()) throw std::invalid_argument("fleet: no pool");
+    if (spec_.max_retries < 0) throw std::invalid_argument("fleet: max_retries must be >= 0");
+    for (const FleetPool& p : spec_.pools) {
+      if (p.replicas < 0) throw std::invalid_argument("fleet: pool " + p.name + " has a negative replica count");
+      if (!(p.cold_start_s >= 0)) throw std::invalid_argument("fleet: pool " + p.name + " has cold_start_s < 0");
+      PoolRuntime& rt = pools_.emplace_back();
+      if (p.gpu_blocks > 0) {
+        rt.capacity.num_gpu_blocks = p.gpu_blocks;
+        rt.capacity.tokens = p.gpu_blocks * p.scheduler.block_size;
+      } else {
+        rt.capacity = kv_capacity(p.deployment, p.scheduler);
+      }
+      if (!rt.capacity.refusal.empty() && out.refusal.empty())
+        out.refusal = "pool " + p.name + ": " + rt.capacity.refusal;
+      FleetPoolResult& pr = out.pools.emplace_back();
+      pr.name = p.name;
+      pr.capacity = rt.capacity;
+    }
+    if (!out.refusal.empty()) return out;
+    for (std::size_t p = 0; p < spec_.pools.size(); ++p) {
+      if (spec_.pools[p].cost) {
+        pools_[p].cost = spec_.pools[p].cost;
+      } else {
+        pools_[p].cost = std::make_shared<ServingCostModel>(spec_.pools[p].deployment);
+      }
+      for (int k = 0; k < spec_.pools[p].replicas; ++k) make_slot(static_cast<int>(p), Time{0}, SlotState::serving);
+    }
+    for (const FleetEvent& e : spec_.events) {
+      if (e.pool < 0 || e.pool >= static_cast<int>(spec_.pools.size()))
+        throw std::invalid_argument("fleet: an event names pool " + std::to_string(e.pool) + " of " +
+                                    std::to_string(spec_.pools.size()));
+      if (!(e.t_s >= 0)) throw std::invalid_argument("fleet: an event's t_s must be >= 0");
+      life_.push({at_s(e.t_s), seq_++,
+                  e.kind == FleetEventKind::add     ? Life::add
+                  : e.kind == FleetEventKind::drain ? Life::drain
+                                                    : Life::crash,
+                  e.pool, e.replica, e.restart_s});
+    }
+    if (spec_.router.metrics_interval_s > 0) next_refresh_ = Time{0};
+    if (spec_.control.interval_s > 0 && spec_.control.desired) next_tick_ = at_s(spec_.control.interval_s);
+    loop();
+    return collect(std::move(out));
+  }
+
+  void on_completed(int id, const Request& r, Time t) {
+    completions_.push({t, id, slots_[static_cast<std::size_t>(id)].gen});
+    attempts_.erase(r.id);
+    stream_->completed(r, t);
+  }
+
+ private:
+  // ---- the loop: step the earliest replica while it starts before the next event; ties go to
+  // the event (an arrival at t is routed before any replica steps at t)
+  void loop() {
+    while (true) {
+      clean_ready();
+      const Time ev = next_event();
+      if (!ready_.empty() && ready_.top().t < ev) {
+        step_top();
+        continue;
+      }
+      if (ev == kNever) break;
+      handle(ev);
+    }
+  }
+
+  bool active() { return stream_->next_arrival() || !ready_.empty() || !retries_.empty() || !life_.empty(); }
+  Time next_event() {
+    Time ev = kNever;
+    if (const auto a = stream_->next_arrival()) ev = std::min(ev, *a);
+    if (!retries_.empty()) ev = std::min(ev, retries_.top().t);
+    if (!life_.empty()) ev = std::min(ev, life_.top().t);
+    if (active()) ev = std::min({ev, next_refresh_, next_tick_});
+    return ev;
+  }
+
+  void handle(Time ev) {
+    if (!life_.empty() && life_.top().t == ev) {
+      const LifeEvent e = life_.top();
+      life_.pop();
+      apply(e);
+    } else if (next_refresh_ == ev) {
+      refresh();
+      next_refresh_ = next_refresh_ + at_s(spec_.router.metrics_interval_s);
+    } else if (next_tick_ == ev) {
+      tick(ev);
+      next_tick_ = next_tick_ + at_s(spec_.control.interval_s);
+    } else if (!retries_.empty() && retries_.top().t == ev) {
+      const Request r = retries_.top().r;
+      retries_.pop();
+      route(r, ev);
+    } else {
+      route(stream_->pop(), ev);
+      ++arrived_;
+    }
+  }
+
+  void clean_ready() {
+    while (!ready_.empty()) {
+      const TimedId& e = ready_.top();
+      const Slot& s = slots_[static_cast<std::size_t>(e.id)];
+      if (s.inc && s.gen == e.gen) return;
+      ready_.pop();
+    }
+  }
+  void enqueue(int id) {
+    Slot& s = slots_[static_cast<std::size_t>(id)];
+    if (s.queued || !s.inc || !s.inc->has_work()) return;
+    s.queued = true;
+    ready_.push({s.inc->rep->now(), id, s.gen});
+  }
+  void step_top() {
+    const int id = ready_.top().id;
+    ready_.pop();
+    Slot& s = slots_[static_cast<std::size_t>(id)];
+    s.queued = false;
+    s.inc->rep->step();
+    if (s.state == SlotState::draining && !s.inc->has_work()) {
+      retire(s);
+      return;
+    }
+    enqueue(id);
+  }
+
+  // ---- routing
+  void route(const Request& r, Time t) {
+    for (; !completions_.empty() && completions_.top().t <= t; completions_.pop()) {
+      const TimedId& c = completions_.top();
+      if (slots_[static_cast<std::size_t>(c.id)].gen == c.gen) router_.completed(c.id);
+    }
+    if (spec_.router.metrics_interval_s == 0 && spec_.router.policy == RouterPolicy::least_kv) refresh();
+    const int k = router_.route(r, views_);
+    if (k < 0) {
+      ++unrouted_;
+      attempts_.erase(r.id);
+      stream_->completed(r, t);  // answered with an error: a closed-loop user goes on
+      return;
+    }
+    Slot& s = slots_[static_cast<std::size_t>(k)];
+    ++pools_[static_cast<std::size_t>(s.pool)].arrivals;
+    // A retry arrived before now: the replica must not take it before it was sent.
+    if (r.arrival < t) s.inc->rep->idle_until(t);
+    s.inc->inbox.push(r);
+    enqueue(k);
+  }
+  void refresh() {
+    for (std::size_t k = 0; k < slots_.size(); ++k)
+      views_[k].reported = slots_[k].inc ? slots_[k].inc->rep->load() : ReplicaLoad{};
+  }
+
+  // ---- lifecycle
+  int make_slot(int pool, Time start, SlotState state) {
+    const int id = static_cast<int>(slots_.size());
+    Slot& s = slots_.emplace_back();
+    s.pool = pool;
+    s.index = made_[pool]++;
+    s.state = state;
+    router_.add_replica();
+    views_.push_back({state == SlotState::serving, ReplicaLoad{}});
+    begin(s, id, start);
+    return id;
+  }
+  void begin(Slot& s, int id, Time start) {
+    const FleetPool& p = spec_.pools[static_cast<std::size_t>(s.pool)];
+    const PoolRuntime& rt = pools_[static_cast<std::size_t>(s.pool)];
+    ++s.gen;
+    s.queued = false;
+    s.inc = std::make_unique<Incarnation>(*this, id, stream_->classes());
+    Incarnation& in = *s.inc;
+    // As run_serving_replica builds one replica.
+    in.kv = make_kv_cache(rt.capacity.num_gpu_blocks, p.scheduler.block_size, rt.capacity.num_cpu_blocks,
+                          p.scheduler.prefix_caching);
+    in.options.seed = info_.seed;
+    in.options.kv_block_bytes = rt.capacity.block_bytes * p.deployment.gpus();
+    in.options.host_link_bytes_per_s = p.deployment.cluster.spec.gpu.pcie_gbyte_per_s * 1e9 * p.deployment.gpus();
+    in.options.request_overhead = seconds(p.deployment.overhead.request_overhead_us * 1e-6);
+    in.options.hooks.on_request = [&h = s.hist](const RequestRecord& r) { h.record(r); };
+    in.rep.emplace(in.inbox, *in.kv, *rt.cost, p.scheduler, in.options, start, reference_);
+  }
+  void retire(Slot& s) {  // the incarnation ends with the result so far
+    s.results.push_back(s.inc->rep->finish());
+    s.inc.reset();
+    s.queued = false;
+    s.state = SlotState::gone;
+  }
+  int slot_of(int pool, int index) const {
+    for (std::size_t k = 0; k < slots_.size(); ++k)
+      if (slots_[k].pool == pool && slots_[k].index == index) return static_cast<int>(k);
+    throw std::invalid_argument("fleet: pool " + spec_.pools[static_cast<std::size_t>(pool)].name + " has no replica " +
+                                std::to_string(index));
+  }
+
+  void apply(const LifeEvent& e) {
+    switch (e.kind) {
+      case Life::add: {
+        const Time from = e.t + at_s(spec_.pools[static_cast<std::size_t>(e.pool)].cold_start_s);
+        const int id = make_slot(e.pool, from, SlotState::starting);
+        life_.push({from, seq_++, Life::serve, e.pool, id, 0});
+        return;
+      }
+      case Life::serve: {
+        Slot& s = slots_[static_cast<std::size_t>(e.slot)];
+        if (s.state != SlotState::starting) return;  // drained in its cold start
+        s.state = SlotState::serving;
+        views_[static_cast<std::size_t>(e.slot)].accepting = true;
+        return;
+      }
+      case Life::drain:
+        drain(slot_of(e.pool, e.slot));
+        return;
+      case Life::crash:
+        crash(slot_of(e.pool, e.slot), e.t, e.restart_s);
+        return;
+      case Life::restart: {
+        Slot& s = slots_[static_cast<std::size_t>(e.slot)];
+        if (s.state != SlotState::down) return;
+        s.state = SlotState::serving;
+        views_[static_cast<std::size_t>(e.slot)].accepting = true;
+        begin(s, e.slot, e.t);
+        return;
+      }
+    }
+  }
+
+  void drain(int id) {
+    Slot& s = slots_[static_cast<std::size_t>(id)];
+    if (s.state != SlotState::serving && s.state != SlotState::starting) return;
+    s.state = SlotState::draining;
+    views_[static_cast<std::size_t>(id)].accepting = false;
+    if (!s.inc->has_work()) retire(s);
+  }
+
+  void crash(int id, Time at, double restart_s) {
+    Slot& s = slots_[static_cast<std::size_t>(id)];
+    if (!s.inc) return;  // already down or gone
+    ++crashes_;
+    // Every replica starting before `at` has stepped: this one's clock is at or past it, or it
+    // is idle; the crash lands at that boundary.
+    const Time t = std::max(at, s.inc->rep->now());
+    std::vector<Request> held = s.inc->rep->abort();
+    for (; !s.inc->inbox.empty();) held.push_back(s.inc->inbox.pop());
+    retire(s);
+    ++s.gen;  // its pending completions no longer count for the router
+    router_.forget(id);
+    views_[static_cast<std::size_t>(id)] = {};
+    s.state = restart_s >= 0 ? SlotState::down : SlotState::gone;
+    if (restart_s >= 0) life_.push({t + at_s(restart_s), seq_++, Life::restart, s.pool, id, 0});
+    for (const Request& r : held) {
+      int& n = attempts_[r.id];
+      if (spec_.retry == RetryPolicy::retry && n < spec_.max_retries) {
+        ++n;
+        ++retried_;
+        retries_.push({t, seq_++, r});
+      } else {
+        ++lost_;
+        attempts_.erase(r.id);
+        stream_->completed(r, t);
+      }
+    }
+  }
+
+  // ---- the control tick (the autoscaler's hook)
+  void tick(Time t) {
+    ++ticks_;
+    FleetMetrics m;
+    m.t_s = t.seconds();
+    m.interval_s = spec_.control.interval_s;
+    m.pools.resize(spec_.pools.size());
+    std::vector<int> kv_n(spec_.pools.size(), 0);
+    for (std::size_t k = 0; k < slots_.size(); ++k) {
+      const Slot& s = slots_[k];
+      FleetPoolMetrics& p = m.pools[static_cast<std::size_t>(s.pool)];
+      p.serving += s.state == SlotState::serving;
+      p.starting += s.state == SlotState::starting;
+      p.draining += s.state == SlotState::draining;
+      p.down += s.state == SlotState::down;
+      p.outstanding += router_.outstanding(static_cast<int>(k));
+      if (s.state == SlotState::serving) {
+        const ReplicaLoad l = s.inc->rep->load();
+        p.waiting += l.waiting;
+        p.running += l.running;
+        p.kv_utilization += l.kv_blocks > 0 ? static_cast<double>(l.kv_used_blocks) / l.kv_blocks : 0;
+        ++kv_n[static_cast<std::size_t>(s.pool)];
+      }
+    }
+    for (std::size_t p = 0; p < m.pools.size(); ++p) {
+      if (kv_n[p] > 0) m.pools[p].kv_utilization /= kv_n[p];
+      m.pools[p].arrivals = pools_[p].arrivals;
+      pools_[p].arrivals = 0;
+    }
+    const std::vector<int> want = spec_.control.desired(m);
+    if (want.empty()) return;
+    if (want.size() != spec_.pools.size())
+      throw std::invalid_argument("fleet: the control hook must return one count per pool");
+    for (std::size_t p = 0; p < want.size(); ++p) {
+      const FleetPoolMetrics& x = m.pools[p];
+      int have = x.serving + x.starting + x.down;
+      for (; have < want[p]; ++have) apply({t, seq_++, Life::add, static_cast<int>(p), 0, 0});
+      for (int k = static_cast<int>(slots_.size()) - 1; k >= 0 && have > std::max(0, want[p]); --k) {
+        const Slot& s = slots_[static_cast<std::size_t>(k)];
+        if (s.pool != static_cast<int>(p) || (s.state != SlotState::serving && s.state != SlotState::starting))
+          continue;
+        drain(k);
+        --have;
+      }
+    }
+  }
+
+  // ---- the end
+  FleetRun collect(FleetRun out) {
+    for (Slot& s : slots_)
+      if (s.inc) retire(s);
+    std::vector<ServingResult> all;
+    ServingLatencyHistograms all_h;
+    for (std::size_t p = 0; p < spec_.pools.size(); ++p) {
+      std::vector<ServingResult> rs;
+      ServingLatencyHistograms h;
+      FleetPoolResult& pr = out.pools[p];
+      for (std::size_t k = 0; k < slots_.size(); ++k) {
+        const Slot& s = slots_[k];
+        if (s.pool != static_cast<int>(p)) continue;
+        rs.insert(rs.end(), s.results.begin(), s.results.end());
+        h.merge(s.hist);
+        pr.routed.push_back(router_.stats().routed[k]);
+      }
+      pr.replicas_made = made_[static_cast<int>(p)];
+      pr.merged = merge_serving_results(rs, h);
+    }
+    for (const Slot& s : slots_) {
+      all.insert(all.end(), s.results.begin(), s.results.end());
+      all_h.merge(s.hist);
+    }
+    out.merged = merge_serving_results(all, all_h);
+    out.merged.arrived_requests = arrived_;
+    out.router = router_.stats();
+    out.retried = retried_;
+    out.lost = lost_;
+    out.unrouted = unrouted_;
+    out.crashes = crashes_;
+    out.control_ticks = ticks_;
+    return out;
+  }
+
+  const FleetSpec& spec_;
+  const FleetTraffic& info_;
+  bool reference_;
+  TrafficSource* stream_;
+  Router router_;
+  std::vector<PoolRuntime> pools_;
+  std::deque<Slot> slots_;  // by fleet replica id; a deque keeps each slot where hooks point
+  std::vector<RouterReplicaView> views_;
+  std::unordered_map<int, int> made_;  // replicas made per pool
+  MinHeap<TimedId> ready_;             // replicas with work, by (clock, id)
+  MinHeap<TimedId> completions_;       // answered requests the router has not counted yet
+  MinHeap<LifeEvent> life_;
+  MinHeap<Retry> retries_;
+  std::unordered_map<std::int64_t, int> attempts_;  // requests retried so far, until answered
+  std::int64_t seq_ = 0;
+  Time next_refresh_ = kNever;
+  Time next_tick_ = kNever;
+  std::int64_t arrived_ = 0, retried_ = 0, lost_ = 0, unrouted_ = 0, crashes_ = 0, ticks_ = 0;
+};
+
+void Inbox::completed(const Request& r, Time t) { fleet_.on_completed(id_, r, t); }
+
+}  // namespace
+
+FleetRun run_fleet(const FleetSpec& spec, const TrafficSpec& traffic, ServingLoop loop) {
+  const auto stream = make_traffic(traffic);
+  FleetTraffic info;
+  info.seed = traffic.seed;
+  if (traffic.sessions.turns > 1) {
+    info.session_group_base = traffic.prefix.shared_tokens > 0 ? traffic.prefix.groups : 0;
+    info.session_turns = traffic.sessions.turns;
+  }
+  return run_fleet(spec, *stream, info, loop);
+}
+
+FleetRun run_fleet(const FleetSpec& spec, TrafficSource& stream, const FleetTraffic& info, ServingLoop loop) {
+  return Fleet(spec, stream, info, loop).run();
+}
+
+}  // namespace ctwin
