@@ -49,6 +49,8 @@ std::span<const ParamTable> scenario_param_tables() {
         {"/serving", "the fleet: identical replicas behind a round-robin split", serving_fleet_params},
         {"/serving/disaggregation", "disaggregated prefill/decode: the two pools and the KV link",
          serving_disaggregation_params},
+        {"/serving/cost", "the price of a GPU-hour and of electricity, for the cost and energy report",
+         serving_cost_params},
         {"/network", "the network model", network_params},
         {"/validation", "a published measurement the scenario reproduces (scenarios/validation/)", validation_params},
         {"/realrun", "how `ctwin realrun` measures the scenario (docs/realrun.md)", realrun::realrun_params},

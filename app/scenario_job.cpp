@@ -132,6 +132,15 @@ void read_disaggregation(const JsonObject& so, ServingJob& job, const Cluster& c
   job.disaggregation = std::move(s);
 }
 
+// /serving/cost: the price of a GPU-hour (the GPU's catalog price unless given) and of electricity.
+void read_cost(const JsonObject& so, ServingJob& job) {
+  job.cost.gpu_hour_usd = job.deployment.cluster.spec.gpu.gpu_hour_usd;
+  if (!so.has("cost")) return;
+  const ParamReader r(so.object("cost"), serving_cost_params);
+  job.cost.gpu_hour_usd = r.number("gpu_hour_usd", job.cost.gpu_hour_usd);
+  job.cost.electricity_usd_per_kwh = r.number("electricity_usd_per_kwh");
+}
+
 ServingJob read_serving_job(const JsonObject& top, const Json& root, const ScenarioCatalogs& catalogs,
                             const Scenario& sc) {
   require_kind_keys(top, sc, {"serving", "traffic"}, {"training"});
@@ -154,6 +163,7 @@ ServingJob read_serving_job(const JsonObject& top, const Json& root, const Scena
   if (!top.object("traffic").has("seed")) job.traffic.seed = sc.seed;
   read_fleet(so, job, cluster);
   read_disaggregation(so, job, cluster);
+  read_cost(so, job);
   return job;
 }
 
