@@ -179,21 +179,21 @@ TEST_CASE("GPU catalog: TDPs are the datasheets' board power limits, idle below 
 
 TEST_CASE("GPU catalog: power and price survive a cluster description's round trip; idle above TDP is refused") {
   ClusterSpec spec;
-  spec.name = "t";
+  spec.name = std::string("round trip");
   spec.gpu = builtin_gpus().gpus.at("H100-SXM");
   spec.gpu.tdp_w = 650;
   spec.gpu.idle_w = 75;
   spec.gpu.gpu_hour_usd = 2.5;
-  spec.gpu.power_source = "p";
-  spec.gpu.price_source = "q";
+  spec.gpu.power_source = std::string("a power measurement");
+  spec.gpu.price_source = std::string("a price list");
   Json gpu = Json::parse(cluster_to_json(spec)["gpu"].dump());
   gpu.erase("name");  // the cluster reader takes it apart from the GPU's keys
   const GpuSpec back = gpu_from_json(JsonObject(gpu, "/gpu", "t.json"), "H100-SXM");
   CHECK(back.tdp_w == 650);
   CHECK(back.idle_w == 75);
   CHECK(back.gpu_hour_usd == 2.5);
-  CHECK(back.power_source == "p");
-  CHECK(back.price_source == "q");
+  CHECK(back.power_source == "a power measurement");
+  CHECK(back.price_source == "a price list");
   Json bad = gpu;
   bad["idle_w"] = 700;
   CHECK_THROWS_AS(gpu_from_json(JsonObject(bad, "/gpu", "t.json"), "H100-SXM"), InputError);
