@@ -58,6 +58,7 @@ constexpr std::string_view kLatency = "latency";
 constexpr std::string_view kThroughput = "throughput";
 constexpr std::string_view kKv = "KV cache and memory per GPU";
 constexpr std::string_view kGpuTime = "GPU time (the parts add up to the makespan)";
+constexpr std::string_view kCost = "cost and energy (docs/serving.md)";
 
 constexpr FigureSpec serving_figures[] = {
     {kLatency, "/ttft_s/p50", "TTFT p50", FigureUnit::seconds},
@@ -86,6 +87,14 @@ constexpr FigureSpec serving_figures[] = {
     {kGpuTime, "/gpu_time_s/draft", "draft model", FigureUnit::seconds},
     {kGpuTime, "/gpu_time_s/swap", "KV swap", FigureUnit::seconds},
     {kGpuTime, "/gpu_time_s/idle", "idle", FigureUnit::seconds},
+    {kCost, "/cost/gpu_hours", "GPU-hours", FigureUnit::rate},
+    {kCost, "/cost/total_usd", "cost, USD", FigureUnit::rate},
+    {kCost, "/cost/usd_per_million_input_tokens", "USD per M input tokens", FigureUnit::rate},
+    {kCost, "/cost/usd_per_million_output_tokens", "USD per M output tokens", FigureUnit::rate},
+    {kCost, "/cost/usd_per_million_tokens", "USD per M tokens", FigureUnit::rate},
+    {kCost, "/energy/energy_kwh", "energy, kWh", FigureUnit::rate},
+    {kCost, "/energy/average_power_w_per_gpu", "power per GPU, W", FigureUnit::rate},
+    {kCost, "/energy/joules_per_output_token", "J per output token", FigureUnit::rate},
 };
 
 // The figure's value in a report; none when the report lacks it or holds no number there (an

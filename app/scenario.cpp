@@ -55,6 +55,8 @@ std::span<const ParamTable> scenario_param_tables() {
         {"/serving/pools/N", "one pool of replicas (the rest of each replica as /serving)", serving_pool_params},
         {"/serving/failures", "scheduled crashes, drains and adds, and the retry policy", serving_failures_params},
         {"/serving/failures/events/N", "one lifecycle event", serving_failure_event_params},
+        {"/serving/cost", "the price of a GPU-hour and of electricity, for the cost and energy report",
+         serving_cost_params},
         {"/network", "the network model", network_params},
         {"/validation", "a published measurement the scenario reproduces (scenarios/validation/)", validation_params},
         {"/realrun", "how `ctwin realrun` measures the scenario (docs/realrun.md)", realrun::realrun_params},

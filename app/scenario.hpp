@@ -23,6 +23,7 @@
 #include "workloads/serving_deploy_params.hpp"
 #include "workloads/serving_disagg.hpp"
 #include "workloads/serving_fleet_sim.hpp"
+#include "workloads/serving_energy.hpp"
 #include "workloads/serving_traffic.hpp"
 #include "workloads/serving_types.hpp"
 #include "workloads/training.hpp"
@@ -84,6 +85,8 @@ struct ServingJob {
   // /serving/router, /serving/pools, /serving/failures: a coupled fleet behind a router; none:
   // data_parallel_size independent replicas behind a round-robin split.
   std::optional<FleetSpec> fleet;
+  // /serving/cost: the GPU-hour's price (the catalog's unless given), electricity's.
+  ServingCostConfig cost;
   int gpus() const {  // the fleet's, both pools' when disaggregated
     if (fleet) {
       int n = 0;
@@ -116,6 +119,11 @@ inline constexpr ParamDecl serving_fleet_params[] = {
             "them, in place of data_parallel_size aggregated replicas (/serving/disaggregation)",
      .source = "DistServe (OSDI'24), Splitwise (ISCA'24), vLLM disaggregated prefill",
      .computed = "none: aggregated"},
+    {.key = "cost",
+     .type = ParamType::object,
+     .doc = "what the report prices the run at: GPU-hours and energy (/serving/cost)",
+     .source = "docs/serving.md, \"Cost and energy\"",
+     .computed = "the catalog's gpu_hour_usd, electricity not counted"},
 };
 
 // /serving/disaggregation: the two pools (each replica otherwise as /serving describes it:

@@ -135,6 +135,15 @@ void read_disaggregation(const JsonObject& so, ServingJob& job, const Cluster& c
   job.disaggregation = std::move(s);
 }
 
+// /serving/cost: the price of a GPU-hour (the GPU's catalog price unless given) and of electricity.
+void read_cost(const JsonObject& so, ServingJob& job) {
+  job.cost.gpu_hour_usd = job.deployment.cluster.spec.gpu.gpu_hour_usd;
+  if (!so.has("cost")) return;
+  const ParamReader r(so.object("cost"), serving_cost_params);
+  job.cost.gpu_hour_usd = r.number("gpu_hour_usd", job.cost.gpu_hour_usd);
+  job.cost.electricity_usd_per_kwh = r.number("electricity_usd_per_kwh");
+}
+
 ServingJob read_serving_job(const JsonObject& top, const Json& root, const ScenarioCatalogs& catalogs,
                             const Scenario& sc) {
   require_kind_keys(top, sc, {"serving", "traffic"}, {"training"});
@@ -159,6 +168,7 @@ ServingJob read_serving_job(const JsonObject& top, const Json& root, const Scena
   read_fleet(so, job, cluster);
   read_disaggregation(so, job, cluster);
   job.fleet = read_serving_fleet(top, job, catalogs, sc);
+  read_cost(so, job);
   return job;
 }
 

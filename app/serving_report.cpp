@@ -66,6 +66,122 @@ J disaggregation_json(const DisaggregationSpec& s, const DisaggregatedRun& d) {
            {"goodput_requests_per_s_per_gpu", d.merged.goodput_requests_per_s / gpus}};
 }
 
+// The run priced (workloads/serving_energy.hpp): one pool of the fleet's replicas, or the
+// disaggregated run's two, all paid for over the run's makespan.
+ServingEconomics economics(const ServingJob& job, const ServingFleetRun& fleet) {
+  const ServingResult& r = fleet.run.result;
+  const GpuSpec& gpu = job.deployment.cluster.spec.gpu;
+  const auto pool = [&](int replicas, const ServingDeployment& d, const GpuTimeSplit& t) {
+    return ServingPool{replicas, d.gpus(), t, power_model(gpu), job.cost.gpu_hour_usd};
+  };
+  std::vector<ServingPool> pools;
+  if (fleet.disaggregated) {
+    const DisaggregationSpec& x = *job.disaggregation;
+    pools.push_back(pool(x.prefill_replicas, x.prefill, fleet.disaggregated->prefill_pool.gpu_time));
+    pools.push_back(pool(x.decode_replicas, x.decode, fleet.disaggregated->decode_pool.gpu_time));
+  } else {
+    pools.push_back(pool(fleet.replicas, job.deployment, r.gpu_time));
+  }
+  return serving_economics(pools, r.makespan_s, r.input_tokens, r.output_tokens, job.cost.electricity_usd_per_kwh);
+}
+
+J pool_economics_json(const PoolEconomics& p) {
+  return J{{"gpus", p.gpus},
+           {"gpu_hours", p.gpu_hours},
+           {"gpu_usd", p.gpu_usd},
+           {"energy_j", p.energy.total_j()},
+           {"idle_gpu_s", p.idle_gpu_s},
+           {"average_power_w", p.average_power_w}};
+}
+
+// /cost and /energy; a disaggregated run adds each pool's figures under /cost/pools.
+void economics_json(J& j, const ServingJob& job, const ServingFleetRun& fleet) {
+  const ServingEconomics e = economics(job, fleet);
+  const GpuSpec& gpu = job.deployment.cluster.spec.gpu;
+  j["cost"] = J{{"gpu_hour_usd", job.cost.gpu_hour_usd},
+                {"gpu_hours", e.gpu_hours},
+                {"gpu_usd", e.gpu_usd},
+                {"electricity_usd_per_kwh", job.cost.electricity_usd_per_kwh},
+                {"electricity_usd", e.electricity_usd},
+                {"total_usd", e.total_usd},
+                {"prefill_share", e.prefill_share},
+                {"input_usd", e.input_usd},
+                {"output_usd", e.output_usd},
+                {"usd_per_million_input_tokens", e.usd_per_million_input_tokens},
+                {"usd_per_million_output_tokens", e.usd_per_million_output_tokens},
+                {"usd_per_million_tokens", e.usd_per_million_tokens},
+                {"split_convention", "input and output tokens share the cost by prefill vs decode GPU time"},
+                {"price_source", gpu.price_source}};
+  EnergyParts sum;  // both pools'
+  for (const PoolEconomics& p : e.pools) {
+    const EnergyParts& q = p.energy;
+    sum.prefill_j += q.prefill_j, sum.decode_j += q.decode_j, sum.draft_j += q.draft_j, sum.comm_j += q.comm_j;
+    sum.swap_j += q.swap_j, sum.overhead_j += q.overhead_j, sum.idle_j += q.idle_j;
+  }
+  const PowerModel pm = power_model(gpu);
+  j["energy"] = J{{"tdp_w", gpu.tdp_w},
+                  {"idle_w", gpu.idle_w},
+                  {"utilization", J{{"prefill", pm.prefill_utilization},
+                                    {"decode", pm.decode_utilization},
+                                    {"transfer", pm.transfer_utilization},
+                                    {"overhead", pm.overhead_utilization}}},
+                  {"energy_j", e.energy_j},
+                  {"energy_kwh", e.energy_kwh},
+                  {"average_power_w_per_gpu", e.average_power_w},
+                  {"joules_per_output_token", e.joules_per_output_token},
+                  {"joules_per_token", e.joules_per_token},
+                  {"by_part_j", J{{"prefill", sum.prefill_j},
+                                  {"decode", sum.decode_j},
+                                  {"draft", sum.draft_j},
+                                  {"comm", sum.comm_j},
+                                  {"swap", sum.swap_j},
+                                  {"overhead", sum.overhead_j},
+                                  {"idle", sum.idle_j}}},
+                  {"power_source", gpu.power_source}};
+  if (fleet.disaggregated) {
+    j["cost"]["pools"] = J{{"prefill", pool_economics_json(e.pools[0])}, {"decode", pool_economics_json(e.pools[1])}};
+  }
+}
+
+std::string economics_text(const ServingJob& job, const ServingFleetRun& fleet) {
+  const ServingEconomics e = economics(job, fleet);
+  const GpuSpec& gpu = job.deployment.cluster.spec.gpu;
+  char buf[512];
+  std::string s;
+  if (job.cost.gpu_hour_usd > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "\n  cost          %.3f GPU-hours at $%.3f = $%.4f%s; $%.4f per M input tokens, $%.4f per M output "
+                  "tokens ($%.4f per M tokens); prefill %s of the working GPU time\n",
+                  e.gpu_hours, job.cost.gpu_hour_usd, e.total_usd, e.electricity_usd > 0 ? " with electricity" : "",
+                  e.usd_per_million_input_tokens, e.usd_per_million_output_tokens, e.usd_per_million_tokens,
+                  pct(e.prefill_share).c_str());
+  } else {
+    std::snprintf(buf, sizeof buf, "\n  cost          %.3f GPU-hours; no price for %s (/serving/cost/gpu_hour_usd)\n",
+                  e.gpu_hours, gpu.name.c_str());
+  }
+  s += buf;
+  if (gpu.tdp_w > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "  energy        %.3f kWh, %.0f W per GPU on average (TDP %.0f W, idle %.0f W); %.3f J per output "
+                  "token, %.3f J per token\n",
+                  e.energy_kwh, e.average_power_w, gpu.tdp_w, gpu.idle_w, e.joules_per_output_token,
+                  e.joules_per_token);
+  } else {
+    std::snprintf(buf, sizeof buf, "  energy        no power figures for %s (catalog tdp_w, idle_w)\n",
+                  gpu.name.c_str());
+  }
+  s += buf;
+  if (fleet.disaggregated) {
+    const PoolEconomics &p = e.pools[0], &d = e.pools[1];
+    std::snprintf(buf, sizeof buf,
+                  "  pools         prefill %.3f GPU-hours, $%.4f, %.0f W per GPU; decode %.3f GPU-hours, $%.4f, %.0f W "
+                  "per GPU\n",
+                  p.gpu_hours, p.gpu_usd, p.average_power_w, d.gpu_hours, d.gpu_usd, d.average_power_w);
+    s += buf;
+  }
+  return s;
+}
+
 }  // namespace
 
 std::vector<std::string> serving_warnings(const Scenario& sc, const ServingFleetRun& fleet) {
@@ -229,6 +345,7 @@ J serving_report_json(const Scenario& sc, const ServingFleetRun& fleet) {
                  {"goodput_requests_per_s_per_gpu", r.goodput_requests_per_s / gpus}};
   if (fleet.disaggregated) j["disaggregation"] = disaggregation_json(*job.disaggregation, *fleet.disaggregated);
   if (fleet.fleet) add_fleet_json(j["fleet"], *job.fleet, *fleet.fleet);
+  economics_json(j, job, fleet);
   j["warnings"] = serving_warnings(sc, fleet);
   return j;
 }
@@ -331,6 +448,7 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
                 pct(g.idle_s / span).c_str());
   s += buf;
   if (fleet.fleet) s += fleet_text(*job.fleet, *fleet.fleet);
+  s += economics_text(job, fleet);
   return s;
 }
 

@@ -28,6 +28,15 @@ GpuSpec gpu_from_json(const JsonObject& o, const std::string& name, std::vector<
   g.hbm_efficiency = r.number("hbm_efficiency");
   g.kernel_launch_us = r.number("kernel_launch_us");
   g.source = r.string("source", std::string());
+  g.tdp_w = r.number("tdp_w");
+  g.idle_w = r.number("idle_w");
+  if (g.tdp_w > 0 && g.idle_w >= g.tdp_w) {
+    o.fail("idle_w", "found " + shown(o.raw("idle_w")) + " W, not below tdp_w (" + shown(o.raw("tdp_w")) + " W)",
+           "an idle draw below the board power limit");
+  }
+  g.gpu_hour_usd = r.number("gpu_hour_usd");
+  g.power_source = r.string("power_source", std::string());
+  g.price_source = r.string("price_source", std::string());
   return g;
 }
 

@@ -120,7 +120,12 @@ nlohmann::ordered_json cluster_to_json(const ClusterSpec& c) {
                              {"fp8_gemm_efficiency", g.fp8_gemm_efficiency},
                              {"hbm_efficiency", g.hbm_efficiency},
                              {"kernel_launch_us", g.kernel_launch_us},
-                             {"source", g.source}};
+                             {"source", g.source},
+                             {"tdp_w", g.tdp_w},
+                             {"idle_w", g.idle_w},
+                             {"gpu_hour_usd", g.gpu_hour_usd},
+                             {"power_source", g.power_source},
+                             {"price_source", g.price_source}};
   return nlohmann::ordered_json{{"name", c.name},
                                 {"nodes", c.nodes},
                                 {"gpus_per_node", c.gpus_per_node},

@@ -33,6 +33,11 @@ struct GpuSpec {
   double hbm_efficiency = 0.85;   // fraction of HBM bandwidth a streaming kernel reaches
   double kernel_launch_us = 2.0;  // fixed cost per kernel (launch and tail)
   std::string source;
+  // Power and price, for serving's cost and energy (workloads/serving_energy.hpp); 0: not known.
+  double tdp_w = 0;         // board power limit (datasheet's max TDP)
+  double idle_w = 0;        // draw with nothing running
+  double gpu_hour_usd = 0;  // default on-demand price of one GPU for an hour
+  std::string power_source, price_source;
 
   // Peak dense tensor throughput for a dtype, in FLOP/s.
   double peak_flops(Dtype d) const;
