@@ -165,6 +165,13 @@ ServingJob read_serving_job(const JsonObject& top, const Json& root, const Scena
   if (job.scheduler.max_model_len == 0) job.scheduler.max_model_len = job.model.max_seq;
   job.traffic = traffic_from_json(top.object("traffic"), top.file(), std::filesystem::path(top.file()).parent_path());
   if (!top.object("traffic").has("seed")) job.traffic.seed = sc.seed;
+  // Multi-LoRA is on when the requests carry adapters; slots are sized for max_lora_rank.
+  job.scheduler.enable_lora = job.traffic.lora.adapters > 0;
+  job.scheduler.lora_adapter_rank = job.traffic.lora.rank;
+  if (job.scheduler.enable_lora && job.traffic.lora.rank > job.scheduler.max_lora_rank)
+    top.object("traffic").object("lora").fail(
+        "rank", std::to_string(job.traffic.lora.rank),
+        "at most /serving/max_lora_rank = " + std::to_string(job.scheduler.max_lora_rank));
   read_fleet(so, job, cluster);
   read_disaggregation(so, job, cluster);
   job.fleet = read_serving_fleet(top, job, catalogs, sc);

@@ -6,6 +6,7 @@
 #include "report_format.hpp"
 
 #include "workloads/model.hpp"
+#include "workloads/serving_lora.hpp"
 
 namespace ctwin {
 
@@ -182,6 +183,35 @@ std::string economics_text(const ServingJob& job, const ServingFleetRun& fleet) 
   return s;
 }
 
+// /lora: the adapters, the cache's hits and loads, and the LoRA share of GPU time (fleet sums;
+// shares over every replica's makespan).
+J lora_json(const ServingJob& job, const ServingResult& r, int replicas) {
+  const LoraStats& l = r.lora;
+  const SchedulerConfig& c = job.scheduler;
+  const double span = (r.makespan_s > 0 ? r.makespan_s : 1) * replicas;
+  return J{{"adapters", job.traffic.lora.adapters},
+           {"popularity", lora_popularity_names.name(job.traffic.lora.popularity)},
+           {"rank", job.traffic.lora.rank},
+           {"base_fraction", job.traffic.lora.base_fraction},
+           {"max_loras", c.max_loras},
+           {"max_cpu_loras", c.max_cpu_loras},
+           {"max_lora_rank", c.max_lora_rank},
+           {"adapter_bytes", lora_adapter_bytes(job.model, c.lora_adapter_rank, 2)},
+           {"lookups", l.lookups},
+           {"gpu_hits", l.gpu_hits},
+           {"host_loads", l.host_loads},
+           {"storage_loads", l.storage_loads},
+           {"gpu_hit_rate", l.lookups ? static_cast<double>(l.gpu_hits) / static_cast<double>(l.lookups) : 0.0},
+           {"gpu_evictions", l.gpu_evictions},
+           {"host_evictions", l.host_evictions},
+           {"load_bytes", l.load_bytes},
+           {"load_time_s", l.load_s},
+           {"kernel_time_s", r.gpu_time.lora_s},
+           {"gpu_time_share", (r.gpu_time.lora_s + r.gpu_time.lora_load_s) / span},
+           {"kernel_share", r.gpu_time.lora_s / span},
+           {"load_share", r.gpu_time.lora_load_s / span}};
+}
+
 }  // namespace
 
 std::vector<std::string> serving_warnings(const Scenario& sc, const ServingFleetRun& fleet) {
@@ -327,6 +357,10 @@ J serving_report_json(const Scenario& sc, const ServingFleetRun& fleet) {
   const GpuTimeSplit& g = r.gpu_time;
   j["gpu_time_s"] = J{{"prefill", g.prefill_s}, {"decode", g.decode_s}, {"comm", g.comm_s}, {"overhead", g.overhead_s},
                       {"draft", g.draft_s},     {"swap", g.swap_s},     {"idle", g.idle_s}};
+  if (job.scheduler.enable_lora) {
+    j["gpu_time_s"]["lora"] = g.lora_s;
+    j["gpu_time_s"]["lora_load"] = g.lora_load_s;
+  }
   j["makespan_s"] = r.makespan_s;
   j["iterations"] = r.iterations;
   const ServingDeployment& d = job.deployment;
@@ -346,6 +380,7 @@ J serving_report_json(const Scenario& sc, const ServingFleetRun& fleet) {
   if (fleet.disaggregated) j["disaggregation"] = disaggregation_json(*job.disaggregation, *fleet.disaggregated);
   if (fleet.fleet) add_fleet_json(j["fleet"], *job.fleet, *fleet.fleet);
   economics_json(j, job, fleet);
+  if (job.scheduler.enable_lora) j["lora"] = lora_json(job, r, fleet.replicas);
   j["warnings"] = serving_warnings(sc, fleet);
   return j;
 }
@@ -449,6 +484,23 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
   s += buf;
   if (fleet.fleet) s += fleet_text(*job.fleet, *fleet.fleet);
   s += economics_text(job, fleet);
+  if (job.scheduler.enable_lora) {
+    const LoraStats& l = r.lora;
+    const LoraTrafficSpec& t = job.traffic.lora;
+    std::snprintf(buf, sizeof buf,
+                  "                LoRA kernels %s, LoRA loads %s (parts beside those above)\n"
+                  "\n  LoRA          %d adapters (%s), rank %d (%.1f MB each), max_loras %d, max_cpu_loras %d\n"
+                  "                %lld lookups: %lld GPU hits (%s), %lld host loads, %lld storage loads; "
+                  "%lld GPU evictions; loads %.2f s\n",
+                  pct(g.lora_s / span).c_str(), pct(g.lora_load_s / span).c_str(), t.adapters,
+                  lora_popularity_names.name(t.popularity), t.rank, lora_adapter_bytes(job.model, t.rank, 2) / 1e6,
+                  job.scheduler.max_loras, job.scheduler.max_cpu_loras, static_cast<long long>(l.lookups),
+                  static_cast<long long>(l.gpu_hits),
+                  pct(l.lookups ? static_cast<double>(l.gpu_hits) / static_cast<double>(l.lookups) : 0).c_str(),
+                  static_cast<long long>(l.host_loads), static_cast<long long>(l.storage_loads),
+                  static_cast<long long>(l.gpu_evictions), l.load_s);
+    s += buf;
+  }
   return s;
 }
 

@@ -7,6 +7,7 @@
 #include "workloads/layer_ops.hpp"
 #include "workloads/measured_tables.hpp"
 #include "workloads/model_dims.hpp"
+#include "workloads/serving_lora.hpp"
 #include "workloads/serving_memory.hpp"
 
 namespace ctwin {
@@ -35,6 +36,7 @@ ServingCostModel::ServingCostModel(ServingDeployment d) : d_(with_default_cost_m
   const ModelSpec& m = d_.model;
   dims_ = model_dims(m);
   moe_layers_ = m.moe.enabled() ? std::max(0, m.layers - m.moe.first_dense_layers) : 0;
+  lora_widths_ = lora_layer_widths(m);
   dense_layers_ = m.layers - moe_layers_;
   kv_bytes_ = kv_bytes_per_elem(d_.kv_dtype);
   w_bytes_ = weight_bytes_per_param(d_.quantization);
@@ -123,7 +125,7 @@ bool ServingCostModel::uses_cuda_graph(const BatchShape& b) const {
 
 namespace {
 
-enum Want : unsigned { kShared = 1, kAttention = 2, kComm = 4, kAll = 7 };
+enum Want : unsigned { kShared = 1, kAttention = 2, kComm = 4, kLora = 8, kAll = 15 };
 
 // The collectives the emitters issue, each sized by a count the pricing memoizes on.
 enum class ServingCollective : std::uint8_t { tp_all_reduce, logits_gather, handoff };
@@ -148,6 +150,9 @@ struct ServingCostModel::PriceSink {
         break;
       case IterationPart::comm:
         p.comm += t;
+        break;
+      case IterationPart::lora:
+        p.lora += t;
         break;
     }
   }
@@ -230,11 +235,26 @@ void ServingCostModel::emit_layer(const BatchShape& b, bool moe, unsigned want, 
   auto all_reduce = [&](const char* name) {
     if ((want & kComm) != 0) sink.collective(name, ServingCollective::tp_all_reduce, b.tokens());
   };
+  // The adapters' shrink and expand (the formula in serving_cost.hpp).
+  auto lora = [&] {
+    if ((want & kLora) == 0 || b.lora_tokens <= 0) return;
+    const double lt = static_cast<double>(b.lora_tokens), r = b.lora_rank;
+    const double A = std::max<double>(1, b.lora_adapters), P = lora_widths_.projections;
+    const double din = lora_widths_.d_in / tp, dout = lora_widths_.d_out / tp;
+    OpCost shrink{OpKind::grouped_gemm, 2 * lt * r * din, kAct * (A * r * din + lt * din + lt * r * P), lt, r, h};
+    shrink.groups = A;
+    OpCost expand{
+        OpKind::grouped_gemm, 2 * lt * r * dout, kAct * (A * r * dout + lt * r * P + 2 * lt * dout), lt, h, r};
+    expand.groups = A;
+    sink.kernel(IterationPart::lora, "lora_shrink", shrink, false);
+    sink.kernel(IterationPart::lora, "lora_expand", expand, false);
+  };
   if ((want & kShared) == 0) {
     // Pricing's per-iteration part (the token-proportional ops are memoized): the same calls,
     // without walking the GEMMs it does not want.
     attention();
     all_reduce("attention_all_reduce");
+    lora();
     all_reduce("mlp_all_reduce");
     return;
   }
@@ -311,6 +331,7 @@ void ServingCostModel::emit_layer(const BatchShape& b, bool moe, unsigned want, 
   } else {
     mlp(static_cast<double>(m.ffn_hidden));
   }
+  lora();
   all_reduce("mlp_all_reduce");
   stream("residual_add", OpKind::elementwise, kAct * 3 * T * h);
 }
@@ -353,7 +374,7 @@ void ServingCostModel::layer(const BatchShape& b, bool moe, Parts& p) const {
     memo[static_cast<std::size_t>(b.tokens())] = s;
   }
   PriceSink sink{*this, p};
-  emit_layer(b, moe, kAttention | kComm, sink);
+  emit_layer(b, moe, kAttention | kComm | kLora, sink);
   p.shared += s;
 }
 
@@ -368,6 +389,7 @@ ServingCostModel::Parts ServingCostModel::forward(const BatchShape& b, bool lm_h
     p.prefill_attention += layers * one.prefill_attention;
     p.decode_attention += layers * one.decode_attention;
     p.comm += layers * one.comm;
+    p.lora += layers * one.lora;
   };
   add_layers(dense_layers_, false);
   add_layers(moe_layers_, true);
@@ -411,6 +433,7 @@ IterationTime ServingCostModel::iteration(const BatchShape& b) const {
   it.prefill_s = p.shared * share_prefill + p.prefill_attention;
   it.decode_s = p.shared * (1 - share_prefill) + p.decode_attention;
   it.comm_s = p.comm;
+  it.lora_s = p.lora;
   const ProfileServing& o = d_.overhead;
   it.overhead_s = 1e-6 * ((uses_cuda_graph(b) ? o.iteration_overhead_graph_us : o.iteration_overhead_eager_us) +
                           o.per_sequence_overhead_us * static_cast<double>(b.prefill_seqs + b.decode_seqs));
@@ -458,7 +481,7 @@ IterationTime ServingCostModel::iteration(const BatchShape& b) const {
         break;
     }
   }
-  it.total_s = it.prefill_s + it.decode_s + it.comm_s + it.overhead_s + it.draft_s;
+  it.total_s = it.prefill_s + it.decode_s + it.comm_s + it.overhead_s + it.draft_s + it.lora_s;
   return it;
 }
 

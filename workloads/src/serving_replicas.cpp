@@ -89,7 +89,10 @@ ServingResult merge_serving_results(const std::vector<ServingResult>& replicas,
     g.overhead_s += r.gpu_time.overhead_s;
     g.draft_s += r.gpu_time.draft_s;
     g.swap_s += r.gpu_time.swap_s;
+    g.lora_s += r.gpu_time.lora_s;
+    g.lora_load_s += r.gpu_time.lora_load_s;
     g.idle_s += r.gpu_time.idle_s;
+    add_lora_stats(m.lora, r.lora);
   }
   m.ttft_s = latency_summary(merged.ttft_s);
   m.tpot_s = latency_summary(merged.tpot_s);

@@ -34,6 +34,12 @@ SchedulerConfig read_scheduler_config(const JsonObject& o) {
       c.acceptance_per_position.push_back(a[i].get<double>());
     }
   }
+  c.max_loras = static_cast<int>(r.integer("max_loras"));
+  c.max_cpu_loras = r.has("max_cpu_loras") ? static_cast<int>(r.integer("max_cpu_loras")) : c.max_loras;
+  if (c.max_cpu_loras < c.max_loras)
+    o.fail("max_cpu_loras", std::to_string(c.max_cpu_loras), "at least max_loras = " + std::to_string(c.max_loras));
+  c.max_lora_rank = static_cast<int>(r.integer("max_lora_rank"));
+  c.lora_load_bytes_per_s = r.bandwidth("lora_load_gbyte_per_s") * 1e9;
   if (c.max_num_batched_tokens < std::int64_t{c.max_num_seqs} * (1 + c.num_speculative_tokens))
     o.fail("max_num_batched_tokens", std::to_string(c.max_num_batched_tokens),
            "at least max_num_seqs x (1 + num_speculative_tokens) = " +

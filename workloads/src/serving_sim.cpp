@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <deque>
+#include <optional>
 #include <queue>
 #include <set>
 #include <stdexcept>
@@ -135,6 +136,12 @@ class Replica {
     if (c.preemption == PreemptionMode::swap && !(o.host_link_bytes_per_s > 0))
       throw std::invalid_argument("swap preemption needs host_link_bytes_per_s > 0");
     if (kFast && k_ > 0) throw std::logic_error("the fast loop does not run speculative decoding");
+    if (c.enable_lora) {
+      if (!(o.lora_adapter_bytes > 0 && o.host_link_bytes_per_s > 0 && c.lora_load_bytes_per_s > 0))
+        throw std::invalid_argument(
+            "LoRA needs lora_adapter_bytes, host_link_bytes_per_s and lora_load_bytes_per_s > 0");
+      lora_.emplace(c.max_loras, c.max_cpu_loras);
+    }
   }
 
   ServingResult run() {
@@ -243,6 +250,7 @@ class Replica {
     l.decoding = true;
     l.sync_step = step_;
     ++decoders_;
+    if (l.r.lora >= 0) ++lora_decoders_;
     if constexpr (kFast) {
       ctx_sum_ += l.r.prompt_tokens + l.generated;
       push_events(s);
@@ -253,6 +261,7 @@ class Replica {
     sync(l);
     l.decoding = false;
     --decoders_;
+    if (l.r.lora >= 0) --lora_decoders_;
     if constexpr (kFast) {
       ctx_sum_ -= l.r.prompt_tokens + l.generated;
       ++l.epoch;
@@ -278,6 +287,7 @@ class Replica {
     const std::int32_t v = it->slot;
     running_.erase(it);
     Live& l = slots_[v];
+    lora_leave(l.r);
     const bool was_decoding = l.decoding;
     if (was_decoding) leave_decode(v);
     prefilling_.erase({l.key, v});
@@ -316,10 +326,56 @@ class Replica {
     return true;
   }
 
+  // ---- LoRA adapters (serving_lora.hpp), as vLLM v1's scheduler and LRU worker manager
+  // Whether r's adapter would take the batch past max_loras distinct adapters (those of the
+  // running requests): r then waits, keeping its place.
+  bool lora_blocked(const Request& r) const {
+    if (r.lora < 0) return false;
+    if (!lora_)
+      throw std::invalid_argument("request " + std::to_string(r.id) + " names LoRA adapter " + std::to_string(r.lora) +
+                                  " but LoRA is off (enable_lora)");
+    return !lora_->pinned(r.lora) && lora_->pinned_adapters() >= c_.max_loras;
+  }
+  // r joins the running requests: its adapter pinned, loaded into a GPU slot first when absent
+  // (host link, after a storage read when not in the host cache), blocking this iteration.
+  void lora_join(const Request& r) {
+    if (r.lora < 0) return;
+    const auto src = lora_->acquire(r.lora);
+    if (!src) throw std::logic_error("no LoRA slot free within max_loras");
+    if (*src == LoraSource::gpu) return;
+    const double bytes = o_.lora_adapter_bytes;
+    double load_s = bytes / o_.host_link_bytes_per_s;
+    if (*src == LoraSource::storage) load_s += bytes / c_.lora_load_bytes_per_s;
+    lora_->stats().load_bytes += bytes;
+    lora_->stats().load_s += load_s;
+    lora_load_s_ += load_s;
+  }
+  void lora_leave(const Request& r) {
+    if (r.lora >= 0) lora_->unpin(r.lora);
+  }
+  // The batch's adapter tokens and distinct adapters: every decoding request runs, so with
+  // decodes the running requests' adapters; a prefill-only iteration counts its chunks'.
+  void add_lora(BatchShape& b, bool decode_now) {
+    b.lora_rank = c_.max_lora_rank;
+    lora_seen_.clear();
+    for (const Entry& e : prefilling_) {
+      const Live& l = slots_[e.slot];
+      if (l.chunk == 0 || l.r.lora < 0) continue;
+      b.lora_tokens += l.chunk;
+      if (std::find(lora_seen_.begin(), lora_seen_.end(), l.r.lora) == lora_seen_.end()) lora_seen_.push_back(l.r.lora);
+    }
+    b.lora_adapters = static_cast<std::int32_t>(lora_seen_.size());
+    if (decode_now && lora_decoders_ > 0) {
+      b.lora_tokens += lora_decoders_ * (1 + k_);
+      b.lora_adapters = lora_->pinned_adapters();
+    }
+  }
+
   // ---- one iteration
   bool iterate(Time& t) {
     preempted_ = false;
     swap_s_ = 0;
+    lora_load_s_ = 0;
     std::int64_t budget = c_.max_num_batched_tokens;
     bool decode_now = true;
     if (c_.batching == BatchingMode::static_batching) {
@@ -341,11 +397,12 @@ class Replica {
       }
     }
     BatchShape b = shape(decode_now);
+    if (lora_) add_lora(b, decode_now);
     if (b.prefill_seqs == 0 && b.decode_seqs == 0 && swap_s_ == 0) return false;
     load_ = {static_cast<std::int64_t>(waiting_.size()), static_cast<std::int64_t>(running_.size()), kv_.used_blocks(),
              kv_.num_blocks()};
     const IterationTime it = b.prefill_seqs + b.decode_seqs > 0 ? cost_.iteration(b) : IterationTime{};
-    const Time end = t + seconds(it.total_s) + seconds(swap_s_);
+    const Time end = t + seconds(it.total_s) + seconds(swap_s_) + seconds(lora_load_s_);
     const double used =
         static_cast<double>(kv_.used_blocks()) / static_cast<double>(std::max<std::int64_t>(1, kv_.num_blocks()));
     res_.kv_peak_utilization = std::max(res_.kv_peak_utilization, used);
@@ -357,7 +414,9 @@ class Replica {
     g.overhead_s += it.overhead_s;
     g.draft_s += it.draft_s;
     g.swap_s += swap_s_;
-    g.idle_s += (end - t).seconds() - it.total_s - swap_s_;  // rounding of the picosecond clock
+    g.lora_s += it.lora_s;
+    g.lora_load_s += lora_load_s_;
+    g.idle_s += (end - t).seconds() - it.total_s - swap_s_ - lora_load_s_;  // rounding of the picosecond clock
     res_.prefill_tokens_computed += b.prefill_tokens;
     ++res_.iterations;
     if (o_.hooks.on_iteration)
@@ -374,6 +433,7 @@ class Replica {
            static_cast<std::int64_t>(running_.size()) < c_.max_num_seqs) {
       const auto s = waiting_.top().slot;
       Live& l = slots_[s];
+      if (lora_blocked(l.r)) return;
       // Back in only with room for its next block too, else it would swap straight out again.
       if (kv_.num_blocks() - kv_.used_blocks() < l.cap_tokens / bs_ + 1) return;
       const auto moved = kv_.swap_in(l.r);
@@ -383,6 +443,7 @@ class Replica {
       swap_s_ += static_cast<double>(*moved) * o_.kv_block_bytes / o_.host_link_bytes_per_s;
       l.swapped = false;
       running_.insert({l.key, s});
+      lora_join(l.r);
       if (l.resume_decoding) {
         join_decode(s);
       } else {
@@ -437,6 +498,12 @@ class Replica {
       const auto s = waiting_.top().slot;
       Live& l = slots_[s];
       if (l.swapped) break;
+      if (lora_blocked(l.r)) {  // vLLM v1 skips it for this step; requests behind it may go
+        if (budget <= 0) break;
+        lora_skipped_.push_back(waiting_.top());
+        waiting_.pop();
+        continue;
+      }
       if (l.r.prefilled && l.first_scheduled == kUnset) {
         if (!admit_prefilled(s, budget, t)) break;
         continue;
@@ -461,8 +528,11 @@ class Replica {
       if (l.first_scheduled == kUnset) l.first_scheduled = t;
       running_.insert({l.key, s});
       prefilling_.insert({l.key, s});
+      lora_join(l.r);
       first = false;
     }
+    for (const Entry& e : lora_skipped_) waiting_.push(e);
+    lora_skipped_.clear();
   }
 
   // A prefilled request (Request::prefilled), first admitted: blocks for its prompt's KV (which
@@ -488,6 +558,7 @@ class Replica {
     l.generated = 1;
     l.first_scheduled = l.first_token = t;
     running_.insert({l.key, s});
+    lora_join(l.r);
     join_decode(s);
   }
 
@@ -495,6 +566,7 @@ class Replica {
     while (!waiting_.empty() && static_cast<std::int64_t>(running_.size()) < c_.max_num_seqs) {
       const auto s = waiting_.top().slot;
       Live& l = slots_[s];
+      if (lora_blocked(l.r)) break;  // a static batch closes at the first adapter past max_loras
       l.computed = kv_.cached_prefix_tokens(l.r);
       const std::int64_t full = max_kv_tokens(l.r, k_);  // the batch's KV is reserved up front
       if (!kv_.allocate(l.r, full)) break;
@@ -508,6 +580,7 @@ class Replica {
       l.first_scheduled = t;
       running_.insert({l.key, s});
       prefilling_.insert({l.key, s});
+      lora_join(l.r);
     }
   }
 
@@ -583,6 +656,7 @@ class Replica {
     Live& l = slots_[e.slot];
     if (l.decoding) leave_decode(e.slot);
     running_.erase(e);
+    lora_leave(l.r);
     kv_.release(l.r);
     ++res_.completed_requests;
     res_.input_tokens += l.r.prompt_tokens;
@@ -628,6 +702,7 @@ class Replica {
     const auto judged = res_.completed_requests + res_.rejected_requests;
     res_.slo_attainment = judged ? static_cast<double>(met_) / static_cast<double>(judged) : 0;
     res_.kv_stats = kv_.stats();
+    if (lora_) res_.lora = lora_->stats();
     if (res_.kv_stats.prefix_query_tokens > 0)
       res_.prefix_hit_rate =
           static_cast<double>(res_.kv_stats.prefix_hit_tokens) / static_cast<double>(res_.kv_stats.prefix_query_tokens);
@@ -654,6 +729,11 @@ class Replica {
   EventHeap finish_events_;
   bool preempted_ = false;
   double swap_s_ = 0;
+  std::optional<LoraAdapterCache> lora_;  // with enable_lora
+  double lora_load_s_ = 0;                // this iteration's adapter loads
+  std::int64_t lora_decoders_ = 0;        // decoding requests with an adapter
+  std::vector<std::int32_t> lora_seen_;
+  std::vector<Entry> lora_skipped_;  // waiting requests passed over this iteration (max_loras)
   double kv_time_ = 0;
   std::int64_t met_ = 0;
   QuantileHistogram ttft_, tpot_, e2e_, queue_;

@@ -20,6 +20,8 @@ enum Purpose : std::uint64_t {
   kPrefixShare = 4,
   kPrefixGroup = 5,
   kClass = 6,
+  kLoraBase = 7,
+  kLoraAdapter = 8,
 };
 
 // A uniform (0, 1) for (seed, id, purpose, sub): sub numbers the several uniforms one draw may
@@ -66,7 +68,7 @@ Time arrival_time(double t_s) {
 
 class Generated final : public TrafficSource {
  public:
-  explicit Generated(const TrafficSpec& s) : s_(s) {
+  explicit Generated(const TrafficSpec& s) : s_(s), lora_(s.lora) {
     double total = 0;
     for (const auto& c : s_.classes) total += c.share;
     double cum = 0;
@@ -278,6 +280,12 @@ class Generated final : public TrafficSource {
     return static_cast<std::int32_t>(cum_share_.size() - 1);
   }
 
+  // The LoRA adapter for draw id `key_id` (-1: the base model), no draw without adapters.
+  std::int32_t pick_lora(std::uint64_t key_id) const {
+    if (s_.lora.adapters <= 0) return -1;
+    return lora_.pick(draw(s_.seed, key_id, kLoraBase), draw(s_.seed, key_id, kLoraAdapter));
+  }
+
   // The system prompt's group for draw id `key_id`, or -1 when it has none.
   std::int64_t system_group(std::uint64_t key_id) const {
     const auto& p = s_.prefix;
@@ -295,6 +303,7 @@ class Generated final : public TrafficSource {
       r.prefix_group = system_group(id);
       if (r.prefix_group >= 0) r.shared_prefix_tokens = std::min(s_.prefix.shared_tokens, r.prompt_tokens);
       r.cls = pick_class(id);
+      r.lora = pick_lora(id);
       return;
     }
     const std::int32_t input = draw_length(s_.input, s_.seed, id, kInput);
@@ -304,6 +313,7 @@ class Generated final : public TrafficSource {
       r.shared_prefix_tokens = r.prefix_group >= 0 ? s_.prefix.shared_tokens : 0;
       r.prompt_tokens = r.shared_prefix_tokens + input;
       r.cls = pick_class(id);
+      r.lora = pick_lora(id);
       return;
     }
     // Sessions: round-robin over the active ones, or the user's own in a closed loop.
@@ -316,6 +326,7 @@ class Generated final : public TrafficSource {
     // Per-session draws are keyed by the session id with the top bit set (apart from requests').
     const std::uint64_t skey = static_cast<std::uint64_t>(sl.session) | (1ull << 63);
     r.cls = pick_class(skey);
+    r.lora = pick_lora(skey);  // a session keeps its adapter
     if (sl.turn == 0) {
       r.prefix_group = system_group(skey);
       r.shared_prefix_tokens = r.prefix_group >= 0 ? s_.prefix.shared_tokens : 0;
@@ -330,6 +341,7 @@ class Generated final : public TrafficSource {
   }
 
   TrafficSpec s_;
+  LoraPopularityTable lora_;
   std::vector<double> cum_share_;
   Time end_;
   std::int64_t issued_ = 0;

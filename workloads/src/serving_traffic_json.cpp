@@ -16,6 +16,7 @@ std::vector<ParamTable> traffic_param_tables() {
       {"/traffic/input_tokens", "a length distribution (also /traffic/output_tokens)", traffic_length_params},
       {"/traffic/prefix", "shared system prompts", traffic_prefix_params},
       {"/traffic/sessions", "multi-turn sessions", traffic_session_params},
+      {"/traffic/lora", "LoRA adapters the requests carry", traffic_lora_params},
       {"/traffic/classes/N", "a request class", traffic_class_params},
   };
 }
@@ -306,6 +307,15 @@ TrafficSpec traffic_from_json(const JsonObject& o, const std::string& file, cons
     if (trace && s.sessions.turns > 1) {
       so.fail("turns", "sessions with a trace", "1 (a trace's rows are independent requests)");
     }
+  }
+  if (r.has("lora")) {
+    const JsonObject lo = o.object("lora");
+    const ParamReader lr(lo, traffic_lora_params);
+    s.lora.adapters = static_cast<std::int32_t>(lr.integer("adapters"));
+    s.lora.popularity = lr.choice("popularity", lora_popularity_names);
+    s.lora.zipf_s = lr.number("zipf_s");
+    s.lora.base_fraction = lr.number("base_fraction");
+    s.lora.rank = static_cast<std::int32_t>(lr.integer("rank"));
   }
   if (r.has("classes")) {
     const Json& v = o.raw("classes");

@@ -13,7 +13,16 @@
 // Attribution: the token-proportional work (GEMMs, norms, LM head) is split between prefill_s and
 // decode_s by the two parts' shares of the batch's tokens; each part's attention is its own.
 // comm_s holds the TP all-reduces, the logits' all-gather and the PP hand-offs (not overlapped);
-// overhead_s the host's; draft_s the proposer's. The parts add up to total_s.
+// overhead_s the host's; draft_s the proposer's; lora_s the LoRA adapters'. The parts add up to
+// total_s.
+//
+// Multi-LoRA (BatchShape::lora_tokens > 0; serving_lora.hpp): per layer, Punica's two SGMV
+// kernels over the adapted projections (S-LoRA's MBGMM), summed over the projections and split
+// over TP: shrink (T x d_in) @ (d_in x r), expand (T x r) @ (r x d_out), with T the adapter
+// tokens, r the rank, A the distinct adapters. FLOPs 2 T r d_in and 2 T r d_out (2 T r (d_in +
+// d_out) in all); bytes: each adapter's A or B once (A r d_in, A r d_out), the activations
+// (T d_in read; T r written and read; T d_out read and written back), BF16. A grouped GEMM of A
+// groups on the roofline: memory-bound at small rank.
 //
 // The op list: iteration_ops(b) lists the same forward pass kernel by kernel and collective by
 // collective, in the order a layer runs them, from the same emitters that price it (one source
@@ -31,6 +40,7 @@
 
 #include "workloads/model_dims.hpp"
 #include "workloads/serving_deploy_params.hpp"
+#include "workloads/serving_lora.hpp"
 #include "workloads/serving_types.hpp"
 
 namespace ctwin {
@@ -38,7 +48,7 @@ namespace ctwin {
 // Which part of an iteration's time an op of its forward pass counts in (IterationTime):
 // token-proportional work (split between prefill_s and decode_s by token share), either part's
 // attention, or communication.
-enum class IterationPart : std::uint8_t { shared, prefill_attention, decode_attention, comm };
+enum class IterationPart : std::uint8_t { shared, prefill_attention, decode_attention, comm, lora };
 
 // One op of an iteration's forward pass on one GPU of the replica: a kernel (`cost`, priced by
 // the GEMM cost model when `quantized`, else by the BF16 one) or a collective (`op` of `bytes`,
@@ -87,6 +97,7 @@ class ServingCostModel final : public IterationCostModel {
     double prefill_attention = 0;
     double decode_attention = 0;
     double comm = 0;
+    double lora = 0;  // the LoRA adapters' kernels
   };
   struct PriceSink;  // sums the emitted ops' times into Parts
   struct ListSink;   // collects them as IterationOps
@@ -116,6 +127,7 @@ class ServingCostModel final : public IterationCostModel {
   std::vector<GpuId> tp_ranks_;
   int dense_layers_ = 0, moe_layers_ = 0;
   double kv_bytes_ = 2;
+  LoraLayerWidths lora_widths_;
   double w_bytes_ = 2;
   std::unique_ptr<ServingCostModel> draft_;      // draft_model: the proposer at the same tp
   mutable std::vector<double> all_reduce_memo_;  // by tokens; NaN: not yet computed

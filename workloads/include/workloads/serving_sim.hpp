@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/time.hpp"
+#include "workloads/serving_lora.hpp"
 #include "workloads/serving_types.hpp"
 
 namespace ctwin {
@@ -48,6 +49,9 @@ struct ReplicaOptions {
   std::uint64_t seed = 1;            // speculative acceptance draws
   double kv_block_bytes = 0;         // one KV block over all the replica's GPUs (swap transfers)
   double host_link_bytes_per_s = 0;  // GPU <-> host rate for swap (PCIe); > 0 with swap preemption
+  // Multi-LoRA: one adapter's bytes over all the replica's GPUs (a load moves them over the host
+  // link, after a storage read at SchedulerConfig::lora_load_bytes_per_s when not in host memory).
+  double lora_adapter_bytes = 0;
   // Host time from a request's arrival (the client sends it) until the scheduler sees it: API
   // server, tokenization, the engine's request setup. In TTFT and end-to-end latency, not in
   // queueing (which starts at the scheduler), no GPU time.
@@ -64,6 +68,9 @@ struct LatencySummary {
 struct GpuTimeSplit {
   double prefill_s = 0, decode_s = 0, comm_s = 0, overhead_s = 0, draft_s = 0;
   double swap_s = 0;  // KV swap transfers (blocking, as vLLM v0's swap)
+  // LoRA: the adapters' GEMMs (IterationTime::lora_s), and adapter loads (blocking the
+  // iteration, as vLLM's worker loads them before the forward pass).
+  double lora_s = 0, lora_load_s = 0;
   double idle_s = 0;  // no iteration running
 };
 
@@ -90,6 +97,7 @@ struct ServingResult {
   std::int64_t swapped_blocks = 0;  // out and in
   double prefix_hit_rate = 0;       // hit tokens / looked-up prompt tokens (KvCacheStats)
   KvCacheStats kv_stats;
+  LoraStats lora;  // all zero without LoRA
   GpuTimeSplit gpu_time;
 };
 

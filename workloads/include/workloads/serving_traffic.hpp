@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/names.hpp"
+#include "workloads/serving_lora.hpp"
 #include "workloads/serving_types.hpp"
 
 namespace ctwin {
@@ -127,6 +128,7 @@ struct TrafficSpec {
   PrefixSpec prefix;
   SessionSpec sessions;
   std::vector<RequestClass> classes = {RequestClass{}};  // at least one; shares > 0
+  LoraTrafficSpec lora;                                  // adapters the requests carry (none by default)
 };
 
 // The generator for `spec` (assumed valid: traffic_from_json checks every field).

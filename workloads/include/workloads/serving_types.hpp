@@ -47,6 +47,7 @@ struct Request {
   // but computes no prefill, and the request decodes output_tokens - 1 more tokens (>= 2 output
   // tokens). A recompute preemption later recomputes prompt and output as for any request.
   bool prefilled = false;
+  std::int32_t lora = -1;  // the LoRA adapter it runs with (serving_lora.hpp); -1: the base model
 };
 
 // Where requests come from, streamed in arrival order so memory stays flat in the request count.
@@ -97,6 +98,11 @@ struct BatchShape {
   // Speculative decoding: the draft proposes spec_k tokens per decode sequence (spec_k draft
   // steps, or one n-gram lookup) and the target verifies 1 + spec_k per sequence.
   std::int32_t spec_k = 0;
+  // Multi-LoRA (serving_lora.hpp): the tokens of requests with an adapter, the distinct adapters
+  // among them, and the rank the kernels run at (vLLM pads every slot to max_lora_rank).
+  std::int64_t lora_tokens = 0;
+  std::int32_t lora_adapters = 0;
+  std::int32_t lora_rank = 0;
   // Tokens the batch holds (for activation size), and whether it may run as a captured CUDA
   // graph (vLLM captures decode-only batches up to a size).
   std::int64_t tokens() const { return prefill_tokens + decode_tokens; }
@@ -130,9 +136,10 @@ struct IterationTime {
   double comm_s = 0;      // exposed tensor/pipeline/expert-parallel communication
   double overhead_s = 0;  // CPU scheduling, sampling, launch (CUDA graphs shrink it)
   double draft_s = 0;     // speculative decoding's proposer
+  double lora_s = 0;      // the LoRA adapters' shrink and expand GEMMs (Punica's SGMV)
   // The target model's forward pass on the GPUs (what `ctwin realrun` replays and times): the
   // total less the host overhead and the proposer.
-  double forward_s() const { return prefill_s + decode_s + comm_s; }
+  double forward_s() const { return prefill_s + decode_s + comm_s + lora_s; }
 };
 
 // Prices an iteration from its shape (serving_cost.hpp holds the roofline-and-collectives one).
@@ -187,6 +194,16 @@ struct SchedulerConfig {
   int num_speculative_tokens = 0;
   double acceptance_rate = 0;
   std::vector<double> acceptance_per_position;
+  // Multi-LoRA (vLLM's LoRAConfig; on when the traffic's requests carry adapters): distinct
+  // adapters in one batch (= GPU adapter slots), the host-memory adapter cache (>= max_loras),
+  // the rank every slot is sized and computed at, the rank of the traffic's adapters (the bytes
+  // a load moves), and the storage read rate of an adapter not in the host cache.
+  bool enable_lora = false;
+  int max_loras = 1;
+  int max_cpu_loras = 1;
+  int max_lora_rank = 16;
+  int lora_adapter_rank = 16;
+  double lora_load_bytes_per_s = 2e9;
 };
 
 // ---------------------------------------------------------------------------------------------
