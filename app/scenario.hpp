@@ -20,6 +20,7 @@
 #include "topology/collective.hpp"
 #include "workloads/model.hpp"
 #include "workloads/profile.hpp"
+#include "workloads/serving_autoscale_params.hpp"
 #include "workloads/serving_deploy_params.hpp"
 #include "workloads/serving_disagg.hpp"
 #include "workloads/serving_traffic.hpp"
@@ -77,6 +78,10 @@ struct ServingJob {
   // /serving/disaggregation: a prefill pool and a decode pool (each its own replicas and TP, the
   // rest of /serving shared) in place of the aggregated fleet; none: aggregated.
   std::optional<DisaggregationSpec> disaggregation;
+  // /serving/autoscaling and /serving/admission: read and checked, not yet run (the fleet
+  // simulation runs them; until then serving_job() refuses a scenario that sets them).
+  std::optional<ServingAutoscaling> autoscaling;
+  std::optional<AdmissionSpec> admission;
   int gpus() const {  // the fleet's, both pools' when disaggregated
     if (disaggregation)
       return disaggregation->prefill.gpus() * disaggregation->prefill_replicas +
