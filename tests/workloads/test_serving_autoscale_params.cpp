@@ -51,7 +51,7 @@ TEST_CASE("/serving/autoscaling: every key read into the autoscaler, cold start 
       "scale_up": {"stabilization_window_s": 30, "select_policy": "min",
                    "policies": [{"type": "pods", "value": 2, "period_s": 60}]},
       "scale_down": {"stabilization_window_s": 120, "select_policy": "disabled"},
-      "scale_to_zero_cooldown_s": 90, "container_start_s": 12, "storage_gbyte_per_s": 4,
+      "scale_to_zero_cooldown_s": 90, "container_start_s": 12, "storage_gbyte_per_s": "32 Gb/s",
       "weights_over_network": false, "engine_init_s": 9, "warm_pool": 3, "warm_start_s": 2})");
   const AutoscalerSpec& h = a.hpa;
   CHECK(h.metric == AutoscaleMetric::kv_utilization);
@@ -74,7 +74,7 @@ TEST_CASE("/serving/autoscaling: every key read into the autoscaler, cold start 
   CHECK(h.scale_down.policies[0].value == 100);
   CHECK(h.scale_to_zero_cooldown_s == rel_approx(90, 1e-15));
   CHECK(a.start.container_start_s == rel_approx(12, 1e-15));
-  CHECK(a.start.storage_bytes_per_s == rel_approx(4e9, 1e-15));
+  CHECK(a.start.storage_bytes_per_s == rel_approx(4e9, 1e-15));  // 32 Gb/s = 4 GB/s
   CHECK(a.start.engine_init_s == rel_approx(9, 1e-15));
   CHECK(a.start.warm_start_s == rel_approx(2, 1e-15));
   CHECK(!a.weights_over_network);

@@ -6,6 +6,7 @@
 // as KEDA does it; cold starts from bytes and bandwidth; the warm pool.
 #include <doctest/doctest.h>
 
+#include "serving_llama8b.hpp"
 #include "tolerance.hpp"
 #include "workloads/serving_autoscaler.hpp"
 #include "workloads/serving_cold_start.hpp"
@@ -255,6 +256,23 @@ TEST_CASE("cold start: container start + weight bytes over min(storage, network)
   // A network faster than storage: storage's 8 s.
   s.network_bytes_per_s = 50e9;
   CHECK(cold_start_s(s, 16e9) == rel_approx(43, 1e-12));
+}
+
+TEST_CASE("cold start: Llama-3-8B in BF16 loads its 8.03e9 parameters' 16.06 GB, at any TP") {
+  ServingDeployment d = llama8b_h100();
+  // 8,030,261,248 parameters (Meta's Llama 3 8B model card), 2 bytes each; the RoPE cache and
+  // TP-replicated norms add well under 0.1%.
+  const double bytes = 2.0 * 8'030'261'248;
+  CHECK(replica_weight_bytes(d) == rel_approx(bytes, 1e-3));
+  d.tp = 2;
+  CHECK(replica_weight_bytes(d) == rel_approx(bytes, 1e-3));
+  d.tp = 1;
+  // W8A8: 1 byte per GEMM weight; the embedding and the LM head (128256 x 4096 each) stay BF16.
+  d.quantization = Quantization::fp8;
+  const double vocab_params = 2.0 * 128256 * 4096;
+  CHECK(replica_weight_bytes(d) == rel_approx((8'030'261'248 - vocab_params) * 1 + vocab_params * 2, 1e-3));
+  // The documented default: 20 s + 16.06 GB / 2 GB/s + 20 s = 48.03 s.
+  CHECK(cold_start_s(ColdStartSpec{}, bytes) == rel_approx(48.03, 1e-3));
 }
 
 TEST_CASE("warm pool: a ready slot starts in the warm time and refills a cold start later") {

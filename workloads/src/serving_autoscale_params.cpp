@@ -79,7 +79,7 @@ ServingAutoscaling read_serving_autoscaling(const JsonObject& o) {
   h.scale_down = read_rules(o, "scale_down", default_scale_down_rules(), serving_scale_down_params);
   h.scale_to_zero_cooldown_s = r.number("scale_to_zero_cooldown_s");
   a.start.container_start_s = r.number("container_start_s");
-  a.start.storage_bytes_per_s = r.number("storage_gbyte_per_s") * 1e9;
+  a.start.storage_bytes_per_s = r.bandwidth("storage_gbyte_per_s") * 1e9;
   a.start.engine_init_s = r.number("engine_init_s");
   a.start.warm_start_s = r.number("warm_start_s");
   a.weights_over_network = r.boolean("weights_over_network");
