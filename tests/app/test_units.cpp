@@ -222,7 +222,8 @@ TEST_CASE("every bandwidth key names its unit: _gbit_per_s is Gb/s, _gbyte_per_s
       }
     }
   }
-  CHECK(bandwidths == 18);  // cluster: 6 + 5 deprecated; GPU: 3 + 3 deprecated; /serving/disaggregation: 1
+  CHECK(bandwidths == 19);  // cluster: 6 + 5 deprecated; GPU: 3 + 3 deprecated; /serving/disaggregation: 1;
+                            // /serving/autoscaling: 1
 }
 
 TEST_CASE("ctwin params shows each bandwidth key with its unit") {
