@@ -13,6 +13,7 @@
 #include "topology/cluster_json.hpp"
 #include "workloads/model_json.hpp"
 #include "workloads/serving_fleet_params.hpp"
+#include "workloads/serving_autoscale_params.hpp"
 #include "workloads/serving_scheduler_params.hpp"
 #include "workloads/serving_traffic_params.hpp"
 #include "workloads/training_params.hpp"
@@ -48,6 +49,7 @@ std::span<const ParamTable> scenario_param_tables() {
          serving_deployment_params},
         {"/serving", "a serving replica's scheduler, as vLLM's engine arguments", serving_scheduler_params},
         {"/serving", "the fleet: identical replicas behind a round-robin split", serving_fleet_params},
+        {"/serving", "the fleet's autoscaler and admission control", serving_fleet_policy_params},
         {"/serving/disaggregation", "disaggregated prefill/decode: the two pools and the KV link",
          serving_disaggregation_params},
         {"/serving", "a coupled fleet behind a router", serving_fleet_sim_params},
@@ -69,6 +71,11 @@ std::span<const ParamTable> scenario_param_tables() {
     const auto serving_end = std::find_if(t.begin(), t.end(), [](const ParamTable& x) { return x.path == "/network"; });
     const std::vector<ParamTable> traffic = traffic_param_tables();
     t.insert(serving_end, traffic.begin(), traffic.end());
+    // /serving/autoscaling and /serving/admission (workloads/serving_autoscale_params.hpp) before /traffic.
+    const std::vector<ParamTable> autoscale = serving_autoscale_param_tables();
+    const auto traffic_begin =
+        std::find_if(t.begin(), t.end(), [](const ParamTable& x) { return x.path == "/traffic"; });
+    t.insert(traffic_begin, autoscale.begin(), autoscale.end());
     return t;
   }();
   return tables;

@@ -20,6 +20,7 @@
 #include "topology/collective.hpp"
 #include "workloads/model.hpp"
 #include "workloads/profile.hpp"
+#include "workloads/serving_autoscale_params.hpp"
 #include "workloads/serving_deploy_params.hpp"
 #include "workloads/serving_disagg.hpp"
 #include "workloads/serving_fleet_sim.hpp"
@@ -87,6 +88,10 @@ struct ServingJob {
   std::optional<FleetSpec> fleet;
   // /serving/cost: the GPU-hour's price (the catalog's unless given), electricity's.
   ServingCostConfig cost;
+  // /serving/autoscaling and /serving/admission: read and checked, not yet run (the fleet
+  // simulation runs them; until then serving_job() refuses a scenario that sets them).
+  std::optional<ServingAutoscaling> autoscaling;
+  std::optional<AdmissionSpec> admission;
   int gpus() const {  // the fleet's, both pools' when disaggregated
     if (fleet) {
       int n = 0;

@@ -8,6 +8,7 @@
 #include "sim/error.hpp"
 #include "workloads/model_json.hpp"
 #include "workloads/serving_fleet_params.hpp"
+#include "workloads/serving_autoscale_params.hpp"
 #include "workloads/serving_scheduler_params.hpp"
 #include "workloads/serving_traffic_params.hpp"
 
@@ -144,6 +145,37 @@ void read_cost(const JsonObject& so, ServingJob& job) {
   job.cost.electricity_usd_per_kwh = r.number("electricity_usd_per_kwh");
 }
 
+// /serving/autoscaling and /serving/admission: an aggregated fleet whose largest size (max_replicas
+// plus the warm pool, each replica's GPUs) fits the cluster; admission classes name /traffic's.
+void read_fleet_policies(const JsonObject& so, ServingJob& job, const Cluster& cluster) {
+  if (so.has("autoscaling")) {
+    if (job.disaggregation) {
+      so.fail("autoscaling", "found beside /serving/disaggregation",
+              "autoscaling of an aggregated fleet (no disaggregation)");
+    }
+    const JsonObject o = so.object("autoscaling");
+    ServingAutoscaling a = read_serving_autoscaling(o);
+    const long long replicas = 1ll * a.hpa.max_replicas + a.warm_pool;
+    const long long gpus = replicas * job.deployment.gpus();
+    if (gpus > cluster.gpu_count()) {
+      o.fail("max_replicas",
+             "found " + std::to_string(a.hpa.max_replicas) + " replicas + a warm pool of " +
+                 std::to_string(a.warm_pool) + ", " + std::to_string(replicas) + " x " +
+                 std::to_string(job.deployment.gpus()) + " = " + std::to_string(gpus) + " GPUs, but the cluster has " +
+                 std::to_string(cluster.gpu_count()),
+             "max_replicas + warm_pool at most " + std::to_string(cluster.gpu_count() / job.deployment.gpus()));
+    }
+    // Weights on network storage also cross the replica's NICs (each GPU's share of its node's).
+    if (a.weights_over_network) {
+      const ClusterSpec& c = cluster.spec;
+      a.start.network_bytes_per_s =
+          c.nic_gbyte_per_s * 1e9 * job.deployment.gpus() * std::min(1.0, 1.0 * c.nics() / c.gpus_per_node);
+    }
+    job.autoscaling = std::move(a);
+  }
+  if (so.has("admission")) job.admission = read_serving_admission(so.object("admission"), job.traffic.classes);
+}
+
 ServingJob read_serving_job(const JsonObject& top, const Json& root, const ScenarioCatalogs& catalogs,
                             const Scenario& sc) {
   require_kind_keys(top, sc, {"serving", "traffic"}, {"training"});
@@ -156,6 +188,7 @@ ServingJob read_serving_job(const JsonObject& top, const Json& root, const Scena
   for (auto& k : param_keys(serving_scheduler_params)) keys.push_back(std::move(k));
   for (auto& k : param_keys(serving_fleet_params)) keys.push_back(std::move(k));
   for (auto& k : param_keys(serving_fleet_sim_params)) keys.push_back(std::move(k));
+  for (auto& k : param_keys(serving_fleet_policy_params)) keys.push_back(std::move(k));
   so.only(keys);
   const Cluster cluster = build_cluster(sc.cluster);
   job.deployment = deployment_from_json(so, job.model, cluster, builtin_models());
@@ -176,6 +209,7 @@ ServingJob read_serving_job(const JsonObject& top, const Json& root, const Scena
   read_disaggregation(so, job, cluster);
   job.fleet = read_serving_fleet(top, job, catalogs, sc);
   read_cost(so, job);
+  read_fleet_policies(so, job, cluster);
   return job;
 }
 
@@ -204,7 +238,19 @@ const TrainingJob& training_job(const Scenario& sc) {
 }
 
 const ServingJob& serving_job(const Scenario& sc) {
-  if (const auto* j = std::get_if<ServingJob>(&sc.job)) return *j;
+  if (const auto* j = std::get_if<ServingJob>(&sc.job)) {
+    // Read and checked, but no command runs them yet: refuse rather than ignore them.
+    for (const auto& [key, set] : {std::pair{"/serving/autoscaling", j->autoscaling.has_value()},
+                                   std::pair{"/serving/admission", j->admission.has_value()}}) {
+      if (set) {
+        throw InputError(sc.file, key,
+                         "is set, but autoscaling and admission control need the fleet simulation, "
+                         "which this version does not run yet",
+                         std::string("no ") + key + " (a fixed data_parallel_size fleet admitting every request)");
+      }
+    }
+    return *j;
+  }
   throw InputError(sc.file, "/kind", std::string("found \"") + job_kind_names.name(sc.kind) + "\"",
                    "\"serving\" for this command");
 }
