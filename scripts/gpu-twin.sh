@@ -28,13 +28,17 @@ echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 ldd "$bin/ctwin-realrun" | grep -E "not found|cublas|nccl|cudart"
 timeout 120 "$bin/test_realrun" -tc='GPU*' -s >"$out/gpu-tests.txt" 2>&1
 echo "gpu tests: exit $?"; grep -E "skipped|ERROR|FAILED|test cases|assertions" "$out/gpu-tests.txt" | head -20
-# The tensor-core prefill kernel is checked against a host reference there; should it be wrong
-# on this GPU, the scalar kernel runs instead, on fewer repeats (it is far slower).
+# The prefill kernels are checked against a host reference there; should the WMMA one (the
+# default) be wrong on this GPU, the scalar kernel runs instead, on fewer repeats (it is far
+# slower); should the opt-in mma.sync one (CTWIN_REALRUN_ATTENTION=mma) be wrong, the WMMA one.
 extra=()
-if grep -q "tensor-core" "$out/gpu-tests.txt" && grep -q "ERROR" "$out/gpu-tests.txt"; then
+if grep -Eq 'kernel := "?wmma' "$out/gpu-tests.txt"; then
   export CTWIN_REALRUN_ATTENTION=simple
   extra=(--repeats 3 --warmup 1)
-  echo "the tensor-core attention kernel failed its check: CTWIN_REALRUN_ATTENTION=simple" | tee -a "$log"
+  echo "the WMMA attention kernel failed its check: CTWIN_REALRUN_ATTENTION=simple" | tee -a "$log"
+elif [[ ${CTWIN_REALRUN_ATTENTION:-} == mma ]] && grep -Eq 'kernel := "?mma' "$out/gpu-tests.txt"; then
+  unset CTWIN_REALRUN_ATTENTION
+  echo "the mma.sync attention kernel failed its check: the WMMA one runs" | tee -a "$log"
 fi
 cat "$out/gpu-tests.txt" >>"$log" && rm "$out/gpu-tests.txt"
 run() {
