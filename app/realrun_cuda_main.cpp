@@ -149,9 +149,11 @@ int run(int argc, char** argv) {
   co.step_dtype = job.training.precision.compute;
   co.head_dim = kernel_head_dim(job.model);
   if (job.serving) co.kv_block_size = static_cast<int>(job.serving->scheduler.block_size);  // vLLM's --block-size
-  // The first, scalar prefill kernel instead of the tensor-core one: a fallback and a baseline.
-  if (const char* a = std::getenv("CTWIN_REALRUN_ATTENTION"); a != nullptr && std::string(a) == "simple") {
-    co.simple_attention = true;
+  // Prefill attention on the mma.sync kernel (the default), or on the WMMA one or the first,
+  // scalar one (fallbacks and baselines).
+  if (const char* a = std::getenv("CTWIN_REALRUN_ATTENTION"); a != nullptr) {
+    co.simple_attention = std::string(a) == "simple";
+    co.mma_attention = !co.simple_attention && std::string(a) != "wmma";
   }
   if (w.mpi) {
     if (plan.ranks % w.size != 0) {

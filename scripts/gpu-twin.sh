@@ -28,13 +28,19 @@ echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 ldd "$bin/ctwin-realrun" | grep -E "not found|cublas|nccl|cudart"
 timeout 120 "$bin/test_realrun" -tc='GPU*' -s >"$out/gpu-tests.txt" 2>&1
 echo "gpu tests: exit $?"; grep -E "skipped|ERROR|FAILED|test cases|assertions" "$out/gpu-tests.txt" | head -20
-# The tensor-core prefill kernel is checked against a host reference there; should it be wrong
-# on this GPU, the scalar kernel runs instead, on fewer repeats (it is far slower).
+# The prefill kernels are checked against a host reference there; should the mma.sync one (the
+# default) be wrong on this GPU, the WMMA one runs instead; should that be wrong too, the scalar
+# kernel, on fewer repeats (it is far slower).
 extra=()
-if grep -q "tensor-core" "$out/gpu-tests.txt" && grep -q "ERROR" "$out/gpu-tests.txt"; then
-  export CTWIN_REALRUN_ATTENTION=simple
-  extra=(--repeats 3 --warmup 1)
-  echo "the tensor-core attention kernel failed its check: CTWIN_REALRUN_ATTENTION=simple" | tee -a "$log"
+if grep -Eq 'kernel := "?mma' "$out/gpu-tests.txt"; then
+  if grep -Eq 'kernel := "?wmma' "$out/gpu-tests.txt"; then
+    export CTWIN_REALRUN_ATTENTION=simple
+    extra=(--repeats 3 --warmup 1)
+    echo "the mma.sync and WMMA attention kernels failed their checks: CTWIN_REALRUN_ATTENTION=simple" | tee -a "$log"
+  else
+    export CTWIN_REALRUN_ATTENTION=wmma
+    echo "the mma.sync attention kernel failed its check: CTWIN_REALRUN_ATTENTION=wmma" | tee -a "$log"
+  fi
 fi
 cat "$out/gpu-tests.txt" >>"$log" && rm "$out/gpu-tests.txt"
 run() {

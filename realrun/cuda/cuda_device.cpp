@@ -244,10 +244,17 @@ void CudaDevice::run_attention(cudaStream_t s, const OpCost& op) {
   auto* kv = static_cast<char*>(buf_[1]);
   const std::size_t half = buf_bytes_[1] / 2 / 256 * 256;  // K then V
   if (!a.decode) {
-    const auto prefill = cuda_.simple_attention ? attention_prefill_simple : attention_prefill;
-    check(prefill(buf_[0], kv, kv + half, buf_[2], seqs, static_cast<int>(a.q_len), static_cast<int>(a.kv_len), heads,
-                  hd, s),
-          what + " (prefill)");
+    const int q_len = static_cast<int>(a.q_len), kv_len = static_cast<int>(a.kv_len);
+    if (cuda_.mma_attention) {
+      // K/V kv_heads wide: a prefix of the buffers, which buffers_for sizes for the WMMA kernel.
+      check(attention_prefill(buf_[0], kv, kv + half, buf_[2], seqs, q_len, kv_len, heads, static_cast<int>(a.kv_heads),
+                              hd, s),
+            what + " (prefill)");
+    } else {
+      // The WMMA and scalar kernels read K/V as wide as the queries (buffers_for sizes them so).
+      const auto prefill = cuda_.simple_attention ? attention_prefill_simple : attention_prefill_wmma;
+      check(prefill(buf_[0], kv, kv + half, buf_[2], seqs, q_len, kv_len, heads, hd, s), what + " (prefill)");
+    }
     return;
   }
   const std::tuple<std::int64_t, std::int64_t, int> key{a.seqs, a.kv_len, cuda_.kv_block_size};

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "realrun/cuda_kernels.hpp"
 
@@ -246,6 +247,245 @@ __global__ void prefill_tc_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k
     const int r = first + warp * kTcRows + i / D;
     if (r < q_len)
       o[((static_cast<std::size_t>(s) * q_len + r) * heads + h) * D + i % D] = __float2bfloat16(ow[i] * cw[i / D]);
+  }
+}
+
+// FlashAttention-2's forward on mma.sync (Dao, "FlashAttention-2", 2023; sm_80 and later). A
+// block of W warps takes 16 W query rows of one (sequence, query head), 16 a warp, and walks the
+// causal key range in tiles of kMmaKeys keys: K and V tiles are staged in shared memory by
+// cp.async, double-buffered (tile t + 1 loads while tile t is used), in rows of 16-byte chunks
+// XOR-swizzled by the row so that ldmatrix reads them without bank conflicts. S = Q K^T and
+// O += P V run as mma.sync.m16n8k16 (BF16 in, FP32 accumulate) with Q, S, P and O in registers:
+// the accumulator layout is the PTX ISA's (lane = 4 g + t holds rows g and g + 8, columns 2t and
+// 2t + 1 of each 8-column tile), so a row's max and sum are reduced over the 4 lanes of a quad
+// and the online-softmax rescale multiplies the lane's own O fragments. The S fragments become
+// the A fragments of P V directly (FlashAttention's register reuse). GQA: the block reads the
+// K/V head of its query head. Tiles above the diagonal are skipped (per warp), only the tiles
+// the diagonal crosses are masked, and blocks start from the longest rows (the last queries).
+constexpr int kMmaKeys = 64;  // keys a K/V tile
+
+template <int D, int W>
+constexpr std::size_t mma_smem_bytes() {
+  return sizeof(__nv_bfloat16) * (static_cast<std::size_t>(W) * 16 * D + 4 * kMmaKeys * D);  // Q, 2 x (K, V)
+}
+
+// Element offset of (row, col) in a [rows][D] BF16 tile whose 16-byte chunks are swizzled.
+template <int D>
+__device__ __forceinline__ int swz(int row, int col) {
+  return row * D + ((((col >> 3) ^ row) & (D / 8 - 1)) << 3) + (col & 7);
+}
+
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared; fewer than 16 source bytes (here 0) fill the rest with zeros.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// c += a b: a 16 x 16 (row), b 16 x 8 (col), c 16 x 8 FP32. Registers only, so not volatile.
+__device__ __forceinline__ void mma_bf16(float* c, const std::uint32_t* a, std::uint32_t b0, std::uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// 2^x by the SFU (ex2.approx; 2^-inf = 0), as FlashAttention's exp2f under fast math.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Two FP32 to a BF16 pair, lo in the low half (the lower column of a fragment).
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  std::uint32_t u;
+  memcpy(&u, &v, 4);
+  return u;
+}
+
+template <int D, int W>
+__global__ void __launch_bounds__(W* kWarp)
+    prefill_mma_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
+                       const __nv_bfloat16* __restrict__ v, __nv_bfloat16* __restrict__ o, int q_len, int kv_len,
+                       int heads, int kv_heads) {
+  constexpr int kRows = 16 * W;           // query rows a block
+  constexpr int kChunks = D / 8;          // 16-byte chunks a row
+  constexpr int kThreadsMma = W * kWarp;  // threads a block
+  constexpr int kN = kMmaKeys / 8;        // 8-key tiles of S
+  constexpr int kDn = D / 8;              // 8-dim tiles of O
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  auto* qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [kRows][D]
+  auto* kvs = qs + kRows * D;                             // [2][K, V][kMmaKeys][D]
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
+  const int g = lane >> 2, t = lane & 3;  // the fragment's row group and column pair
+  const int h = static_cast<int>(blockIdx.y), s = static_cast<int>(blockIdx.z);
+  const int kvh = h / (heads / kv_heads);
+  // The last query blocks see the most keys: start them first.
+  const int first = (static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x)) * kRows;
+  const int offset = kv_len - q_len;                          // the queries are the last q_len positions
+  const int block_keys = offset + min(first + kRows, q_len);  // keys the block's last row sees
+  const int tiles = (block_keys + kMmaKeys - 1) / kMmaKeys;
+  const int warp_first_pos = offset + first + warp * 16;
+  const int warp_last_pos = warp_first_pos + 15;  // rows past q_len compute but are not written
+  const std::size_t q_stride = static_cast<std::size_t>(heads) * D;
+  const std::size_t kv_stride = static_cast<std::size_t>(kv_heads) * D;
+  const __nv_bfloat16* qg = q + (static_cast<std::size_t>(s) * q_len * heads + h) * D;
+  const __nv_bfloat16* kg = k + (static_cast<std::size_t>(s) * kv_len * kv_heads + kvh) * D;
+  const __nv_bfloat16* vg = v + (static_cast<std::size_t>(s) * kv_len * kv_heads + kvh) * D;
+
+  // Q tile (zeros past q_len), then K/V tile 0: one cp.async group.
+  for (int i = tid; i < kRows * kChunks; i += kThreadsMma) {
+    const int r = i / kChunks, c = (i % kChunks) * 8;
+    const bool ok = first + r < q_len;
+    cp_async16(qs + swz<D>(r, c), ok ? qg + static_cast<std::size_t>(first + r) * q_stride + c : qg, ok ? 16 : 0);
+  }
+  const auto load_kv = [&](int tile, int buf) {
+    __nv_bfloat16* ks = kvs + buf * 2 * kMmaKeys * D;
+    __nv_bfloat16* vs = ks + kMmaKeys * D;
+    for (int i = tid; i < kMmaKeys * kChunks; i += kThreadsMma) {
+      const int r = i / kChunks, c = (i % kChunks) * 8;
+      const int key = tile * kMmaKeys + r;
+      const bool ok = key < kv_len;
+      const std::size_t off = ok ? static_cast<std::size_t>(key) * kv_stride + c : 0;
+      cp_async16(ks + swz<D>(r, c), kg + off, ok ? 16 : 0);
+      cp_async16(vs + swz<D>(r, c), vg + off, ok ? 16 : 0);
+    }
+  };
+  load_kv(0, 0);
+  cp_async_commit();
+
+  std::uint32_t qf[D / 16][4];  // the warp's Q rows as A fragments, one per 16 dimensions
+  float acc[kDn][4];            // O: rows g and g + 8, dims 8 n + 2 t, + 1
+#pragma unroll
+  for (int n = 0; n < kDn; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  float row_m[2] = {-INFINITY, -INFINITY};  // running max of rows g, g + 8 (raw scores)
+  float row_l[2] = {0.0f, 0.0f};            // this lane's part of their running sums
+  const float scale_log2 = 1.4426950408889634f * rsqrtf(static_cast<float>(D));
+
+  for (int tile = 0; tile < tiles; ++tile) {
+    if (tile + 1 < tiles) load_kv(tile + 1, (tile + 1) & 1);
+    cp_async_commit();  // possibly empty: keeps "all but the newest group" meaning tile `tile`
+    cp_async_wait<1>();
+    __syncthreads();
+    if (tile == 0) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        ldmatrix_x4(qf[kk], qs + swz<D>(warp * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8));
+    }
+    const int t0 = tile * kMmaKeys;
+    if (t0 <= warp_last_pos) {
+      const __nv_bfloat16* ks = kvs + (tile & 1) * 2 * kMmaKeys * D;
+      const __nv_bfloat16* vs = ks + kMmaKeys * D;
+      // S = Q K^T. ldmatrix of K's rows (not transposed) gives B fragments: matrices 0, 1 are
+      // keys 0-7 of a 16-key pair at dims kk, kk + 8; 2, 3 keys 8-15.
+      float sc[kN][4];
+#pragma unroll
+      for (int n = 0; n < kN; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+        for (int np = 0; np < kN / 2; ++np) {
+          std::uint32_t b[4];
+          ldmatrix_x4(b, ks + swz<D>(np * 16 + (lane & 7) + (lane >> 4) * 8, kk * 16 + ((lane >> 3) & 1) * 8));
+          mma_bf16(sc[2 * np], qf[kk], b[0], b[1]);
+          mma_bf16(sc[2 * np + 1], qf[kk], b[2], b[3]);
+        }
+      }
+      // Causal mask where the diagonal crosses this warp's rows.
+      if (t0 + kMmaKeys - 1 > warp_first_pos) {
+#pragma unroll
+        for (int n = 0; n < kN; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = t0 + n * 8 + 2 * t + (e & 1);
+            const int pos = warp_first_pos + g + (e >> 1) * 8;
+            if (key > pos) sc[n][e] = -INFINITY;
+          }
+        }
+      }
+      // Online softmax on the fragments: rows g (e = 0, 1) and g + 8 (e = 2, 3).
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = row_m[r];
+#pragma unroll
+        for (int n = 0; n < kN; ++n) mx = fmaxf(mx, fmaxf(sc[n][2 * r], sc[n][2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        // Key 0 is in every row's first tile, so mx is finite; the guard keeps a row that saw
+        // nothing at zeros rather than NaN.
+        const float ms = mx == -INFINITY ? 0.0f : mx * scale_log2;
+        const float corr = fast_exp2(row_m[r] * scale_log2 - ms);  // 0 before the first tile
+        row_m[r] = mx;
+        float sum = 0.0f;
+#pragma unroll
+        for (int n = 0; n < kN; ++n) {
+          sc[n][2 * r] = fast_exp2(fmaf(sc[n][2 * r], scale_log2, -ms));
+          sc[n][2 * r + 1] = fast_exp2(fmaf(sc[n][2 * r + 1], scale_log2, -ms));
+          sum += sc[n][2 * r] + sc[n][2 * r + 1];
+        }
+        row_l[r] = row_l[r] * corr + sum;
+#pragma unroll
+        for (int n = 0; n < kDn; ++n) {
+          acc[n][2 * r] *= corr;
+          acc[n][2 * r + 1] *= corr;
+        }
+      }
+      // O += P V. P's A fragment for keys 16 kk .. + 15 is S's tiles 2 kk and 2 kk + 1; V's B
+      // fragments come from ldmatrix.trans of V's rows: matrices 0, 1 are keys 0-7, 8-15 at
+      // dims 16 dp .. + 7; 2, 3 the same keys at dims + 8 .. + 15.
+#pragma unroll
+      for (int kk = 0; kk < kMmaKeys / 16; ++kk) {
+        const std::uint32_t pa[4] = {pack_bf16(sc[2 * kk][0], sc[2 * kk][1]), pack_bf16(sc[2 * kk][2], sc[2 * kk][3]),
+                                     pack_bf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
+                                     pack_bf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+          std::uint32_t b[4];
+          ldmatrix_x4_trans(b, vs + swz<D>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, dp * 16 + (lane >> 4) * 8));
+          mma_bf16(acc[2 * dp], pa, b[0], b[1]);
+          mma_bf16(acc[2 * dp + 1], pa, b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();  // this buffer is refilled by the next iteration's load
+  }
+  cp_async_wait<0>();
+  // The sums over the quad, then O / l, two BF16 a lane a row.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = row_l[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const int row = first + warp * 16 + g + r * 8;
+    if (row < q_len) {
+      __nv_bfloat16* out = o + (static_cast<std::size_t>(s) * q_len * heads + h) * D + row * q_stride;
+#pragma unroll
+      for (int n = 0; n < kDn; ++n) {
+        const std::uint32_t u = pack_bf16(acc[n][2 * r] * inv, acc[n][2 * r + 1] * inv);
+        *reinterpret_cast<std::uint32_t*>(out + n * 8 + 2 * t) = u;
+      }
+    }
   }
 }
 
@@ -599,12 +839,45 @@ cudaError_t launch_prefill_tc(const void* q, const void* k, const void* v, void*
 }
 }  // namespace
 
-cudaError_t attention_prefill(const void* q, const void* k, const void* v, void* o, int seqs, int q_len, int kv_len,
-                              int heads, int head_dim, cudaStream_t s) {
+cudaError_t attention_prefill_wmma(const void* q, const void* k, const void* v, void* o, int seqs, int q_len,
+                                   int kv_len, int heads, int head_dim, cudaStream_t s) {
   if (seqs < 1 || q_len < 1 || kv_len < q_len || heads < 1 || heads > 65535 || seqs > 65535)
     return cudaErrorInvalidValue;
   if (head_dim == 128) return launch_prefill_tc<128>(q, k, v, o, seqs, q_len, kv_len, heads, s);
   if (head_dim == 64) return launch_prefill_tc<64>(q, k, v, o, seqs, q_len, kv_len, heads, s);
+  return cudaErrorInvalidValue;
+}
+
+namespace {
+template <int D, int W>
+cudaError_t launch_prefill_mma(const void* q, const void* k, const void* v, void* o, int seqs, int q_len, int kv_len,
+                               int heads, int kv_heads, cudaStream_t s) {
+  constexpr std::size_t smem = mma_smem_bytes<D, W>();
+  const cudaError_t e = cudaFuncSetAttribute(prefill_mma_kernel<D, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  const dim3 grid((q_len + 16 * W - 1) / (16 * W), heads, seqs);
+  prefill_mma_kernel<D, W><<<grid, W * kWarp, smem, s>>>(
+      static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k), static_cast<const __nv_bfloat16*>(v),
+      static_cast<__nv_bfloat16*>(o), q_len, kv_len, heads, kv_heads);
+  return cudaGetLastError();
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+}  // namespace
+
+cudaError_t attention_prefill(const void* q, const void* k, const void* v, void* o, int seqs, int q_len, int kv_len,
+                              int heads, int kv_heads, int head_dim, cudaStream_t s, int block_rows) {
+  if (seqs < 1 || q_len < 1 || kv_len < q_len || heads < 1 || heads > 65535 || seqs > 65535 || kv_heads < 1 ||
+      heads % kv_heads != 0 || (block_rows != 64 && block_rows != 128) || !aligned16(q) || !aligned16(k) ||
+      !aligned16(v) || reinterpret_cast<std::uintptr_t>(o) % 4 != 0)
+    return cudaErrorInvalidValue;
+  if (head_dim == 128)
+    return block_rows == 64 ? launch_prefill_mma<128, 4>(q, k, v, o, seqs, q_len, kv_len, heads, kv_heads, s)
+                            : launch_prefill_mma<128, 8>(q, k, v, o, seqs, q_len, kv_len, heads, kv_heads, s);
+  if (head_dim == 64)
+    return block_rows == 64 ? launch_prefill_mma<64, 4>(q, k, v, o, seqs, q_len, kv_len, heads, kv_heads, s)
+                            : launch_prefill_mma<64, 8>(q, k, v, o, seqs, q_len, kv_len, heads, kv_heads, s);
   return cudaErrorInvalidValue;
 }
 
@@ -653,7 +926,6 @@ cudaError_t launch_decode_group(int g, const __nv_bfloat16* q, const __nv_bfloat
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 }  // namespace
 
 cudaError_t attention_decode_paged(const void* q, const void* k_pool, const void* v_pool, void* o,

@@ -52,8 +52,9 @@ TEST_CASE("H200 twin: the built-in H200 profile predicts the measured Llama-3-8B
   // decode kernel, which reads KV at SDPA's rate (docs/realrun-cuda.md). The built-in profile was
   // fitted to published end-to-end runs, never to this file: a decode iteration (weights and KV
   // streamed from HBM, the LM head) is an independent check of its memory-bound pricing. Prefill
-  // and mixed iterations are not bound here: our prefill attention kernel is far slower than
-  // FlashAttention, which the profile prices.
+  // and mixed iterations are not bound here: the profile's GEMM efficiency carries what published
+  // end-to-end runs lose outside the GEMMs, so it prices cuBLASLt's kernels alone 3-29% slow
+  // (docs/realrun-cuda.md, sixth lease).
   const auto r = cli("validate scenarios/twin/measured/h200-serving.json --json");
   REQUIRE_MESSAGE(r.status == 0, r.err);
   const auto j = nlohmann::json::parse(r.out);

@@ -94,53 +94,71 @@ std::vector<double> reference_attention(const std::vector<std::uint16_t>& q, std
 
 }  // namespace
 
-TEST_CASE("GPU: both prefill attention kernels equal causal softmax attention computed on the host") {
+TEST_CASE("GPU: the prefill attention kernels equal causal softmax attention computed on the host") {
   if (no_gpu()) return;
-  using Kernel = cudaError_t (*)(const void*, const void*, const void*, void*, int, int, int, int, int, cudaStream_t);
+  enum class Kernel { mma, wmma, simple };
   struct Case {
     const char* kernel_name;
     Kernel kernel;
-    int seqs, q_len, kv_len, heads, d;
+    int seqs, q_len, kv_len, heads, kv_heads, d, block_rows;
   };
-  // q_len not a multiple of any tile; the larger cases span several query blocks and key tiles.
-  const Case cases[] = {{"tensor-core", cuda::attention_prefill, 2, 37, 50, 3, 64},
-                        {"tensor-core", cuda::attention_prefill, 1, 150, 200, 2, 128},
-                        {"tensor-core", cuda::attention_prefill, 2, 130, 130, 2, 64},
-                        {"simple", cuda::attention_prefill_simple, 2, 37, 50, 3, 64},
-                        {"simple", cuda::attention_prefill_simple, 1, 150, 200, 2, 128}};
+  // q_len not a multiple of any tile; q_len < kv_len is a chunk of prefill after a context; the
+  // larger cases span several query blocks and key tiles (the mma kernel's 64-key tiles: up to
+  // 16, through both shared-memory buffers). The mma kernel at GQA groups of 4 (and 1 and 3);
+  // the earlier kernels read K/V as wide as the queries.
+  const Case cases[] = {
+      {"mma", Kernel::mma, 2, 37, 50, 8, 2, 64, 64},        {"mma", Kernel::mma, 1, 150, 200, 8, 2, 128, 64},
+      {"mma", Kernel::mma, 1, 150, 200, 8, 2, 128, 128},    {"mma", Kernel::mma, 2, 130, 130, 4, 1, 64, 128},
+      {"mma", Kernel::mma, 1, 300, 300, 4, 1, 128, 64},     {"mma", Kernel::mma, 1, 200, 1000, 4, 1, 128, 128},
+      {"mma", Kernel::mma, 1, 77, 1000, 3, 3, 64, 64},      {"mma", Kernel::mma, 2, 1, 77, 6, 2, 128, 64},
+      {"mma", Kernel::mma, 1, 1, 1, 4, 1, 128, 64},         {"mma", Kernel::mma, 1, 1, 1, 4, 4, 64, 128},
+      {"wmma", Kernel::wmma, 2, 37, 50, 3, 3, 64, 0},       {"wmma", Kernel::wmma, 1, 150, 200, 2, 2, 128, 0},
+      {"wmma", Kernel::wmma, 2, 130, 130, 2, 2, 64, 0},     {"simple", Kernel::simple, 2, 37, 50, 3, 3, 64, 0},
+      {"simple", Kernel::simple, 1, 150, 200, 2, 2, 128, 0}};
   for (const Case& c : cases) {
-    const int seqs = c.seqs, q_len = c.q_len, kv_len = c.kv_len, heads = c.heads, d = c.d;
+    const int seqs = c.seqs, q_len = c.q_len, kv_len = c.kv_len, heads = c.heads, kvh = c.kv_heads, d = c.d;
     const std::string kernel = c.kernel_name;
     CAPTURE(kernel);
     CAPTURE(q_len);
+    CAPTURE(kv_len);
+    CAPTURE(kvh);
     CAPTURE(d);
+    CAPTURE(c.block_rows);
     const auto q = bf16_values(static_cast<std::size_t>(seqs * q_len * heads * d), 1);
-    const auto k = bf16_values(static_cast<std::size_t>(seqs * kv_len * heads * d), 2);
-    const auto v = bf16_values(static_cast<std::size_t>(seqs * kv_len * heads * d), 3);
+    const auto k = bf16_values(static_cast<std::size_t>(seqs * kv_len * kvh * d), 2);
+    const auto v = bf16_values(static_cast<std::size_t>(seqs * kv_len * kvh * d), 3);
     auto* dq = upload(q);
     auto* dk = upload(k);
     auto* dv = upload(v);
     // Poisoned output (0xffff is a BF16 NaN): an element the kernel never writes fails.
     auto* dout = upload(std::vector<std::uint16_t>(q.size(), 0xffffu));
-    REQUIRE(c.kernel(dq, dk, dv, dout, seqs, q_len, kv_len, heads, d, nullptr) == cudaSuccess);
+    cudaError_t e = cudaSuccess;
+    if (c.kernel == Kernel::mma) {
+      e = cuda::attention_prefill(dq, dk, dv, dout, seqs, q_len, kv_len, heads, kvh, d, nullptr, c.block_rows);
+    } else {
+      const auto f = c.kernel == Kernel::wmma ? cuda::attention_prefill_wmma : cuda::attention_prefill_simple;
+      e = f(dq, dk, dv, dout, seqs, q_len, kv_len, heads, d, nullptr);
+    }
+    REQUIRE(e == cudaSuccess);
     const auto out = download(dout, q.size());
     double worst = 0;
     for (int s = 0; s < seqs; ++s) {
       for (int i = 0; i < q_len; ++i) {
         for (int h = 0; h < heads; ++h) {
-          std::vector<std::size_t> keys;  // positions 0 .. kv_len - q_len + i
+          const int kh = h / (heads / kvh);  // the K/V head of query head h
+          std::vector<std::size_t> keys;     // positions 0 .. kv_len - q_len + i
           for (int j = 0; j <= kv_len - q_len + i; ++j)
-            keys.push_back(((static_cast<std::size_t>(s) * kv_len + j) * heads + h) * d);
+            keys.push_back(((static_cast<std::size_t>(s) * kv_len + j) * kvh + kh) * d);
           const std::size_t qo = ((static_cast<std::size_t>(s) * q_len + i) * heads + h) * d;
           const auto ref = reference_attention(q, qo, k, v, keys, d);
-          for (int e = 0; e < d; ++e) {
-            const double got = from_bf16(out[qo + e]);
-            worst = std::max(worst, std::isfinite(got) ? std::fabs(ref[static_cast<std::size_t>(e)] - got) : 1e9);
+          for (int e2 = 0; e2 < d; ++e2) {
+            const double got = from_bf16(out[qo + e2]);
+            worst = std::max(worst, std::isfinite(got) ? std::fabs(ref[static_cast<std::size_t>(e2)] - got) : 1e9);
           }
         }
       }
     }
-    // BF16 output (8 bits of mantissa on values below 1) and, in the tensor-core kernel, BF16
+    // BF16 output (8 bits of mantissa on values below 1) and, in the tensor-core kernels, BF16
     // probabilities into the P V product as FlashAttention rounds them.
     CHECK(worst == abs_approx(0, 1.0 / 128));
     cudaFree(dq);
@@ -148,6 +166,84 @@ TEST_CASE("GPU: both prefill attention kernels equal causal softmax attention co
     cudaFree(dv);
     cudaFree(dout);
   }
+}
+
+TEST_CASE("prefill attention refuses K/V heads that do not divide the heads, other widths and block sizes") {
+  // Checked before any launch, so this runs without a GPU too.
+  void* p = reinterpret_cast<void*>(std::uintptr_t{256});
+  CHECK(cuda::attention_prefill(p, p, p, p, 1, 64, 64, 8, 3, 128, nullptr) == cudaErrorInvalidValue);
+  CHECK(cuda::attention_prefill(p, p, p, p, 1, 64, 64, 8, 0, 128, nullptr) == cudaErrorInvalidValue);
+  CHECK(cuda::attention_prefill(p, p, p, p, 1, 64, 64, 8, 2, 96, nullptr) == cudaErrorInvalidValue);
+  CHECK(cuda::attention_prefill(p, p, p, p, 1, 64, 64, 8, 2, 128, nullptr, 96) == cudaErrorInvalidValue);
+  CHECK(cuda::attention_prefill(p, p, p, p, 1, 65, 64, 8, 2, 128, nullptr) == cudaErrorInvalidValue);  // Q > L
+  void* odd = reinterpret_cast<void*>(std::uintptr_t{264});  // 8-byte aligned: cp.async moves 16
+  CHECK(cuda::attention_prefill(p, odd, p, p, 1, 64, 64, 8, 2, 128, nullptr) == cudaErrorInvalidValue);
+}
+
+// Before and after at the serving twin's prefill shapes (Llama-3-8B: 32 query heads, 8 K/V heads
+// of 128) and the training twin's (h200-fit: 2 x 32 heads x 4096 of 64; h200-heldout: 1 x 24
+// heads x 8192 of 128, 8 K/V heads as scripts/gpu-torch-reference.py times SDPA): median CUDA-event
+// time of a launch, warm (compute-bound; SDPA was timed so). The WMMA kernel reads K/V as wide as
+// the queries. Run with --no-skip: -tc='GPU bench*' --no-skip.
+TEST_CASE("GPU bench: prefill attention, the mma.sync kernel against the WMMA one" * doctest::skip()) {
+  if (no_gpu()) return;
+  struct Shape {
+    int seqs, heads, kv_heads, len, d;
+  };
+  const Shape shapes[] = {
+      {1, 32, 8, 1024, 128}, {1, 32, 8, 2048, 128}, {1, 32, 8, 4096, 128}, {2, 32, 8, 4096, 64}, {1, 24, 8, 8192, 128}};
+  std::size_t most = 0;
+  for (const Shape& sh : shapes)
+    most = std::max(most, static_cast<std::size_t>(sh.seqs) * sh.len * sh.heads * sh.d * 2);
+  void *dq = nullptr, *dk = nullptr, *dv = nullptr, *dout = nullptr;
+  for (void** p : {&dq, &dk, &dv, &dout}) {
+    REQUIRE(cudaMalloc(p, most) == cudaSuccess);
+    REQUIRE(cuda::fill_random(*p, most, cuda::FillKind::bf16, 7, nullptr) == cudaSuccess);
+  }
+  cudaEvent_t a = nullptr, b = nullptr;
+  REQUIRE(cudaEventCreate(&a) == cudaSuccess);
+  REQUIRE(cudaEventCreate(&b) == cudaSuccess);
+  const auto median_ms = [&](const auto& launch, int repeats) {
+    for (int i = 0; i < 2; ++i) REQUIRE(launch() == cudaSuccess);
+    std::vector<float> ms;
+    for (int i = 0; i < repeats; ++i) {
+      REQUIRE(cudaEventRecord(a, nullptr) == cudaSuccess);
+      REQUIRE(launch() == cudaSuccess);
+      REQUIRE(cudaEventRecord(b, nullptr) == cudaSuccess);
+      REQUIRE(cudaEventSynchronize(b) == cudaSuccess);
+      float x = 0;
+      REQUIRE(cudaEventElapsedTime(&x, a, b) == cudaSuccess);
+      ms.push_back(x);
+    }
+    std::sort(ms.begin(), ms.end());
+    return static_cast<double>(ms[ms.size() / 2]);
+  };
+  std::printf(
+      "prefill bench: batch x heads/kv x len, d | WMMA ms | mma 64 rows ms | mma 128 rows ms | TFLOP/s WMMA, mma 64, "
+      "mma 128\n");
+  for (const Shape& sh : shapes) {
+    const auto mma = [&](int rows) {
+      return [&, rows] {
+        return cuda::attention_prefill(dq, dk, dv, dout, sh.seqs, sh.len, sh.len, sh.heads, sh.kv_heads, sh.d, nullptr,
+                                       rows);
+      };
+    };
+    const auto wmma = [&] {
+      return cuda::attention_prefill_wmma(dq, dk, dv, dout, sh.seqs, sh.len, sh.len, sh.heads, sh.d, nullptr);
+    };
+    const double old_ms = median_ms(wmma, 3);
+    const double ms64 = median_ms(mma(64), 11), ms128 = median_ms(mma(128), 11);
+    // Causal: half of the L x L scores, 4 FLOPs a (score, dimension) (Q K^T and P V).
+    const double flops = 4.0 * sh.seqs * sh.heads * (static_cast<double>(sh.len) * sh.len / 2) * sh.d;
+    // No kernel exceeds the H200's 989 TFLOP/s of dense BF16.
+    CHECK(std::min(ms64, ms128) > flops / 989e12 * 1e3);
+    std::printf("prefill bench: %d x %d/%d x %5d, %3d | %8.3f | %7.4f | %7.4f | %5.1f %5.1f %5.1f\n", sh.seqs, sh.heads,
+                sh.kv_heads, sh.len, sh.d, old_ms, ms64, ms128, flops / old_ms / 1e9, flops / ms64 / 1e9,
+                flops / ms128 / 1e9);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  for (void* p : {dq, dk, dv, dout}) cudaFree(p);
 }
 
 TEST_CASE("GPU: paged decode attention (split-K, GQA) equals softmax attention through the block table on the host") {

@@ -19,6 +19,7 @@ struct CudaOptions {
   int kv_block_size = 16;          // paged-KV block of the decode kernel (vLLM's default)
   int head_dim = 128;              // attention kernels' head width (64 or 128)
   bool simple_attention = false;   // prefill on the one-warp-a-query kernel, not the tensor cores
+  bool mma_attention = true;       // prefill on the mma.sync kernel (false: the WMMA one)
   // Under mpirun/srun: this process's global rank, the job's size, and the GPU it drives
   // (its node-local rank); world_size 0 means one process over every visible GPU.
   int world_rank = 0, world_size = 0, local_gpu = 0;

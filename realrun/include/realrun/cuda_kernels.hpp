@@ -16,15 +16,21 @@ enum class FillKind { fp32, bf16, fp8_e4m3 };
 cudaError_t fill_random(void* p, std::size_t bytes, FillKind kind, std::uint32_t seed, cudaStream_t s);
 
 // Causal attention, queries [seqs][q_len][heads][head_dim], keys and values
-// [seqs][kv_len][heads][head_dim]; query i of a sequence sits at position kv_len - q_len + i and
-// sees keys 0..its position. FlashAttention-2's loop on the tensor cores (WMMA, BF16 in, FP32
-// accumulate): 16 query rows a warp, 32-key tiles in shared memory, online softmax. head_dim: 64
-// or 128.
+// [seqs][kv_len][kv_heads][head_dim] (query head h reads K/V head h / (heads / kv_heads)); query
+// i of a sequence sits at position kv_len - q_len + i and sees keys 0..its position.
+// FlashAttention-2's forward on mma.sync (BF16 in, FP32 accumulate; sm_80 and later): 16 query
+// rows a warp, block_rows (64 or 128) a block, 64-key K/V tiles double-buffered in shared memory
+// by cp.async, S, P and the running O in registers. head_dim: 64 or 128. Pointers 16-byte
+// aligned (o: 4). Not yet run on a GPU: opt-in (CTWIN_REALRUN_ATTENTION=mma) until its test passes.
 cudaError_t attention_prefill(const void* q, const void* k, const void* v, void* o, int seqs, int q_len, int kv_len,
-                              int heads, int head_dim, cudaStream_t s);
-// The same function with one warp a (query, head) and scalar arithmetic: the first kernel,
-// kept as an on-GPU reference for the tensor-core one and as a fallback
-// (CTWIN_REALRUN_ATTENTION=simple).
+                              int heads, int kv_heads, int head_dim, cudaStream_t s, int block_rows = 64);
+// The previous tensor-core kernel (FlashAttention-2's loop on WMMA, 32-key tiles, the running O
+// in shared memory), keys and values as wide as the queries ([seqs][kv_len][heads][head_dim]):
+// the backend's default prefill kernel, measured on the H200.
+cudaError_t attention_prefill_wmma(const void* q, const void* k, const void* v, void* o, int seqs, int q_len,
+                                   int kv_len, int heads, int head_dim, cudaStream_t s);
+// The same function as the WMMA one with one warp a (query, head) and scalar arithmetic: the
+// first kernel, kept as an on-GPU reference (CTWIN_REALRUN_ATTENTION=simple).
 cudaError_t attention_prefill_simple(const void* q, const void* k, const void* v, void* o, int seqs, int q_len,
                                      int kv_len, int heads, int head_dim, cudaStream_t s);
 
