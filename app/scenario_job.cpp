@@ -7,8 +7,8 @@
 #include "scenario_parts.hpp"
 #include "sim/error.hpp"
 #include "workloads/model_json.hpp"
-#include "workloads/serving_fleet_params.hpp"
 #include "workloads/serving_autoscale_params.hpp"
+#include "workloads/serving_fleet_params.hpp"
 #include "workloads/serving_scheduler_params.hpp"
 #include "workloads/serving_traffic_params.hpp"
 
