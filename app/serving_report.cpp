@@ -223,8 +223,11 @@ std::vector<std::string> serving_warnings(const Scenario& sc, const ServingFleet
   std::vector<std::string> w = sc.warnings;
   const ServingReplicaRun& run = fleet.run;
   const ServingResult& r = run.result;
-  if (r.rejected_requests > 0) {
-    w.push_back(std::to_string(r.rejected_requests) +
+  // Admission control's rejections are reported under /fleet/admission, not as too long.
+  const std::int64_t too_long =
+      r.rejected_requests - (fleet.fleet && fleet.fleet->admission ? fleet.fleet->admission->rejected() : 0);
+  if (too_long > 0) {
+    w.push_back(std::to_string(too_long) +
                 " requests rejected: a prompt plus its output beyond max_model_len, or more KV blocks than the "
                 "cache holds (" +
                 std::to_string(run.capacity.num_gpu_blocks) + " blocks)");
