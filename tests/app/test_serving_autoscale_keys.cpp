@@ -95,8 +95,8 @@ TEST_CASE("ctwin run runs autoscaling and admission on the fleet (exit 0, same b
   const auto a = cli("run " + f + " --json");
   REQUIRE(a.status == 0);
   const json out = json::parse(a.out);
-  // 10 s of traffic, a tick every 2 s: at least the 5 ticks within it, one row each.
-  CHECK(out["fleet"]["timeline"].size() >= 5);
+  // Arrivals in [0, 10 s), a tick every 2 s: at least those at 2, 4, 6 and 8 s, one row each.
+  CHECK(out["fleet"]["timeline"].size() >= 4);
   CHECK(out["fleet"]["timeline"][0]["t_s"].get<double>() == rel_approx(2.0, 1e-12));
   CHECK(out["fleet"]["admission"]["accepted"].get<long long>() +
             out["fleet"]["admission"]["rejected"].get<long long>() ==
