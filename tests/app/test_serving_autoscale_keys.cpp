@@ -109,7 +109,8 @@ TEST_CASE("ctwin run refuses what the fleet does not run yet (exit 2): gpu_utili
                                          std::tuple{"min_replicas", json(0), "/serving/autoscaling/min_replicas"}}) {
     CAPTURE(key);
     json j = scenario();
-    j["serving"]["autoscaling"] = {{"metric", "queue_length"}, {"target", 4}, {"max_replicas", 2}};
+    // target 0.5: a utilization's target is a fraction.
+    j["serving"]["autoscaling"] = {{"metric", "queue_length"}, {"target", 0.5}, {"max_replicas", 2}};
     j["serving"]["autoscaling"][key] = value;
     CHECK(error_path(j) == path);
     const auto f = (temp_dir() / (std::string("autoscale-") + key + ".json")).string();
