@@ -88,14 +88,16 @@ struct ServingJob {
   std::optional<FleetSpec> fleet;
   // /serving/cost: the GPU-hour's price (the catalog's unless given), electricity's.
   ServingCostConfig cost;
-  // /serving/autoscaling and /serving/admission: read and checked, not yet run (the fleet
-  // simulation runs them; until then serving_job() refuses a scenario that sets them).
+  // /serving/autoscaling and /serving/admission: run on the fleet simulation (`fleet` is then set,
+  // one pool of /serving's replicas by default); serving_job() refuses what it cannot run yet.
   std::optional<ServingAutoscaling> autoscaling;
   std::optional<AdmissionSpec> admission;
   int gpus() const {  // the fleet's, both pools' when disaggregated
     if (fleet) {
       int n = 0;
-      for (const FleetPool& p : fleet->pools) n += p.replicas * p.deployment.gpus();
+      // Autoscaled: the most it may hold (max_replicas + the warm pool per pool).
+      for (const FleetPool& p : fleet->pools)
+        n += (autoscaling ? autoscaling->hpa.max_replicas + autoscaling->warm_pool : p.replicas) * p.deployment.gpus();
       return n;
     }
     if (disaggregation)

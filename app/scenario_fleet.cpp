@@ -52,7 +52,9 @@ FleetPool read_pool(const JsonObject& po, const JsonObject& top, const ServingJo
 std::optional<FleetSpec> read_serving_fleet(const JsonObject& top, const ServingJob& job,
                                             const ScenarioCatalogs& catalogs, const Scenario& sc) {
   const JsonObject so = top.object("serving");
-  if (!so.has("router") && !so.has("pools") && !so.has("failures")) return std::nullopt;
+  // Autoscaling and admission run on the fleet simulation: one pool of /serving's replicas by default.
+  const bool routed = so.has("router") || so.has("pools") || so.has("failures");
+  if (!routed && (job.disaggregation || (!job.autoscaling && !job.admission))) return std::nullopt;
   const char* given = so.has("pools") ? "pools" : so.has("router") ? "router" : "failures";
   if (job.disaggregation) {
     so.fail(given, "found beside /serving/disaggregation", "either a routed fleet or disaggregated pools");

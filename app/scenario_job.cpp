@@ -207,9 +207,9 @@ ServingJob read_serving_job(const JsonObject& top, const Json& root, const Scena
         "at most /serving/max_lora_rank = " + std::to_string(job.scheduler.max_lora_rank));
   read_fleet(so, job, cluster);
   read_disaggregation(so, job, cluster);
+  read_fleet_policies(so, job, cluster);
   job.fleet = read_serving_fleet(top, job, catalogs, sc);
   read_cost(so, job);
-  read_fleet_policies(so, job, cluster);
   return job;
 }
 
@@ -239,14 +239,23 @@ const TrainingJob& training_job(const Scenario& sc) {
 
 const ServingJob& serving_job(const Scenario& sc) {
   if (const auto* j = std::get_if<ServingJob>(&sc.job)) {
-    // Read and checked, but no command runs them yet: refuse rather than ignore them.
-    for (const auto& [key, set] : {std::pair{"/serving/autoscaling", j->autoscaling.has_value()},
-                                   std::pair{"/serving/admission", j->admission.has_value()}}) {
-      if (set) {
-        throw InputError(sc.file, key,
-                         "is set, but autoscaling and admission control need the fleet simulation, "
-                         "which this version does not run yet",
-                         std::string("no ") + key + " (a fixed data_parallel_size fleet admitting every request)");
+    // Read and checked, but the fleet simulation does not run these yet: refuse rather than ignore.
+    if (j->admission && j->disaggregation) {
+      throw InputError(sc.file, "/serving/admission", "is set beside /serving/disaggregation",
+                       "admission control of an aggregated or routed fleet (the disaggregated pools do not run it)");
+    }
+    if (j->autoscaling) {
+      const AutoscalerSpec& h = j->autoscaling->hpa;
+      if (h.metric == AutoscaleMetric::gpu_utilization) {
+        throw InputError(sc.file, "/serving/autoscaling/metric",
+                         "is \"gpu_utilization\", which the fleet simulation does not measure per sync period yet",
+                         "queue_length, running_requests, kv_utilization or ttft_p99_s");
+      }
+      if (h.min_replicas == 0) {
+        throw InputError(
+            sc.file, "/serving/autoscaling/min_replicas",
+            "is 0 (scale to zero), but the fleet's router cannot hold requests while no replica serves yet",
+            "min_replicas >= 1");
       }
     }
     return *j;

@@ -80,6 +80,11 @@ ServingEconomics economics(const ServingJob& job, const ServingFleetRun& fleet) 
     const DisaggregationSpec& x = *job.disaggregation;
     pools.push_back(pool(x.prefill_replicas, x.prefill, fleet.disaggregated->prefill_pool.gpu_time));
     pools.push_back(pool(x.decode_replicas, x.decode, fleet.disaggregated->decode_pool.gpu_time));
+  } else if (job.autoscaling && fleet.fleet) {
+    // Autoscaled: priced at the GPUs the fleet may hold (max_replicas + the warm pool, per pool),
+    // not the replica-seconds it held (left out for now).
+    const int per_pool = job.autoscaling->hpa.max_replicas + job.autoscaling->warm_pool;
+    pools.push_back(pool(per_pool * static_cast<int>(fleet.fleet->pools.size()), job.deployment, r.gpu_time));
   } else {
     pools.push_back(pool(fleet.replicas, job.deployment, r.gpu_time));
   }
@@ -218,8 +223,11 @@ std::vector<std::string> serving_warnings(const Scenario& sc, const ServingFleet
   std::vector<std::string> w = sc.warnings;
   const ServingReplicaRun& run = fleet.run;
   const ServingResult& r = run.result;
-  if (r.rejected_requests > 0) {
-    w.push_back(std::to_string(r.rejected_requests) +
+  // Admission control's rejections are reported under /fleet/admission, not as too long.
+  const std::int64_t too_long =
+      r.rejected_requests - (fleet.fleet && fleet.fleet->admission ? fleet.fleet->admission->rejected() : 0);
+  if (too_long > 0) {
+    w.push_back(std::to_string(too_long) +
                 " requests rejected: a prompt plus its output beyond max_model_len, or more KV blocks than the "
                 "cache holds (" +
                 std::to_string(run.capacity.num_gpu_blocks) + " blocks)");
@@ -271,6 +279,76 @@ void add_fleet_json(J& j, const FleetSpec& spec, const FleetRun& run) {
                   {"lost", run.lost},
                   {"unrouted", run.unrouted},
                   {"crashes", run.crashes}};
+  if (!run.timeline.empty()) {
+    // One row per control tick: per pool what the autoscaler saw and asked for.
+    J rows = J::array();
+    for (const FleetTick& t : run.timeline) {
+      std::vector<int> serving, starting;
+      std::vector<std::int64_t> waiting, arrivals;
+      J p99 = J::array();
+      for (const FleetPoolMetrics& m : t.pools) {
+        serving.push_back(m.serving);
+        starting.push_back(m.starting);
+        waiting.push_back(m.waiting);
+        arrivals.push_back(m.arrivals);
+        p99.push_back(m.ttft_p99_s ? J(*m.ttft_p99_s) : J());
+      }
+      rows.push_back(J{{"t_s", t.t_s},
+                       {"serving", serving},
+                       {"starting", starting},
+                       {"desired", t.desired},
+                       {"waiting", waiting},
+                       {"arrivals", arrivals},
+                       {"ttft_p99_s", p99}});
+    }
+    j["timeline"] = rows;
+  }
+  if (run.admission) {
+    J by_reason = J::object(), by_class = J::object();
+    for (std::size_t r = 1; r < kAdmissionResults; ++r) {
+      const auto res = static_cast<AdmissionResult>(r);
+      by_reason[admission_result_names.name(res)] = run.admission->count(res);
+      const auto& v = run.admission->by_result[r];
+      for (std::size_t c = 0; c < v.size(); ++c) {
+        const std::string key = std::to_string(c);
+        by_class[key] = (by_class.contains(key) ? by_class[key].get<std::int64_t>() : 0) + v[c];
+      }
+    }
+    j["admission"] = J{{"accepted", run.admission->count(AdmissionResult::accepted)},
+                       {"rejected", run.admission->rejected()},
+                       {"rejected_by_reason", by_reason},
+                       {"rejected_by_class", by_class}};
+  }
+}
+
+// The control ticks as a short table: every Nth, at most about 20 rows.
+std::string timeline_text(const FleetRun& run) {
+  if (run.timeline.empty()) return "";
+  std::string s = "\n  t (s)   serving  starting  desired   waiting  arrivals/s  TTFT p99 (interval)\n";
+  char buf[256];
+  const std::size_t n = run.timeline.size();
+  const std::size_t every = (n + 19) / 20;
+  for (std::size_t i = 0; i < n; i += every) {
+    const FleetTick& t = run.timeline[i];
+    int serving = 0, starting = 0, desired = 0;
+    std::int64_t waiting = 0, arrivals = 0;
+    std::optional<double> p99;
+    for (std::size_t p = 0; p < t.pools.size(); ++p) {
+      const FleetPoolMetrics& m = t.pools[p];
+      serving += m.serving;
+      starting += m.starting;
+      desired += t.desired.empty() ? m.serving + m.starting + m.down : t.desired[p];
+      waiting += m.waiting;
+      arrivals += m.arrivals;
+      if (m.ttft_p99_s) p99 = std::max(p99.value_or(0), *m.ttft_p99_s);  // the slowest pool's
+    }
+    const double interval_s = i > 0 ? t.t_s - run.timeline[i - 1].t_s : t.t_s;
+    std::snprintf(buf, sizeof buf, "  %6.0f  %7d  %8d  %7d  %8lld  %10.1f  %s\n", t.t_s, serving, starting, desired,
+                  static_cast<long long>(waiting), interval_s > 0 ? static_cast<double>(arrivals) / interval_s : 0.0,
+                  p99 ? ms(*p99).c_str() : "-");
+    s += buf;
+  }
+  return s;
 }
 
 std::string fleet_text(const FleetSpec& spec, const FleetRun& run) {
@@ -303,12 +381,27 @@ std::string fleet_text(const FleetSpec& spec, const FleetRun& run) {
     s += buf;
   }
   s += "\n";
+  if (run.admission) {
+    std::snprintf(buf, sizeof buf, "  admission     %lld accepted, %lld rejected",
+                  static_cast<long long>(run.admission->count(AdmissionResult::accepted)),
+                  static_cast<long long>(run.admission->rejected()));
+    s += buf;
+    for (std::size_t r = 1; r < kAdmissionResults; ++r) {
+      const auto res = static_cast<AdmissionResult>(r);
+      if (run.admission->count(res) == 0) continue;
+      std::snprintf(buf, sizeof buf, "; %lld %s", static_cast<long long>(run.admission->count(res)),
+                    admission_result_names.name(res));
+      s += buf;
+    }
+    s += "\n";
+  }
   if (run.crashes > 0 || run.unrouted > 0) {
     std::snprintf(buf, sizeof buf, "  failures      %lld crashes: %lld requests retried, %lld lost, %lld unrouted\n",
                   static_cast<long long>(run.crashes), static_cast<long long>(run.retried),
                   static_cast<long long>(run.lost), static_cast<long long>(run.unrouted));
     s += buf;
   }
+  s += timeline_text(run);
   return s;
 }
 

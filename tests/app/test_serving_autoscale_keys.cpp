@@ -1,9 +1,9 @@
 // /serving/autoscaling and /serving/admission in a scenario: read into the ServingJob (the cold
 // start's network bandwidth from the cluster), checked against the cluster and /traffic's
-// classes, and refused with exit status 2 by every command that would run the job, until the
-// fleet simulation runs them.
+// classes, and run on the fleet simulation; what it cannot run yet refused with exit status 2.
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -85,19 +85,37 @@ TEST_CASE("/serving/admission: a class name /traffic does not declare is an erro
   CHECK(error_path(j) == "/serving/admission/classes/0/class");
 }
 
-TEST_CASE("ctwin run refuses autoscaling and admission (exit 2) until the fleet simulation runs them") {
-  for (const char* key : {"autoscaling", "admission"}) {
+TEST_CASE("ctwin run runs autoscaling and admission on the fleet (exit 0, same bytes twice)") {
+  json j = scenario();
+  j["serving"]["autoscaling"] = {{"metric", "queue_length"}, {"target", 4}, {"max_replicas", 2}, {"sync_period_s", 2}};
+  j["serving"]["admission"] = {{"max_queued_requests", 10}};
+  CHECK(error_path(j).empty());
+  const auto f = (temp_dir() / "autoscale-runs.json").string();
+  std::ofstream(f, std::ios::binary) << j.dump(1);
+  const auto a = cli("run " + f + " --json");
+  REQUIRE(a.status == 0);
+  const json out = json::parse(a.out);
+  // Arrivals in [0, 10 s), a tick every 2 s: at least those at 2, 4, 6 and 8 s, one row each.
+  CHECK(out["fleet"]["timeline"].size() >= 4);
+  CHECK(out["fleet"]["timeline"][0]["t_s"].get<double>() == rel_approx(2.0, 1e-12));
+  CHECK(out["fleet"]["admission"]["accepted"].get<long long>() +
+            out["fleet"]["admission"]["rejected"].get<long long>() ==
+        out["requests"]["arrived"].get<long long>());
+  CHECK(cli("run " + f + " --json").out == a.out);
+}
+
+TEST_CASE("ctwin run refuses what the fleet does not run yet (exit 2): gpu_utilization, scale to zero") {
+  for (const auto& [key, value, path] : {std::tuple{"metric", json("gpu_utilization"), "/serving/autoscaling/metric"},
+                                         std::tuple{"min_replicas", json(0), "/serving/autoscaling/min_replicas"}}) {
     CAPTURE(key);
     json j = scenario();
-    j["serving"][key] = std::string(key) == "autoscaling"
-                            ? json{{"metric", "queue_length"}, {"target", 4}, {"max_replicas", 2}}
-                            : json{{"max_queued_requests", 10}};
-    CHECK(error_path(j) == std::string("/serving/") + key);
+    // target 0.5: a utilization's target is a fraction.
+    j["serving"]["autoscaling"] = {{"metric", "queue_length"}, {"target", 0.5}, {"max_replicas", 2}};
+    j["serving"]["autoscaling"][key] = value;
+    CHECK(error_path(j) == path);
     const auto f = (temp_dir() / (std::string("autoscale-") + key + ".json")).string();
     std::ofstream(f, std::ios::binary) << j.dump(1);
-    const auto r = cli("run " + f + " --json");
-    check_input_error(r, f, std::string("/serving/") + key);
-    CHECK(r.err.find("fleet simulation") != std::string::npos);
+    check_input_error(cli("run " + f + " --json"), f, path);
   }
 }
 

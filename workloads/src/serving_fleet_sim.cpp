@@ -39,6 +39,7 @@ class Inbox final : public TrafficSource {
   const std::vector<RequestClass>& classes() const override { return classes_; }
   void push(const Request& r) { q_.push_back(r); }
   bool empty() const { return q_.empty(); }
+  std::size_t size() const { return q_.size(); }
 
  private:
   Fleet& fleet_;
@@ -75,7 +76,16 @@ struct PoolRuntime {
   KvCapacity capacity;
   std::shared_ptr<const IterationCostModel> cost;
   std::int64_t arrivals = 0;  // since the last control tick
+  std::vector<double> ttfts;  // first tokens since the last control tick (with a control hook)
 };
+
+// Nearest rank: the ceil(q n)-th smallest; nullopt for none.
+std::optional<double> nearest_rank(std::vector<double>& v, double q) {
+  if (v.empty()) return std::nullopt;
+  const auto k = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
 
 struct TimedId {  // ordered by (time, id): ties never depend on anything else
   Time t;
@@ -114,7 +124,9 @@ class Fleet {
         info_(info),
         reference_(loop == ServingLoop::reference),
         stream_(&stream),
-        router_(spec.router, info.session_group_base, info.session_turns) {}
+        router_(spec.router, info.session_group_base, info.session_turns) {
+    if (spec.admission) admission_.emplace(*spec.admission);
+  }
 
   FleetRun run() {
     FleetRun out;
@@ -154,7 +166,7 @@ class Fleet {
                   e.kind == FleetEventKind::add     ? Life::add
                   : e.kind == FleetEventKind::drain ? Life::drain
                                                     : Life::crash,
-                  e.pool, e.replica, e.restart_s});
+                  e.pool, e.replica, e.kind == FleetEventKind::add ? -1.0 : e.restart_s});
     }
     if (spec_.router.metrics_interval_s > 0) next_refresh_ = Time{0};
     if (spec_.control.interval_s > 0 && spec_.control.desired) next_tick_ = at_s(spec_.control.interval_s);
@@ -164,6 +176,7 @@ class Fleet {
 
   void on_completed(int id, const Request& r, Time t) {
     completions_.push({t, id, slots_[static_cast<std::size_t>(id)].gen});
+    if (admission_) done_.push_back(t);
     attempts_.erase(r.id);
     stream_->completed(r, t);
   }
@@ -210,8 +223,13 @@ class Fleet {
       retries_.pop();
       route(r, ev);
     } else {
-      route(stream_->pop(), ev);
+      const Request r = stream_->pop();
       ++arrived_;
+      if (admission_ && admission_->admit(r, ev, view(ev)) != AdmissionResult::accepted) {
+        stream_->completed(r, ev);  // answered with an error: a closed-loop user goes on
+        return;
+      }
+      route(r, ev);
     }
   }
 
@@ -240,6 +258,26 @@ class Fleet {
       return;
     }
     enqueue(id);
+  }
+
+  // ---- admission: what the router sees of the fleet at `t`
+  FleetView view(Time t) {
+    FleetView v;
+    for (const Slot& s : slots_) {
+      if (!s.inc) continue;
+      v.queued += s.inc->rep->load().waiting;
+      v.queued += static_cast<std::int64_t>(s.inc->inbox.size());
+    }
+    // Completions within the window, recorded by now (a replica steps a little past t at most).
+    const double window_s = spec_.admission->ttft_window_s;
+    const Time cutoff = t - at_s(window_s);
+    while (!done_.empty() && done_.front() <= cutoff) done_.pop_front();
+    const double span_s = std::min(window_s, t.seconds());
+    if (!done_.empty() && span_s > 0) {
+      const double rate_per_s = static_cast<double>(done_.size()) / span_s;
+      v.estimated_wait_s = static_cast<double>(v.queued) / rate_per_s;
+    }
+    return v;
   }
 
   // ---- routing
@@ -294,7 +332,17 @@ class Fleet {
     in.options.kv_block_bytes = rt.capacity.block_bytes * p.deployment.gpus();
     in.options.host_link_bytes_per_s = p.deployment.cluster.spec.gpu.pcie_gbyte_per_s * 1e9 * p.deployment.gpus();
     in.options.request_overhead = seconds(p.deployment.overhead.request_overhead_us * 1e-6);
-    in.options.hooks.on_request = [&h = s.hist](const RequestRecord& r) { h.record(r); };
+    if (admission_ || spec_.control.interval_s > 0) {
+      in.options.hooks.on_request = [this, &h = s.hist, pool = s.pool](const RequestRecord& r) {
+        h.record(r);
+        if (r.rejected) return;
+        const double ttft_s = (r.first_token - r.request.arrival).seconds();
+        if (admission_) admission_->observe_ttft(r.first_token, ttft_s);
+        pools_[static_cast<std::size_t>(pool)].ttfts.push_back(ttft_s);
+      };
+    } else {
+      in.options.hooks.on_request = [&h = s.hist](const RequestRecord& r) { h.record(r); };
+    }
     in.rep.emplace(in.inbox, *in.kv, *rt.cost, p.scheduler, in.options, start, reference_);
   }
   void retire(Slot& s) {  // the incarnation ends with the result so far
@@ -313,7 +361,9 @@ class Fleet {
   void apply(const LifeEvent& e) {
     switch (e.kind) {
       case Life::add: {
-        const Time from = e.t + at_s(spec_.pools[static_cast<std::size_t>(e.pool)].cold_start_s);
+        const double start_s =
+            e.restart_s >= 0 ? e.restart_s : spec_.pools[static_cast<std::size_t>(e.pool)].cold_start_s;
+        const Time from = e.t + at_s(start_s);
         const int id = make_slot(e.pool, from, SlotState::starting);
         life_.push({from, seq_++, Life::serve, e.pool, id, 0});
         return;
@@ -407,15 +457,22 @@ class Fleet {
       if (kv_n[p] > 0) m.pools[p].kv_utilization /= kv_n[p];
       m.pools[p].arrivals = pools_[p].arrivals;
       pools_[p].arrivals = 0;
+      m.pools[p].ttft_p99_s = nearest_rank(pools_[p].ttfts, 0.99);
+      pools_[p].ttfts.clear();
     }
     const std::vector<int> want = spec_.control.desired(m);
+    timeline_.push_back({m.t_s, m.pools, want});
     if (want.empty()) return;
     if (want.size() != spec_.pools.size())
       throw std::invalid_argument("fleet: the control hook must return one count per pool");
     for (std::size_t p = 0; p < want.size(); ++p) {
       const FleetPoolMetrics& x = m.pools[p];
       int have = x.serving + x.starting + x.down;
-      for (; have < want[p]; ++have) apply({t, seq_++, Life::add, static_cast<int>(p), 0, 0});
+      for (; have < want[p]; ++have) {
+        // restart_s carries the start time of an add (< 0: the pool's cold start).
+        const double start_s = spec_.control.start_s ? spec_.control.start_s(static_cast<int>(p), m.t_s) : -1;
+        apply({t, seq_++, Life::add, static_cast<int>(p), 0, start_s});
+      }
       for (int k = static_cast<int>(slots_.size()) - 1; k >= 0 && have > std::max(0, want[p]); --k) {
         const Slot& s = slots_[static_cast<std::size_t>(k)];
         if (s.pool != static_cast<int>(p) || (s.state != SlotState::serving && s.state != SlotState::starting))
@@ -458,6 +515,17 @@ class Fleet {
     out.unrouted = unrouted_;
     out.crashes = crashes_;
     out.control_ticks = ticks_;
+    out.timeline = std::move(timeline_);
+    if (admission_) {
+      // Rejected at the door: judged, never met their SLO.
+      const std::int64_t rejected = admission_->counters().rejected();
+      const auto judged = out.merged.completed_requests + out.merged.rejected_requests;
+      out.merged.rejected_requests += rejected;
+      if (judged + rejected > 0)
+        out.merged.slo_attainment =
+            out.merged.slo_attainment * static_cast<double>(judged) / static_cast<double>(judged + rejected);
+      out.admission = admission_->counters();
+    }
     return out;
   }
 
@@ -478,6 +546,9 @@ class Fleet {
   std::int64_t seq_ = 0;
   Time next_refresh_ = kNever;
   Time next_tick_ = kNever;
+  std::optional<Admission> admission_;
+  std::deque<Time> done_;  // completion times within the admission window
+  std::vector<FleetTick> timeline_;
   std::int64_t arrived_ = 0, retried_ = 0, lost_ = 0, unrouted_ = 0, crashes_ = 0, ticks_ = 0;
 };
 

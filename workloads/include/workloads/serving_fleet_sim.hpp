@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "sim/names.hpp"
+#include "workloads/serving_admission.hpp"
 #include "workloads/serving_memory.hpp"
 #include "workloads/serving_replicas.hpp"
 #include "workloads/serving_router.hpp"
@@ -64,6 +66,9 @@ struct FleetPoolMetrics {
   std::int64_t running = 0;      // reported, summed
   double kv_utilization = 0;     // reported, mean over the serving replicas
   std::int64_t arrivals = 0;     // routed to the pool since the last tick
+  // Nearest-rank p99 of the TTFTs of the pool's requests whose first token came since the last
+  // tick (recorded by now); nullopt: none.
+  std::optional<double> ttft_p99_s;
 };
 struct FleetMetrics {
   double t_s = 0;
@@ -77,6 +82,9 @@ struct FleetMetrics {
 struct FleetControl {
   double interval_s = 0;  // 0: no tick
   std::function<std::vector<int>(const FleetMetrics&)> desired;
+  // Seconds from a control-made add at t_s until that replica serves (a warm pool's start); null:
+  // the pool's cold_start_s.
+  std::function<double(int pool, double t_s)> start_s;
 };
 
 struct FleetSpec {
@@ -86,6 +94,11 @@ struct FleetSpec {
   RetryPolicy retry = RetryPolicy::retry;
   int max_retries = 1;  // a request lost more often than this is lost for good
   FleetControl control;
+  // Admission control of every arrival before routing (retries are not checked again). The view:
+  // queued = requests routed but not running (replicas' inboxes and waiting queues; the router
+  // holds none), estimated_wait_s = queued / the fleet's completion rate over the last
+  // ttft_window_s (completions recorded by now; none yet: 0, no estimate).
+  std::optional<AdmissionSpec> admission;
 };
 
 struct FleetPoolResult {
@@ -94,6 +107,13 @@ struct FleetPoolResult {
   int replicas_made = 0;             // every replica the pool had, added ones included
   std::vector<std::int64_t> routed;  // requests the router sent to each (retries included)
   ServingResult merged;              // over the pool's replicas (merge_serving_results)
+};
+
+// One control tick, for the report's timeline: what the hook saw and what it asked for.
+struct FleetTick {
+  double t_s = 0;
+  std::vector<FleetPoolMetrics> pools;
+  std::vector<int> desired;  // per pool (empty: no change asked)
 };
 
 struct FleetRun {
@@ -106,6 +126,10 @@ struct FleetRun {
   std::int64_t unrouted = 0;  // no replica took them (all down, draining or starting)
   std::int64_t crashes = 0;
   std::int64_t control_ticks = 0;
+  std::vector<FleetTick> timeline;  // one row per control tick
+  // With FleetSpec::admission: accepted and rejected arrivals by reason and class. The rejected
+  // ones are in merged.rejected_requests (and count against SLO attainment).
+  std::optional<AdmissionCounters> admission;
 };
 
 // What the fleet needs to know of its traffic besides the requests.
