@@ -107,7 +107,8 @@ TEST_CASE("ctwin run runs autoscaling and admission on the fleet (exit 0, same b
 TEST_CASE("ctwin run refuses what the fleet does not run yet (exit 2): gpu_utilization, scale to zero") {
   for (const auto& [key, value, path] : {std::tuple{"metric", json("gpu_utilization"), "/serving/autoscaling/metric"},
                                          std::tuple{"min_replicas", json(0), "/serving/autoscaling/min_replicas"}}) {
-    CAPTURE(key);
+    const std::string name = key;  // clang 14 cannot CAPTURE a structured binding
+    CAPTURE(name);
     json j = scenario();
     // target 0.5: a utilization's target is a fraction.
     j["serving"]["autoscaling"] = {{"metric", "queue_length"}, {"target", 0.5}, {"max_replicas", 2}};
