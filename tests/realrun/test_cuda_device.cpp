@@ -92,6 +92,31 @@ std::vector<double> reference_attention(const std::vector<std::uint16_t>& q, std
   return out;
 }
 
+// Median of `repeats` CUDA-event timings of launch() on the default stream, after `warmups`
+// untimed launches; before(i) runs ahead of repeat i, outside the timing (an L2 flush).
+template <class Launch, class Before>
+double median_event_ms(const Launch& launch, int warmups, int repeats, const Before& before) {
+  cudaEvent_t a = nullptr, b = nullptr;
+  REQUIRE(cudaEventCreate(&a) == cudaSuccess);
+  REQUIRE(cudaEventCreate(&b) == cudaSuccess);
+  for (int i = 0; i < warmups; ++i) REQUIRE(launch() == cudaSuccess);
+  std::vector<float> ms;
+  for (int i = 0; i < repeats; ++i) {
+    before(i);
+    REQUIRE(cudaEventRecord(a, nullptr) == cudaSuccess);
+    REQUIRE(launch() == cudaSuccess);
+    REQUIRE(cudaEventRecord(b, nullptr) == cudaSuccess);
+    REQUIRE(cudaEventSynchronize(b) == cudaSuccess);
+    float x = 0;
+    REQUIRE(cudaEventElapsedTime(&x, a, b) == cudaSuccess);
+    ms.push_back(x);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return static_cast<double>(ms[ms.size() / 2]);
+}
+
 }  // namespace
 
 TEST_CASE("GPU: the prefill attention kernels equal causal softmax attention computed on the host") {
@@ -200,23 +225,8 @@ TEST_CASE("GPU bench: prefill attention, the mma.sync kernel against the WMMA on
     REQUIRE(cudaMalloc(p, most) == cudaSuccess);
     REQUIRE(cuda::fill_random(*p, most, cuda::FillKind::bf16, 7, nullptr) == cudaSuccess);
   }
-  cudaEvent_t a = nullptr, b = nullptr;
-  REQUIRE(cudaEventCreate(&a) == cudaSuccess);
-  REQUIRE(cudaEventCreate(&b) == cudaSuccess);
-  const auto median_ms = [&](const auto& launch, int repeats) {
-    for (int i = 0; i < 2; ++i) REQUIRE(launch() == cudaSuccess);
-    std::vector<float> ms;
-    for (int i = 0; i < repeats; ++i) {
-      REQUIRE(cudaEventRecord(a, nullptr) == cudaSuccess);
-      REQUIRE(launch() == cudaSuccess);
-      REQUIRE(cudaEventRecord(b, nullptr) == cudaSuccess);
-      REQUIRE(cudaEventSynchronize(b) == cudaSuccess);
-      float x = 0;
-      REQUIRE(cudaEventElapsedTime(&x, a, b) == cudaSuccess);
-      ms.push_back(x);
-    }
-    std::sort(ms.begin(), ms.end());
-    return static_cast<double>(ms[ms.size() / 2]);
+  const auto median_ms = [](const auto& launch, int repeats) {
+    return median_event_ms(launch, 2, repeats, [](int) {});
   };
   std::printf(
       "prefill bench: batch x heads/kv x len, d | WMMA ms | mma 64 rows ms | mma 128 rows ms | TFLOP/s WMMA, mma 64, "
@@ -241,8 +251,6 @@ TEST_CASE("GPU bench: prefill attention, the mma.sync kernel against the WMMA on
                 sh.kv_heads, sh.len, sh.d, old_ms, ms64, ms128, flops / old_ms / 1e9, flops / ms64 / 1e9,
                 flops / ms128 / 1e9);
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
   for (void* p : {dq, dk, dv, dout}) cudaFree(p);
 }
 
@@ -379,9 +387,6 @@ TEST_CASE("GPU bench: paged decode attention at Llama-3-8B's shapes, the split-K
           cudaSuccess);
   REQUIRE(cuda::fill_random(dk, pool, cuda::FillKind::bf16, 2, nullptr) == cudaSuccess);
   REQUIRE(cuda::fill_random(dv, pool, cuda::FillKind::bf16, 3, nullptr) == cudaSuccess);
-  cudaEvent_t a = nullptr, b = nullptr;
-  REQUIRE(cudaEventCreate(&a) == cudaSuccess);
-  REQUIRE(cudaEventCreate(&b) == cudaSuccess);
   std::printf(
       "decode bench: batch x context | KV MB | first kernel ms | split-K ms cold, warm | GB/s cold, warm | splits x "
       "keys | cold ms at 64, 128, 256, 512 keys a split\n");
@@ -401,20 +406,9 @@ TEST_CASE("GPU bench: paged decode attention at Llama-3-8B's shapes, the split-K
                                                    nullptr);
       };
       const auto median_ms = [&](const auto& launch, int repeats, bool cold) {
-        for (int i = 0; i < 3; ++i) REQUIRE(launch() == cudaSuccess);
-        std::vector<float> ms;
-        for (int i = 0; i < repeats; ++i) {
+        return median_event_ms(launch, 3, repeats, [&](int i) {
           if (cold) REQUIRE(cudaMemsetAsync(flush, i & 0xff, flush_bytes, nullptr) == cudaSuccess);
-          REQUIRE(cudaEventRecord(a, nullptr) == cudaSuccess);
-          REQUIRE(launch() == cudaSuccess);
-          REQUIRE(cudaEventRecord(b, nullptr) == cudaSuccess);
-          REQUIRE(cudaEventSynchronize(b) == cudaSuccess);
-          float x = 0;
-          REQUIRE(cudaEventElapsedTime(&x, a, b) == cudaSuccess);
-          ms.push_back(x);
-        }
-        std::sort(ms.begin(), ms.end());
-        return static_cast<double>(ms[ms.size() / 2]);
+        });
       };
       const double first = median_ms(simple, 5, true);
       const double cold = median_ms(split_k, 21, true), warm = median_ms(split_k, 21, false);
@@ -435,8 +429,6 @@ TEST_CASE("GPU bench: paged decode attention at Llama-3-8B's shapes, the split-K
       cudaFree(dl);
     }
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
   for (void* p : {dq, dk, dv, dout, dws, flush}) cudaFree(p);
 }
 
