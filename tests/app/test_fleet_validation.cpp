@@ -58,8 +58,8 @@ Scenario fleet_scenario(const std::string& serving, const std::string& traffic, 
 
 }  // namespace
 
-// The gate: issue 18 asks the mean error at most 15%. Each case is also bound at 25%: the cases
-// are engine-level anchors of DistServe's deployments (its authors' fitted A100 profiles), priced
+// The gate: issue 18 asks the mean error at most 15%. Each case is also bound at 25%: the
+// DistServe cases are engine-level anchors of its deployments (its authors' fitted A100 profiles), priced
 // with the shipped A100 defaults that were fitted to other engines (TRT-LLM, newer vLLM), so a
 // gap of ~20% to the 2024 vLLM fork is expected and documented; 25% still catches a broken fleet
 // mechanism (a pool at the wrong TP, a KV transfer or a request overhead lost or doubled).
@@ -74,8 +74,27 @@ TEST_CASE("fleet validation: every case within 25% of its published figure, the 
     sum += std::fabs(err);
     ++n;
   }
-  CHECK(n >= 6);  // the six cases of docs/validation.md's fleet table
+  // docs/validation.md's fleet table: DistServe's six engine anchors and S-LoRA's Table 3 S1 at
+  // 1000 and 2000 adapters (its 5 and 100, and the SGLang router cases, are in open/).
+  CHECK(n >= 8);
   CHECK(sum / n <= 0.15);
+}
+
+// S-LoRA (Sheng et al., MLSys 2024) Table 3, setting S1, from the authors' result file
+// (S-LoRA/S-LoRA @2a2786b9 benchmarks/paper/synthetic/slora/synthetic_num_adapters_a100-80_S1_slora_table.jsonl):
+// 7.641 req/s at 1000 adapters, 7.607 at 2000. Held at the main set's 10%, not the DistServe
+// anchors' 25%. The 5- and 100-adapter rows (+23%, +18%) are open (docs/validation.md).
+TEST_CASE("fleet validation: S-LoRA's throughput at 1000 and 2000 adapters within 10% of its Table 3") {
+  int n = 0;
+  for (const std::string& name : fleet_cases()) {
+    if (name.rfind("fleet-slora-", 0) != 0) continue;
+    const double err = case_error(name);
+    CAPTURE(name);
+    CAPTURE(err);
+    CHECK(std::fabs(err) <= 0.10);
+    ++n;
+  }
+  CHECK(n == 2);
 }
 
 TEST_CASE(
