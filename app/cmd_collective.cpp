@@ -45,7 +45,7 @@ std::size_t dtype_bytes(const std::string& s) {
 int cmd_collective(const Args& args) {
   const std::string usage =
       "usage: ctwin collective --op OP (--cluster PRESET | --cluster-file FILE) [--nodes N] [--gpus-per-node G]\n"
-      "                        [--algo auto|ring|tree|nvls|collnet] [--proto auto|ll|ll128|simple]\n"
+      "                        [--algo auto|ring|tree|nvls|nvlstree|collnet] [--proto auto|ll|ll128|simple]\n"
       "                        [--dtype bf16] [--min-bytes 8] [--max-bytes 8G] [--step-factor 2]\n"
       "                        [--fidelity analytical|flow] [--set /cluster/KEY=VALUE]... [--json]\n\n"
       "Predicts what nccl-tests' OP_perf would print on the cluster: per size, the time, algbw and\n"
@@ -63,7 +63,7 @@ int cmd_collective(const Args& args) {
         true},
        {"--nodes", "N", "nodes (default 1)"},
        {"--gpus-per-node", "G", "GPUs per node taking part (default: the preset's)"},
-       {"--algo", "ALGO", "auto (default: NCCL's tuner picks by size and topology), ring, tree, nvls or collnet"},
+       {"--algo", "ALGO", "auto (default: NCCL's tuner picks by size and topology), ring, tree, nvls, nvlstree or collnet"},
        {"--proto", "PROTO", "auto (default), ll, ll128 or simple"},
        {"--sharp", "", "the fabric reduces in-network (SHARP), so CollNet applies"},
        {"--dtype", "TYPE", "element type for the count column (default bf16)"},
@@ -123,7 +123,7 @@ int cmd_collective(const Args& args) {
   const std::string algo = p->get("--algo").value_or("auto");
   CollectiveOptions options;
   if (!parse_collective_algo(algo, options.algo)) {
-    throw InputError("", "--algo", "unknown algorithm '" + algo + "'", "auto, ring, tree, nvls or collnet");
+    throw InputError("", "--algo", "unknown algorithm '" + algo + "'", "auto, ring, tree, nvls, nvlstree or collnet");
   }
   const std::string proto = p->get("--proto").value_or("auto");
   if (!parse_protocol(proto, options.protocol)) {
@@ -164,6 +164,8 @@ int cmd_collective(const Args& args) {
     if (options.algo != CollectiveAlgo::automatic && !algo_applies(cl, call, options.algo)) {
       const char* why = options.algo == CollectiveAlgo::nvls      ? "an all_reduce within one node of NVLink 4 or later"
                         : options.algo == CollectiveAlgo::collnet ? "an all_reduce across nodes with --sharp"
+                        : options.algo == CollectiveAlgo::nvls_tree
+                            ? "an all_reduce across nodes of NVLink 4 or later, 2 or more GPUs in a node"
                         : options.algo == CollectiveAlgo::tree    ? "an all_reduce"
                                                                   : "a collective other than all_to_all and send_recv";
       throw InputError("", "--algo", std::string(to_string(options.algo)) + " does not apply to this call", why);

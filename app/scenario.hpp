@@ -227,7 +227,7 @@ const ServingJob& serving_job(const Scenario& sc);
 TrainingOptions training_options(const Scenario& sc);
 
 // /network/algo and /network/protocol names, as NCCL_ALGO and NCCL_PROTO take them.
-inline constexpr std::string_view nccl_algo_choices[] = {"auto", "ring", "tree", "nvls", "collnet"};
+inline constexpr std::string_view nccl_algo_choices[] = {"auto", "ring", "tree", "nvls", "collnet", "nvlstree"};
 inline constexpr std::string_view nccl_protocol_choices[] = {"auto", "ll", "ll128", "simple"};
 inline constexpr std::string_view validation_metric_choices[] = {"tflops_per_gpu",
                                                                  "hardware_tflops_per_gpu",

@@ -141,7 +141,12 @@ TEST_CASE(
   three.fabric = InterNodeFabric::fat_tree3;
   three.nodes_per_pod = 4;
   three.core_switches = 1;
+  // NVLS-capable nodes (H100's measured NVLS share, 275 of 450 GB/s) for NVLSTree.
+  ClusterSpec nvls2 = h100(2), nvls4 = h100(4);
+  nvls2.nvls_efficiency = nvls4.nvls_efficiency = 275.0 / 450;
   const Case cases[] = {
+      {"nvlstree, 2 nodes", nvls2, CollectiveOp::all_reduce, CollectiveAlgo::nvls_tree},
+      {"nvlstree, 4 nodes", nvls4, CollectiveOp::all_reduce, CollectiveAlgo::nvls_tree},
       {"tree, 2 nodes", h100(2), CollectiveOp::all_reduce, CollectiveAlgo::tree},
       {"tree, 4 nodes", h100(4), CollectiveOp::all_reduce, CollectiveAlgo::tree},
       {"tree, 5 nodes", h100(5), CollectiveOp::all_reduce, CollectiveAlgo::tree},

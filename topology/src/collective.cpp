@@ -45,6 +45,8 @@ const char* to_string(CollectiveAlgo a) {
       return "collnet";
     case CollectiveAlgo::p2p:
       return "p2p";
+    case CollectiveAlgo::nvls_tree:
+      return "nvlstree";
   }
   return "?";
 }
@@ -65,7 +67,7 @@ const char* to_string(Protocol p) {
 
 bool parse_collective_algo(std::string_view name, CollectiveAlgo& out) {
   for (CollectiveAlgo a : {CollectiveAlgo::automatic, CollectiveAlgo::ring, CollectiveAlgo::tree, CollectiveAlgo::nvls,
-                           CollectiveAlgo::collnet}) {
+                           CollectiveAlgo::collnet, CollectiveAlgo::nvls_tree}) {
     if (name == to_string(a)) return out = a, true;
   }
   return false;
@@ -404,6 +406,33 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       out.bandwidth_s = S / (s.intra_gbyte_per_s * s.nvls_efficiency * 1e9);
       return true;
     }
+    case CollectiveAlgo::nvls_tree: {
+      if (p != Protocol::simple || !algo_applies(c, call, a)) return false;
+      // tuning.cc: NVLS inside the node once, then a network hop up and down each level of the
+      // trees over the nodes.
+      const int log2n = static_cast<int>(std::floor(std::log2(sh.nodes)));
+      out.latency_s = (nm.nvls_tree_latency_us + 2 * log2n * (net_hop + nm.nvls_tree_net_extra_us)) * 1e-6;
+      // Pipelined: each node's NVSwitch reduces its GPUs' buffers and multicasts the result (NVLS's
+      // time for the whole buffer, as inside one node), while every GPU's 1/g of the node's sum
+      // runs NCCL's two trees over the nodes on its own NIC: a node sends what its places in the
+      // trees need (tree_node_egress: the buffer once with 2 nodes, where each tree is one edge,
+      // twice from 4), over its k NICs.
+      double t = S / (s.intra_gbyte_per_s * s.nvls_efficiency * 1e9);
+      const int k = std::min(nics(s), sh.local);
+      t = std::max(t, tree_node_egress(sh.nodes) * S / (k * nic_bw(s) * 1e9));
+      const auto nodes = nodes_of(c, call.ranks);
+      std::vector<std::pair<int, int>> both;
+      for (int tr = 0; tr < 2; ++tr) {
+        for (int j = 0; j < sh.nodes; ++j) {
+          const int up = dtree(sh.nodes, j, tr).up;
+          if (up < 0) continue;
+          both.emplace_back(nodes[static_cast<std::size_t>(j)], nodes[static_cast<std::size_t>(up)]);
+          both.emplace_back(nodes[static_cast<std::size_t>(up)], nodes[static_cast<std::size_t>(j)]);
+        }
+      }
+      out.bandwidth_s = std::max(t, tier_seconds(s, both, S / 2 / k, k, call.groups));
+      return true;
+    }
     case CollectiveAlgo::collnet: {
       if (p != Protocol::simple || !algo_applies(c, call, a)) return false;
       out.latency_s = (nm.collnet_latency_us + 2 * (sh.local - 1) * (intra_hop + nm.ring_nvlink_extra_us[2])) * 1e-6;
@@ -491,6 +520,15 @@ bool algo_applies(const Cluster& c, const CollectiveCall& call, CollectiveAlgo a
       return nvls_eligible(c, call);
     case CollectiveAlgo::collnet:
       return call.op == CollectiveOp::all_reduce && c.spec.sharp && shape_of(c, call.ranks).nodes > 1;
+    case CollectiveAlgo::nvls_tree: {
+      // tuning.cc: NVLS needs NVLS-capable switches (nvls_efficiency > 0 on NVLink 4 and later),
+      // and NVLSTree is off on one node; NCCL runs it for all-reduces only.
+      if (call.op != CollectiveOp::all_reduce || c.spec.nvls_efficiency <= 0 ||
+          c.spec.intra != IntraNodeFabric::nvswitch)
+        return false;
+      const Shape sh = shape_of(c, call.ranks);
+      return sh.nodes > 1 && sh.local > 1;
+    }
   }
   return false;
 }
@@ -507,7 +545,7 @@ CollectiveOptions options_for(const Cluster& c, const CollectiveCall& call, cons
     const Shape sh = shape_of(c, call.ranks);
     bool runs = false;
     for (CollectiveAlgo a : {CollectiveAlgo::ring, CollectiveAlgo::tree, CollectiveAlgo::nvls, CollectiveAlgo::collnet,
-                             CollectiveAlgo::p2p}) {
+                             CollectiveAlgo::p2p, CollectiveAlgo::nvls_tree}) {
       if (o.algo != CollectiveAlgo::automatic && a != o.algo) continue;
       if (!algo_applies(c, call, a)) continue;
       Candidate k;
@@ -533,10 +571,12 @@ CollectivePlan plan_collective(const Cluster& c, const CollectiveCall& call, con
   } else if (p2p_op) {
     algos = {CollectiveAlgo::p2p};
   } else {
-    // As NCCL: NVLS inside an NVLS-capable node; tree and CollNet only across nodes.
+    // As NCCL: NVLS inside an NVLS-capable node, NVLSTree across such nodes; tree and CollNet
+    // only across nodes.
     algos = {CollectiveAlgo::ring};
     if (sh.nodes > 1) algos.push_back(CollectiveAlgo::tree);
     if (nvls_eligible(c, call)) algos.push_back(CollectiveAlgo::nvls);
+    if (algo_applies(c, call, CollectiveAlgo::nvls_tree)) algos.push_back(CollectiveAlgo::nvls_tree);
     if (algo_applies(c, call, CollectiveAlgo::collnet)) algos.push_back(CollectiveAlgo::collnet);
   }
   std::vector<Protocol> protos{Protocol::ll, Protocol::ll128, Protocol::simple};

@@ -118,6 +118,35 @@ void CollectiveFlows::start(const CollectiveCall& call, std::function<void()> on
       }
       return;
     }
+    case CollectiveAlgo::nvls_tree: {
+      // NVLS inside each node (as the nvls case: one flow per GPU port through its switch), and
+      // per channel (one per NIC) NCCL's two binary trees over the nodes between the GPUs that own
+      // that NIC, each tree carrying half of the channel's share each way.
+      const int channels = std::min(nics, local);
+      const int nodes = static_cast<int>(by_node.size());
+      const double nvls_bytes = S * (spec.intra_efficiency > 0 ? spec.intra_efficiency : 1.0) / spec.nvls_efficiency;
+      for (const auto& [node, members] : by_node) {
+        const int k = static_cast<int>(members.size());
+        for (int i = 0; i < k; ++i) {
+          flow(members[static_cast<std::size_t>(i)], members[static_cast<std::size_t>((i + 1) % k)], nvls_bytes);
+        }
+      }
+      const double b = S / 2 / channels;
+      for (int c = 0; c < channels; ++c) {
+        std::vector<GpuId> heads;
+        for (const auto& [node, members] : by_node) heads.push_back(rotated(members, c, channels).front());
+        for (int t = 0; t < 2; ++t) {
+          for (int j = 0; j < nodes; ++j) {
+            const int up = dtree(nodes, j, t).up;
+            if (up < 0) continue;
+            const GpuId me = heads[static_cast<std::size_t>(j)], parent = heads[static_cast<std::size_t>(up)];
+            flow_on(routes_.route_via(me, parent, routes_.nic_of(me)), b);
+            flow_on(routes_.route_via(parent, me, routes_.nic_of(me)), b);
+          }
+        }
+      }
+      return;
+    }
     case CollectiveAlgo::collnet: {
       // Reduce-scatter and all-gather rings inside each node; each GPU's 1/g share goes up to
       // its leaf switch, which reduces across nodes (SHARP), and comes back down.

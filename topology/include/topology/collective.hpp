@@ -36,7 +36,7 @@ struct CollectiveEstimate {
   Time time{};
   double algbw_gbps = 0;  // bytes / time, GB/s
   double busbw_gbps = 0;  // algbw times nccl-tests' bus factor for the op
-  std::string algo;       // "ring", "tree", "nvls", "collnet", "p2p"
+  std::string algo;       // "ring", "tree", "nvls", "collnet", "p2p", "nvlstree"
   std::string protocol;   // "ll", "ll128", "simple"
 };
 
@@ -49,13 +49,15 @@ double bus_factor(CollectiveOp op, int n);
 double ring_bandwidth_gbps(const Cluster& c, const std::vector<GpuId>& ranks);
 
 // automatic: the tuner decides. p2p is what all_to_all and send/recv always use.
-enum class CollectiveAlgo { automatic, ring, tree, nvls, collnet, p2p };
+// nvls_tree: NCCL's NVLSTree, an all-reduce across nodes whose NVSwitches reduce: NVLS inside each
+// node, NCCL's two binary trees between the nodes over the NICs.
+enum class CollectiveAlgo { automatic, ring, tree, nvls, collnet, p2p, nvls_tree };
 enum class Protocol { automatic, ll, ll128, simple };
 
 const char* to_string(CollectiveAlgo a);
 const char* to_string(Protocol p);
 // The reverse of to_string for the names a user may choose ("auto", "ring", "tree", "nvls",
-// "collnet"; "auto", "ll", "ll128", "simple"); false for any other name.
+// "collnet", "nvlstree"; "auto", "ll", "ll128", "simple"); false for any other name.
 bool parse_collective_algo(std::string_view name, CollectiveAlgo& out);
 bool parse_protocol(std::string_view name, Protocol& out);
 
@@ -78,8 +80,9 @@ struct CollectiveOptions {
 CollectiveOptions options_for(const Cluster& c, const CollectiveCall& call, const CollectiveOptions& opt);
 
 // True when the algorithm can run this call on this cluster (NVLS: an all-reduce within one
-// node whose NVSwitch reduces; tree: an all-reduce; CollNet: an all-reduce across nodes of a
-// fabric with SHARP; p2p: all_to_all and send/recv, which run nothing else).
+// node whose NVSwitch reduces; NVLSTree: an all-reduce across nodes whose NVSwitches reduce; tree:
+// an all-reduce; CollNet: an all-reduce across nodes of a fabric with SHARP; p2p: all_to_all and
+// send/recv, which run nothing else).
 bool algo_applies(const Cluster& c, const CollectiveCall& call, CollectiveAlgo algo);
 bool nvls_eligible(const Cluster& c, const CollectiveCall& call);
 

@@ -28,6 +28,11 @@ struct NcclModel {
   PerProtocol tree_nvlink_extra_us;  // NVLink tree hop: 0.6 / 1.25 / 4.0
   PerProtocol tree_net_extra_us;     // network tree hop: 5.0 / 8.5 / 14
   double nvls_latency_us;            // NVLS on NVLink (hwLat NVLS, Simple)
+  // NVLSTree (tuning.cc): NVLS inside the node once (hwLat NVLINK NVLSTree, Simple), and a
+  // network hop up and down each level of the trees (hwLat NET NVLSTree, Simple, 20.9 us, less
+  // the link's own LL hop that the cluster carries).
+  double nvls_tree_latency_us;
+  double nvls_tree_net_extra_us;
   double collnet_latency_us;         // CollNet Direct: NVLink + network hop (hwLat)
   // Multi-node rings: a hop costs at least the host's net overhead (getNetOverhead), this many
   // times over with Simple (tuning.cc: 3 x netOverhead for Simple).
