@@ -22,14 +22,6 @@ using namespace ctwin::test;
 
 namespace {
 
-Request req(double at_s, std::int32_t prompt, std::int32_t output) {
-  Request r;
-  r.arrival = seconds(at_s);
-  r.prompt_tokens = prompt;
-  r.output_tokens = output;
-  return r;
-}
-
 FleetSpec linear_fleet(int replicas, std::int64_t blocks = 1000) {
   FleetSpec f;
   FleetPool p;
@@ -297,7 +289,7 @@ FleetSpec busy_fleet() {
   f.control.interval_s = 0.5;
   f.control.desired = [](const FleetMetrics& m) {
     const auto& p = m.pools[0];
-    return std::vector<int>{p.waiting > 4 ? p.serving + p.starting + p.down + 1 : std::max(1, p.serving - 1)};
+    return std::vector<int>{p.waiting > 4 ? p.serving + p.starting + p.down + 1 : std::max(3, p.serving - 1)};
   };
   return f;
 }
