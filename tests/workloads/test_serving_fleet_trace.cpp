@@ -111,18 +111,18 @@ Trace lifecycle_trace(FleetRun* out = nullptr) {
 TEST_CASE("fleet trace: lifecycle spans start and end where add, drain, crash and restart put them") {
   const Trace t = lifecycle_trace();
   // Replica 0 serves from 0, drains at 0.8 until its last iteration (r0's last token) ends.
-  const std::vector<TraceEvent> iters = events_on(t, lane_of(t, "pool linear", "replica 0 iterations"));
+  const std::vector<TraceEvent> iters = events_on(t, lane_of(t, "linear", "#0 iterations"));
   REQUIRE(iters.size() == 1000);  // one prefill, 999 decode steps
   const std::int64_t done_ps = iters.back().start_ps + iters.back().dur_ps;
   CHECK(done_ps > ps(1.0));  // 1000 iterations of at least 1 ms
   CHECK(t.str(iters.front().kind) == "prefill");
   CHECK(t.str(iters.back().kind) == "decode");
-  const std::vector<Span> r0 = spans_on(t, lane_of(t, "pool linear", "replica 0"));
+  const std::vector<Span> r0 = spans_on(t, lane_of(t, "linear", "#0"));
   REQUIRE(r0.size() == 2);
   check_span(r0[0], "serving", 0, ps(0.8));
   check_span(r0[1], "draining", ps(0.8), done_ps);
   // Replica 1: starting [0.5, 1.5], serving to the crash at 3, down to 4, serving to its drain at 6.
-  const std::vector<Span> r1 = spans_on(t, lane_of(t, "pool linear", "replica 1"));
+  const std::vector<Span> r1 = spans_on(t, lane_of(t, "linear", "#1"));
   REQUIRE(r1.size() == 5);
   check_span(r1[0], "starting", ps(0.5), ps(1.5));
   check_span(r1[1], "serving", ps(1.5), ps(3.0));
@@ -130,17 +130,17 @@ TEST_CASE("fleet trace: lifecycle spans start and end where add, drain, crash an
   check_span(r1[3], "down", ps(3.0), ps(4.0));
   check_span(r1[4], "serving", ps(4.0), ps(6.0));
   // Replica 1 never had a request: its iteration lane is empty.
-  CHECK(events_on(t, lane_of(t, "pool linear", "replica 1 iterations")).empty());
+  CHECK(events_on(t, lane_of(t, "linear", "#1 iterations")).empty());
 }
 
 TEST_CASE("fleet trace: replicas per state step at each add, drain, crash and restart") {
   const Trace t = lifecycle_trace();
-  const auto& serving = counter_of(t, "pool linear", "serving");
-  const auto& starting = counter_of(t, "pool linear", "starting");
-  const auto& draining = counter_of(t, "pool linear", "draining");
-  const auto& down = counter_of(t, "pool linear", "down");
+  const auto& serving = counter_of(t, "linear", "serving");
+  const auto& starting = counter_of(t, "linear", "starting");
+  const auto& draining = counter_of(t, "linear", "draining");
+  const auto& down = counter_of(t, "linear", "down");
   const std::int64_t done_ps = [&] {
-    const auto it = events_on(t, lane_of(t, "pool linear", "replica 0 iterations"));
+    const auto it = events_on(t, lane_of(t, "linear", "#0 iterations"));
     return it.back().start_ps + it.back().dur_ps;
   }();
   // (time, serving, starting, draining, down), worked from the events above.
@@ -167,7 +167,7 @@ TEST_CASE("fleet trace: replicas per state step at each add, drain, crash and re
     CHECK(value_at(down, at) == r.down);
   }
   // One request routed in [0, 1): 1 per second there, none after.
-  const auto& rate = counter_of(t, "pool linear", "arrivals_per_s");
+  const auto& rate = counter_of(t, "linear", "arrivals_per_s");
   CHECK(value_at(rate, 0) == 1.0);
   CHECK(value_at(rate, ps(1.0)) == 0.0);
 }
@@ -204,9 +204,9 @@ TEST_CASE("fleet trace: interval counters sum waiting and average KV use over li
   // Each interval [b, b + 1) s shows the last report of each live replica before its end.
   // a: [0,1): waiting 5 + 1, KV (200 + 50) / (2 x 400), 3 arrivals; [1,2): replica 1 down:
   // waiting 0, KV 300 / 400, 1 arrival; [2,3): the same, no arrival.
-  const auto& qa = counter_of(t, "pool a", "queue_length");
-  const auto& ka = counter_of(t, "pool a", "kv_utilization");
-  const auto& ra = counter_of(t, "pool a", "arrivals_per_s");
+  const auto& qa = counter_of(t, "a", "queue_length");
+  const auto& ka = counter_of(t, "a", "kv_utilization");
+  const auto& ra = counter_of(t, "a", "arrivals_per_s");
   CHECK(value_at(qa, 0) == 6.0);
   CHECK(value_at(ka, 0) == rel_approx(250.0 / 800, 1e-12));
   CHECK(value_at(ra, 0) == 3.0);
@@ -216,9 +216,9 @@ TEST_CASE("fleet trace: interval counters sum waiting and average KV use over li
   CHECK(value_at(ka, ps(2)) == rel_approx(300.0 / 400, 1e-12));
   CHECK(value_at(ra, ps(2)) == 0.0);
   // b: starting in [0,1) (not counted), serving idle in [1,2), waiting 4 and 10 / 100 in [2,3).
-  const auto& qb = counter_of(t, "pool b", "queue_length");
-  const auto& kb = counter_of(t, "pool b", "kv_utilization");
-  const auto& rb = counter_of(t, "pool b", "arrivals_per_s");
+  const auto& qb = counter_of(t, "b", "queue_length");
+  const auto& kb = counter_of(t, "b", "kv_utilization");
+  const auto& rb = counter_of(t, "b", "arrivals_per_s");
   CHECK(value_at(qb, 0) == 0.0);
   CHECK(value_at(kb, ps(1)) == 0.0);
   CHECK(value_at(qb, ps(2)) == 4.0);
@@ -226,8 +226,8 @@ TEST_CASE("fleet trace: interval counters sum waiting and average KV use over li
   CHECK(value_at(rb, ps(2)) == 1.0);
   CHECK(value_at(rb, ps(1)) == 0.0);
   // Lanes: each pool numbers its own replicas; fleet id 2 is pool b's replica 0.
-  CHECK(events_on(t, lane_of(t, "pool b", "replica 0 iterations")).size() == 1);
-  const std::vector<Span> r2 = spans_on(t, lane_of(t, "pool b", "replica 0"));
+  CHECK(events_on(t, lane_of(t, "b", "#0 iterations")).size() == 1);
+  const std::vector<Span> r2 = spans_on(t, lane_of(t, "b", "#0"));
   REQUIRE(r2.size() == 2);
   check_span(r2[0], "starting", ps(0.2), ps(1.5));
   check_span(r2[1], "serving", ps(1.5), ps(2.5));  // open to the last time recorded
@@ -248,15 +248,15 @@ TEST_CASE("fleet trace: the autoscaler's decisions are marks and a desired count
   REQUIRE(marks.size() == 2);
   CHECK(marks[0].start_ps == ps(1.0));
   CHECK(t.str(marks[0].kind) == "scale_up");
-  CHECK(t.str(marks[0].name) == "pool linear: 1 -> 2");
+  CHECK(t.str(marks[0].name) == "linear: 1 -> 2");
   CHECK(marks[1].start_ps == ps(2.0));
   CHECK(t.str(marks[1].kind) == "scale_down");
-  CHECK(t.str(marks[1].name) == "pool linear: 2 -> 1");
-  const auto& desired = counter_of(t, "pool linear", "desired");
+  CHECK(t.str(marks[1].name) == "linear: 2 -> 1");
+  const auto& desired = counter_of(t, "linear", "desired");
   CHECK(value_at(desired, ps(1.0)) == 2.0);
   CHECK(value_at(desired, ps(2.0)) == 1.0);
   // The added replica (no cold start) serves from the first tick to the second.
-  const std::vector<Span> r1 = spans_on(t, lane_of(t, "pool linear", "replica 1"));
+  const std::vector<Span> r1 = spans_on(t, lane_of(t, "linear", "#1"));
   REQUIRE(r1.size() == 1);
   check_span(r1[0], "serving", ps(1.0), ps(2.0));
 }
@@ -376,7 +376,7 @@ TEST_CASE("fleet trace: iteration lanes only for the first iteration_replicas re
   for (const TraceLane& l : t.lanes) {
     const std::string th = t.str(l.thread);
     iteration_lanes += th.ends_with(" iterations");
-    replica_lanes += th.starts_with("replica ") && !th.ends_with(" iterations");
+    replica_lanes += th.starts_with("#") && !th.ends_with(" iterations");
   }
   CHECK(iteration_lanes == 2);
   CHECK(replica_lanes == run.pools[0].replicas_made);  // a lifecycle lane each
@@ -409,20 +409,20 @@ TEST_CASE("disaggregated trace: a KV transfer is an arrow from its prefill repli
   REQUIRE(t.arrows.size() == 2);
   for (int k = 0; k < 2; ++k) {
     CAPTURE(k);
-    const std::string name = "replica " + std::to_string(k);
-    const std::uint32_t from = lane_of(t, "pool prefill", name), to = lane_of(t, "pool decode", name);
+    const std::string name = std::string("#").append(std::to_string(k));
+    const std::uint32_t from = lane_of(t, "prefill", name), to = lane_of(t, "decode", name);
     const TraceArrow* a = nullptr;
     for (const TraceArrow& x : t.arrows)
       if (x.from_lane == from) a = &x;
     REQUIRE(a != nullptr);
     CHECK(a->to_lane == to);
-    const std::vector<TraceEvent> pre = events_on(t, lane_of(t, "pool prefill", name + " iterations"));
+    const std::vector<TraceEvent> pre = events_on(t, lane_of(t, "prefill", name + " iterations"));
     REQUIRE(pre.size() == 1);
     CHECK(a->from_ps == pre[0].start_ps + pre[0].dur_ps);
     // A picosecond for the flow engine's clock.
     CHECK(static_cast<double>(a->to_ps - a->from_ps) * 1e-12 == abs_approx(b / bw + lat, 2e-12));
     // The decode replica takes it when it lands: its first iteration starts there.
-    const std::vector<TraceEvent> dec = events_on(t, lane_of(t, "pool decode", name + " iterations"));
+    const std::vector<TraceEvent> dec = events_on(t, lane_of(t, "decode", name + " iterations"));
     REQUIRE(dec.size() == 2);  // output 3: two decode steps after the prefill's first token
     CHECK(dec[0].start_ps == a->to_ps);
   }
@@ -437,6 +437,6 @@ TEST_CASE("disaggregated trace: a KV transfer is an arrow from its prefill repli
   CHECK(transfer_spans == 2);
   CHECK(lane_of(t, "kv transfers", "link 1") != kNoIndex);
   // Prefill arrivals: two requests at 0 on the prefill pool; the decode pool's when KV landed.
-  CHECK(value_at(counter_of(t, "pool prefill", "arrivals_per_s"), 0) == 2.0);
-  CHECK(value_at(counter_of(t, "pool decode", "arrivals_per_s"), 0) == 2.0);
+  CHECK(value_at(counter_of(t, "prefill", "arrivals_per_s"), 0) == 2.0);
+  CHECK(value_at(counter_of(t, "decode", "arrivals_per_s"), 0) == 2.0);
 }

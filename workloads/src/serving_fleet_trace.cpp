@@ -146,8 +146,11 @@ Trace FleetTraceCollector::build(const std::vector<std::int64_t>& kv_blocks, con
   Trace tr;
   const std::size_t np = pool_names_.size();
   const auto nr = replicas_.size();
-  std::vector<std::string> proc(np);
-  for (std::size_t p = 0; p < np; ++p) proc[p] = "pool " + pool_names_[p];
+  // A lane's label is "process / thread": the pool's name and "#K" keep it short.
+  const std::vector<std::string>& proc = pool_names_;
+
+  // The autoscaler's lane first, above the pools (added below, once its marks are known).
+  const std::uint32_t scale_lane = ticks.empty() ? kNoIndex : tr.add_lane("fleet", "autoscaler", "fleet", 0, 0);
 
   // Lanes: pool by pool, each replica's lifecycle lane then (traced ones) its iteration lane.
   std::vector<std::uint32_t> life_lane(nr, kNoIndex), iter_lane(nr, kNoIndex);
@@ -157,11 +160,11 @@ Trace FleetTraceCollector::build(const std::vector<std::int64_t>& kv_blocks, con
     for (std::size_t id = 0; id < nr; ++id) {
       if (replicas_[id].pool != static_cast<int>(p)) continue;
       index_in_pool[id] = k;
-      const std::string name = "replica " + std::to_string(k);
+      const std::string name = std::string("#").append(std::to_string(k)), group = "pool " + proc[p];
       const auto pid = static_cast<std::uint32_t>(p + 1), tid = static_cast<std::uint32_t>(2 * k);
-      life_lane[id] = tr.add_lane(proc[p], name, proc[p], pid, tid);
+      life_lane[id] = tr.add_lane(proc[p], name, group, pid, tid);
       if (static_cast<int>(id) < opt_.iteration_replicas)
-        iter_lane[id] = tr.add_lane(proc[p], name + " iterations", proc[p], pid, tid + 1);
+        iter_lane[id] = tr.add_lane(proc[p], name + " iterations", group, pid, tid + 1);
       ++k;
     }
   }
@@ -296,7 +299,7 @@ Trace FleetTraceCollector::build(const std::vector<std::int64_t>& kv_blocks, con
 
   // The autoscaler: its desired count per pool and a mark where it asked for a change.
   if (!ticks.empty()) {
-    const std::uint32_t lane = tr.add_lane("fleet", "autoscaler", "fleet", 0, 0);
+    const std::uint32_t lane = scale_lane;
     const std::uint32_t k_up = tr.intern("scale_up"), k_down = tr.intern("scale_down");
     std::vector<TraceCounterTrack> desired(np);
     for (std::size_t p = 0; p < np; ++p) {

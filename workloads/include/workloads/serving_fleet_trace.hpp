@@ -2,12 +2,12 @@
 // collector takes the fleet loop's hooks (serving_fleet_sim.hpp's FleetHooks, or
 // serving_disagg.hpp's DisaggHooks) and builds a sim/trace.hpp Trace after the run.
 //
-// What it shows, per pool (process and group "pool NAME"):
-//   - a lifecycle lane per replica ("replica K", K its index in the pool) with spans "starting"
+// What it shows, per pool (process NAME, group "pool NAME"; the viewer labels a lane "NAME / #K"):
+//   - a lifecycle lane per replica ("#K", K its index in the pool) with spans "starting"
 //     (added, in its cold start), "serving", "draining", "down" (crashed, until its restart),
 //     and a zero-length "crash" mark; a replica that is gone (drained to its end, crashed for
 //     good) has no span after it. Open spans end at the run's end (the last time recorded);
-//   - an iteration lane ("replica K iterations") for the first FleetTraceOptions::
+//   - an iteration lane ("#K iterations") for the first FleetTraceOptions::
 //     iteration_replicas replicas by fleet id (pools in order, then added ones): one event per
 //     iteration, named and kinded as serving_trace.hpp's ("prefill 512 tok + decode 31 seq",
 //     "prefill" / "decode" / "mixed"). Bounded so a 100-replica, hour-long fleet stays a trace
@@ -21,7 +21,7 @@
 //     end reported) and kv_utilization (their KV blocks in use / their blocks, the same way);
 // and for the fleet (process "fleet"): an "autoscaler" lane with a zero-length "scale_up" or
 // "scale_down" mark per pool at each tick whose desired count differs from what it had ("pool
-// decode: 2 -> 4"); for a disaggregated job a "kv transfers" group with one span per KV
+// decode: 2 -> 4"), above the pools; for a disaggregated job a "kv transfers" group with one span per KV
 // transfer ("prefill 0 -> decode 1", kind "kv_transfer") on interval-partitioned "link" lanes,
 // and an arrow from the prefill replica's lifecycle lane at the transfer's start to the decode
 // replica's at its end.
