@@ -79,7 +79,8 @@ ServingFleetRun run_serving_job(const ServingJob& job, const ServingHooks& hooks
       throw std::invalid_argument("run_serving_job: hooks observe one replica; a disaggregated job runs two pools");
     const DisaggregationSpec& s = *job.disaggregation;
     f.replicas = s.prefill_replicas + s.decode_replicas;
-    DisaggregatedRun d = run_disaggregated(s, job.scheduler, job.scheduler, job.traffic, ServingLoop::fast, disagg_hooks);
+    DisaggregatedRun d =
+        run_disaggregated(s, job.scheduler, job.scheduler, job.traffic, ServingLoop::fast, disagg_hooks);
     f.run.capacity = d.prefill_capacity.refusal.empty() ? d.decode_capacity : d.prefill_capacity;
     f.run.result = d.merged;
     f.disaggregated = std::move(d);

@@ -87,7 +87,8 @@ TEST_CASE("fleet --trace: the autoscaled fleet's lanes, ticks and arrivals are t
   REQUIRE(rate->samples.back().second == 0.0);
   double routed = 0;
   for (std::size_t i = 0; i + 1 < rate->samples.size(); ++i)
-    routed += rate->samples[i].second * static_cast<double>(rate->samples[i + 1].first - rate->samples[i].first) * 1e-12;
+    routed +=
+        rate->samples[i].second * static_cast<double>(rate->samples[i + 1].first - rate->samples[i].first) * 1e-12;
   std::int64_t report_routed = 0;
   for (const auto& n : pool["routed"]) report_routed += n.get<std::int64_t>();
   CHECK(routed == ctwin::test::rel_approx(static_cast<double>(report_routed), 1e-9));
@@ -129,12 +130,11 @@ TEST_CASE("disaggregated --trace: one Chrome flow arrow per KV transfer, prefill
 
 TEST_CASE("routed fleet --trace: a trace is written where it used to be refused; a round-robin split still is") {
   const std::string out = fresh("router.json");
-  const Run r = cli("run scenarios/serving-router-prefix-vs-least-load.json --trace " + out +
-                    " --set /traffic/duration_s=20");
+  const Run r =
+      cli("run scenarios/serving-router-prefix-vs-least-load.json --trace " + out + " --set /traffic/duration_s=20");
   CHECK(r.status == 0);
   CHECK(std::filesystem::exists(out));
-  const Run split =
-      cli("run scenarios/serving-fleet-cost-a100-vs-h100.json --trace " + fresh("split.json"));
+  const Run split = cli("run scenarios/serving-fleet-cost-a100-vs-h100.json --trace " + fresh("split.json"));
   CHECK(split.status == 2);
   CHECK(split.err.find("not a round-robin split") != std::string::npos);
 }

@@ -148,15 +148,9 @@ TEST_CASE("fleet trace: replicas per state step at each add, drain, crash and re
     std::int64_t t_ps;
     double serving, starting, draining, down;
   };
-  const std::vector<Row> rows{{0, 1, 0, 0, 0},
-                              {ps(0.5), 1, 1, 0, 0},
-                              {ps(0.8) - 1, 1, 1, 0, 0},
-                              {ps(0.8), 0, 1, 1, 0},
-                              {done_ps - 1, 0, 1, 1, 0},
-                              {done_ps, 0, 1, 0, 0},
-                              {ps(1.5), 1, 0, 0, 0},
-                              {ps(3.0), 0, 0, 0, 1},
-                              {ps(4.0), 1, 0, 0, 0},
+  const std::vector<Row> rows{{0, 1, 0, 0, 0},       {ps(0.5), 1, 1, 0, 0},     {ps(0.8) - 1, 1, 1, 0, 0},
+                              {ps(0.8), 0, 1, 1, 0}, {done_ps - 1, 0, 1, 1, 0}, {done_ps, 0, 1, 0, 0},
+                              {ps(1.5), 1, 0, 0, 0}, {ps(3.0), 0, 0, 0, 1},     {ps(4.0), 1, 0, 0, 0},
                               {ps(6.0), 0, 0, 0, 0}};
   for (const Row& r : rows) {
     const std::int64_t at = r.t_ps;
@@ -389,8 +383,12 @@ TEST_CASE("disaggregated trace: a KV transfer is an arrow from its prefill repli
   // b / bw + L later, b = 2000 x 131072 bytes (docs: serving_disagg.hpp).
   const ServingDeployment d = llama8b_h100();
   const double bw = 1e9, lat = 50e-6, b = 2000 * kv_bytes_per_token(d);
-  DisaggregationSpec spec{.prefill = d, .decode = d, .prefill_replicas = 2, .decode_replicas = 2,
-                          .link_bytes_per_s = bw, .link_latency_s = lat};
+  DisaggregationSpec spec{.prefill = d,
+                          .decode = d,
+                          .prefill_replicas = 2,
+                          .decode_replicas = 2,
+                          .link_bytes_per_s = bw,
+                          .link_latency_s = lat};
   TrafficSpec traffic;
   traffic.seed = 3;
   traffic.arrival.process = ArrivalProcess::offline;

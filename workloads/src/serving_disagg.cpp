@@ -109,7 +109,8 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
       if (observe.on_request) observe.on_request(0, k, r);
       if (!r.rejected) done.push_back({.rec = r, .replica = k});
     };
-    if (observe.on_iteration) hooks.on_iteration = [&, k](const IterationRecord& it) { observe.on_iteration(0, k, it); };
+    if (observe.on_iteration)
+      hooks.on_iteration = [&, k](const IterationRecord& it) { observe.on_iteration(0, k, it); };
     prefill_results.push_back(run_serving_replica(spec.prefill, prefill_sched, src, traffic.seed, hooks, loop).result);
   }
   ServingLatencyHistograms prefill_hist;

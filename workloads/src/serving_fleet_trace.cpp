@@ -88,7 +88,9 @@ FleetTraceCollector::Replica& FleetTraceCollector::replica(int id) {
   return replicas_[i];
 }
 
-std::int64_t FleetTraceCollector::bin_of(std::int64_t t_ps) const { return std::max<std::int64_t>(0, t_ps) / interval_ps_; }
+std::int64_t FleetTraceCollector::bin_of(std::int64_t t_ps) const {
+  return std::max<std::int64_t>(0, t_ps) / interval_ps_;
+}
 
 void FleetTraceCollector::report(Replica& r, std::int64_t t_ps, std::int64_t waiting, std::int64_t kv_used,
                                  bool is_alive) {
@@ -171,9 +173,8 @@ Trace FleetTraceCollector::build(const std::vector<std::int64_t>& kv_blocks, con
 
   // Lifecycle spans and the replicas-per-state counters, in time order (ties: as recorded).
   std::vector<StateRec> order = states_;
-  std::sort(order.begin(), order.end(), [](const StateRec& a, const StateRec& b) {
-    return a.t_ps != b.t_ps ? a.t_ps < b.t_ps : a.seq < b.seq;
-  });
+  std::sort(order.begin(), order.end(),
+            [](const StateRec& a, const StateRec& b) { return a.t_ps != b.t_ps ? a.t_ps < b.t_ps : a.seq < b.seq; });
   constexpr int kStates = 4;  // starting, serving, draining, down (gone is not counted)
   const char* const state_counter[kStates] = {"starting", "serving", "draining", "down"};
   std::vector<TraceCounterTrack> per_state(np * kStates);
@@ -279,8 +280,7 @@ Trace FleetTraceCollector::build(const std::vector<std::int64_t>& kv_blocks, con
       c.name = tr.intern(name);
       return c;
     };
-    TraceCounterTrack rate = counter("arrivals_per_s"), queue = counter("queue_length"),
-                      kv = counter("kv_utilization");
+    TraceCounterTrack rate = counter("arrivals_per_s"), queue = counter("queue_length"), kv = counter("kv_utilization");
     const std::int64_t blocks = p < kv_blocks.size() ? kv_blocks[p] : 0;
     for (std::int64_t b = 0; b < bins; ++b) {
       const auto bi = static_cast<std::size_t>(b);
@@ -289,8 +289,7 @@ Trace FleetTraceCollector::build(const std::vector<std::int64_t>& kv_blocks, con
       sample(rate, t, static_cast<double>(n) / interval_s);
       sample(queue, t, static_cast<double>(waiting[bi]));
       if (blocks > 0)
-        sample(kv, t,
-               live[bi] > 0 ? static_cast<double>(kv_used[bi]) / (static_cast<double>(live[bi]) * blocks) : 0.0);
+        sample(kv, t, live[bi] > 0 ? static_cast<double>(kv_used[bi]) / (static_cast<double>(live[bi]) * blocks) : 0.0);
     }
     tr.counters.push_back(std::move(rate));
     tr.counters.push_back(std::move(queue));
@@ -355,10 +354,9 @@ Trace FleetTraceCollector::build(const std::vector<std::int64_t>& kv_blocks, con
       e.start_ps = x.start_ps;
       e.dur_ps = x.end_ps - x.start_ps;
       e.kind = k_kv;
-      e.name = tr.intern(pool_names_[static_cast<std::size_t>(replicas_[from].pool)] + " " +
-                         std::to_string(index_in_pool[from]) + " -> " +
-                         pool_names_[static_cast<std::size_t>(replicas_[to].pool)] + " " +
-                         std::to_string(index_in_pool[to]));
+      e.name = tr.intern(
+          pool_names_[static_cast<std::size_t>(replicas_[from].pool)] + " " + std::to_string(index_in_pool[from]) +
+          " -> " + pool_names_[static_cast<std::size_t>(replicas_[to].pool)] + " " + std::to_string(index_in_pool[to]));
       tr.events.push_back(e);
       tr.arrows.push_back(TraceArrow{life_lane[from], life_lane[to], x.start_ps, x.end_ps, arrow_name});
     }

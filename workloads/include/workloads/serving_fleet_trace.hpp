@@ -41,8 +41,8 @@
 namespace ctwin {
 
 struct FleetTraceOptions {
-  int iteration_replicas = 16;     // replicas (lowest fleet ids) whose iterations get a lane
-  double counter_interval_s = 1;   // the interval of arrivals_per_s, queue_length, kv_utilization
+  int iteration_replicas = 16;    // replicas (lowest fleet ids) whose iterations get a lane
+  double counter_interval_s = 1;  // the interval of arrivals_per_s, queue_length, kv_utilization
 };
 
 class FleetTraceCollector {
@@ -104,7 +104,7 @@ class FleetTraceCollector {
   std::vector<StateRec> states_;
   std::vector<std::vector<std::int64_t>> arrivals_;  // per pool, per interval
   std::vector<Transfer> transfers_;
-  std::int64_t end_ps_ = 0;  // the latest time recorded
+  std::int64_t end_ps_ = 0;   // the latest time recorded
   int prefill_replicas_ = 0;  // disaggregated: the decode pool's fleet ids start here
 };
 
