@@ -70,7 +70,8 @@ FleetSpec with_fleet_policies(const ServingJob& job, FleetSpec spec) {
 
 }  // namespace
 
-ServingFleetRun run_serving_job(const ServingJob& job, const ServingHooks& hooks, int threads) {
+ServingFleetRun run_serving_job(const ServingJob& job, const ServingHooks& hooks, int threads,
+                                const FleetHooks& fleet_hooks, const DisaggHooks& disagg_hooks) {
   ServingFleetRun f;
   f.replicas = job.data_parallel_size;
   if (job.disaggregation) {
@@ -78,7 +79,8 @@ ServingFleetRun run_serving_job(const ServingJob& job, const ServingHooks& hooks
       throw std::invalid_argument("run_serving_job: hooks observe one replica; a disaggregated job runs two pools");
     const DisaggregationSpec& s = *job.disaggregation;
     f.replicas = s.prefill_replicas + s.decode_replicas;
-    DisaggregatedRun d = run_disaggregated(s, job.scheduler, job.scheduler, job.traffic);
+    DisaggregatedRun d =
+        run_disaggregated(s, job.scheduler, job.scheduler, job.traffic, ServingLoop::fast, disagg_hooks);
     f.run.capacity = d.prefill_capacity.refusal.empty() ? d.decode_capacity : d.prefill_capacity;
     f.run.result = d.merged;
     f.disaggregated = std::move(d);
@@ -87,7 +89,8 @@ ServingFleetRun run_serving_job(const ServingJob& job, const ServingHooks& hooks
   if (job.fleet) {
     if (hooks.on_iteration || hooks.on_request)
       throw std::invalid_argument("run_serving_job: hooks observe one replica; a routed fleet runs several");
-    const FleetSpec spec = with_fleet_policies(job, *job.fleet);
+    FleetSpec spec = with_fleet_policies(job, *job.fleet);
+    spec.hooks = fleet_hooks;
     FleetRun run = run_fleet(spec, job.traffic);
     f.replicas = 0;
     for (const FleetPool& p : spec.pools) f.replicas += p.replicas;

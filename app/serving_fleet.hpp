@@ -33,6 +33,8 @@ struct ServingFleetRun {
 // replica; the result does not depend on it); hooks must then be empty (they would see every
 // replica's events interleaved): std::invalid_argument otherwise. A disaggregated job runs
 // run_disaggregated (both pools with /serving's scheduler keys), hooks empty too.
-ServingFleetRun run_serving_job(const ServingJob& job, const ServingHooks& hooks = {}, int threads = 0);
+// A routed fleet's run tells `fleet_hooks`, a disaggregated one's `disagg_hooks` (a fleet trace).
+ServingFleetRun run_serving_job(const ServingJob& job, const ServingHooks& hooks = {}, int threads = 0,
+                                const FleetHooks& fleet_hooks = {}, const DisaggHooks& disagg_hooks = {});
 
 }  // namespace ctwin

@@ -72,9 +72,4 @@ TEST_CASE("routed fleet: a crash with retry loses nothing, with lose it loses wh
         l["requests"]["arrived"].get<std::int64_t>());
 }
 
-TEST_CASE("routed fleet: --trace, which records one replica, is refused at /serving") {
-  const auto r = test::cli("run " + kPair + ".json --trace " + (test::temp_dir() / "fleet.json").string());
-  test::check_input_error(r, kPair + ".json", "/serving");
-}
-
 }  // namespace ctwin

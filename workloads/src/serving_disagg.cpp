@@ -80,7 +80,8 @@ KvLink default_kv_link(const ClusterSpec& c, int prefill_replica_gpus, int prefi
 double kv_transfer_s(double bytes, double bytes_per_s, double latency_s) { return bytes / bytes_per_s + latency_s; }
 
 DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const SchedulerConfig& prefill_sched,
-                                   const SchedulerConfig& decode_sched, const TrafficSpec& traffic, ServingLoop loop) {
+                                   const SchedulerConfig& decode_sched, const TrafficSpec& traffic, ServingLoop loop,
+                                   const DisaggHooks& observe) {
   if (spec.prefill_replicas < 1 || spec.decode_replicas < 1)
     throw std::invalid_argument("run_disaggregated: each pool needs at least one replica");
   if (!(spec.link_bytes_per_s > 0) || spec.link_latency_s < 0 || spec.decode_link_bytes_per_s < 0)
@@ -105,8 +106,11 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
     PrefillOnly src(std::move(shares[static_cast<std::size_t>(k)]), outputs);
     ServingHooks hooks;
     hooks.on_request = [&](const RequestRecord& r) {
+      if (observe.on_request) observe.on_request(0, k, r);
       if (!r.rejected) done.push_back({.rec = r, .replica = k});
     };
+    if (observe.on_iteration)
+      hooks.on_iteration = [&, k](const IterationRecord& it) { observe.on_iteration(0, k, it); };
     prefill_results.push_back(run_serving_replica(spec.prefill, prefill_sched, src, traffic.seed, hooks, loop).result);
   }
   ServingLatencyHistograms prefill_hist;
@@ -163,6 +167,11 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
     }
     engine.run();
     run.kv_peak_concurrent_transfers = ctx.peak;
+    if (observe.on_transfer)
+      for (const PrefillDone& d : done)
+        if (outputs[static_cast<std::size_t>(d.rec.request.id)] >= 2)
+          observe.on_transfer(d.replica, d.decode_replica, d.rec.request.id, d.rec.first_token, d.ready,
+                              static_cast<double>(d.rec.request.prompt_tokens) * run.kv_bytes_per_token);
   }
 
   // (3) The decode pool: each replica's requests in the order their KV lands (ties by id),
@@ -192,7 +201,10 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
   for (std::size_t k = 0; k < n_dec; ++k) {
     ListSource src(std::move(lists[k]), classes);
     ServingHooks hooks;
+    if (observe.on_iteration)
+      hooks.on_iteration = [&, k](const IterationRecord& it) { observe.on_iteration(1, static_cast<int>(k), it); };
     hooks.on_request = [&](const RequestRecord& r) {
+      if (observe.on_request) observe.on_request(1, static_cast<int>(k), r);
       decode_hist.record(r);
       if (r.rejected) {
         ++decode_rejected;

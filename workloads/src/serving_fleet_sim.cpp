@@ -59,7 +59,7 @@ struct Incarnation {
   bool has_work() const { return rep->busy() || !inbox.empty(); }
 };
 
-enum class SlotState : std::uint8_t { starting, serving, draining, down, gone };
+using SlotState = FleetReplicaState;
 
 struct Slot {
   int pool = 0;
@@ -155,7 +155,8 @@ class Fleet {
       } else {
         pools_[p].cost = std::make_shared<ServingCostModel>(spec_.pools[p].deployment);
       }
-      for (int k = 0; k < spec_.pools[p].replicas; ++k) make_slot(static_cast<int>(p), Time{0}, SlotState::serving);
+      for (int k = 0; k < spec_.pools[p].replicas; ++k)
+        observe(make_slot(static_cast<int>(p), Time{0}, SlotState::serving), SlotState::serving, Time{0});
     }
     for (const FleetEvent& e : spec_.events) {
       if (e.pool < 0 || e.pool >= static_cast<int>(spec_.pools.size()))
@@ -208,6 +209,7 @@ class Fleet {
   }
 
   void handle(Time ev) {
+    now_ = ev;
     if (!life_.empty() && life_.top().t == ev) {
       const LifeEvent e = life_.top();
       life_.pop();
@@ -254,6 +256,7 @@ class Fleet {
     s.queued = false;
     s.inc->rep->step();
     if (s.state == SlotState::draining && !s.inc->has_work()) {
+      observe(id, SlotState::gone, s.inc->rep->now());
       retire(s);
       return;
     }
@@ -288,6 +291,7 @@ class Fleet {
     }
     if (spec_.router.metrics_interval_s == 0 && spec_.router.policy == RouterPolicy::least_kv) refresh();
     const int k = router_.route(r, views_);
+    if (spec_.hooks.on_route) spec_.hooks.on_route(k, r, t);
     if (k < 0) {
       ++unrouted_;
       attempts_.erase(r.id);
@@ -343,7 +347,12 @@ class Fleet {
     } else {
       in.options.hooks.on_request = [&h = s.hist](const RequestRecord& r) { h.record(r); };
     }
+    if (spec_.hooks.on_iteration)
+      in.options.hooks.on_iteration = [this, id](const IterationRecord& it) { spec_.hooks.on_iteration(id, it); };
     in.rep.emplace(in.inbox, *in.kv, *rt.cost, p.scheduler, in.options, start, reference_);
+  }
+  void observe(int id, SlotState state, Time t) {
+    if (spec_.hooks.on_state) spec_.hooks.on_state(id, slots_[static_cast<std::size_t>(id)].pool, state, t);
   }
   void retire(Slot& s) {  // the incarnation ends with the result so far
     s.results.push_back(s.inc->rep->finish());
@@ -365,6 +374,7 @@ class Fleet {
             e.restart_s >= 0 ? e.restart_s : spec_.pools[static_cast<std::size_t>(e.pool)].cold_start_s;
         const Time from = e.t + at_s(start_s);
         const int id = make_slot(e.pool, from, SlotState::starting);
+        observe(id, SlotState::starting, e.t);
         life_.push({from, seq_++, Life::serve, e.pool, id, 0});
         return;
       }
@@ -373,6 +383,7 @@ class Fleet {
         if (s.state != SlotState::starting) return;  // drained in its cold start
         s.state = SlotState::serving;
         views_[static_cast<std::size_t>(e.slot)].accepting = true;
+        observe(e.slot, SlotState::serving, e.t);
         return;
       }
       case Life::drain:
@@ -387,6 +398,7 @@ class Fleet {
         s.state = SlotState::serving;
         views_[static_cast<std::size_t>(e.slot)].accepting = true;
         begin(s, e.slot, e.t);
+        observe(e.slot, SlotState::serving, e.t);
         return;
       }
     }
@@ -397,7 +409,11 @@ class Fleet {
     if (s.state != SlotState::serving && s.state != SlotState::starting) return;
     s.state = SlotState::draining;
     views_[static_cast<std::size_t>(id)].accepting = false;
-    if (!s.inc->has_work()) retire(s);
+    observe(id, SlotState::draining, now_);
+    if (!s.inc->has_work()) {
+      observe(id, SlotState::gone, now_);
+      retire(s);
+    }
   }
 
   void crash(int id, Time at, double restart_s) {
@@ -407,6 +423,7 @@ class Fleet {
     // Every replica starting before `at` has stepped: this one's clock is at or past it, or it
     // is idle; the crash lands at that boundary.
     const Time t = std::max(at, s.inc->rep->now());
+    if (spec_.hooks.on_crash) spec_.hooks.on_crash(id, t);
     std::vector<Request> held = s.inc->rep->abort();
     for (; !s.inc->inbox.empty();) held.push_back(s.inc->inbox.pop());
     retire(s);
@@ -414,6 +431,7 @@ class Fleet {
     router_.forget(id);
     views_[static_cast<std::size_t>(id)] = {};
     s.state = restart_s >= 0 ? SlotState::down : SlotState::gone;
+    observe(id, s.state, t);
     if (restart_s >= 0) life_.push({t + at_s(restart_s), seq_++, Life::restart, s.pool, id, 0});
     for (const Request& r : held) {
       int& n = attempts_[r.id];
@@ -546,6 +564,7 @@ class Fleet {
   std::int64_t seq_ = 0;
   Time next_refresh_ = kNever;
   Time next_tick_ = kNever;
+  Time now_{0};  // the event being handled (a drain's time)
   std::optional<Admission> admission_;
   std::deque<Time> done_;  // completion times within the admission window
   std::vector<FleetTick> timeline_;

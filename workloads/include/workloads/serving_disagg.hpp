@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -73,10 +74,21 @@ struct DisaggregatedRun {
   int prefill_gpus = 0, decode_gpus = 0;  // each pool's, all replicas
 };
 
+// Observers of a disaggregated run (serving_fleet_trace.hpp records a trace from them); all empty
+// by default, and the run's result is the same with them. pool: 0 prefill, 1 decode; replica:
+// the index in its pool. A decode replica's requests are renumbered and arrive when their KV lands.
+struct DisaggHooks {
+  std::function<void(int pool, int replica, const IterationRecord&)> on_iteration;
+  std::function<void(int pool, int replica, const RequestRecord&)> on_request;
+  // One request's KV from prefill replica `from` to decode replica `to`: leaves at `start` (its
+  // first token), lands at `end`.
+  std::function<void(int from, int to, std::int64_t request, Time start, Time end, double bytes)> on_transfer;
+};
+
 // Runs the prefill pool, the transfers and the decode pool; open-loop traffic only
 // (std::invalid_argument for a closed loop). `prefill_sched` and `decode_sched` may differ.
 DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const SchedulerConfig& prefill_sched,
                                    const SchedulerConfig& decode_sched, const TrafficSpec& traffic,
-                                   ServingLoop loop = ServingLoop::fast);
+                                   ServingLoop loop = ServingLoop::fast, const DisaggHooks& observe = {});
 
 }  // namespace ctwin

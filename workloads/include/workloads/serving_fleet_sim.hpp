@@ -87,6 +87,22 @@ struct FleetControl {
   std::function<double(int pool, double t_s)> start_s;
 };
 
+// A replica's state in the fleet loop (gone: drained to its end, or crashed for good).
+enum class FleetReplicaState : std::uint8_t { starting, serving, draining, down, gone };
+
+// Observers of the fleet loop (serving_fleet_trace.hpp records a trace from them). All empty by
+// default: with or without them the FleetRun is the same bit for bit. `replica` is the fleet
+// replica id (pools in order, then added replicas); each replica's calls come in its time order.
+struct FleetHooks {
+  // The replica entered `state` at t (made: serving at 0, or starting when added).
+  std::function<void(int replica, int pool, FleetReplicaState state, Time t)> on_state;
+  std::function<void(int replica, const IterationRecord&)> on_iteration;
+  // The router sent a request to `replica` at t (-1: no replica took it).
+  std::function<void(int replica, const Request&, Time t)> on_route;
+  // The replica crashed at t (on_state then says down or gone).
+  std::function<void(int replica, Time t)> on_crash;
+};
+
 struct FleetSpec {
   std::vector<FleetPool> pools;
   RouterSpec router;
@@ -99,6 +115,7 @@ struct FleetSpec {
   // holds none), estimated_wait_s = queued / the fleet's completion rate over the last
   // ttft_window_s (completions recorded by now; none yet: 0, no estimate).
   std::optional<AdmissionSpec> admission;
+  FleetHooks hooks;
 };
 
 struct FleetPoolResult {
