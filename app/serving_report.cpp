@@ -371,7 +371,7 @@ void add_fleet_json(J& j, const FleetSpec& spec, const FleetRun& run) {
                              {"restart_s", spec.random_failures.restart_s},
                              {"crashes", run.random_crashes}};
   }
-  if (spec.control.hold_when_empty) {
+  {
     // Scale from zero: the requests the router held until a replica had cold-started.
     j["cold_start_waits"] = J{{"requests", run.held}, {"ttft_s", latency_json(run.held_ttft_s)}};
   }

@@ -213,7 +213,7 @@ class Fleet {
     if (!life_.empty()) ev = std::min(ev, life_.top().t);
     if (active()) ev = std::min({ev, next_refresh_, next_tick_});
     if (!random_.empty() && active()) ev = std::min(ev, random_.top().t);
-    return ev;
+    return std::min(ev, release_t_);
   }
 
   void handle(Time ev) {
@@ -225,6 +225,9 @@ class Fleet {
       const LifeEvent e = random_.top();
       random_.pop();
       random_crash(e);
+    } else if (release_t_ == ev) {  // after every replica that starts serving at ev
+      release_t_ = kNever;
+      release(ev);
     } else if (next_refresh_ == ev) {
       refresh();
       next_refresh_ = next_refresh_ + at_s(spec_.router.metrics_interval_s);
@@ -416,7 +419,7 @@ class Fleet {
         move(s, SlotState::serving, e.t);
         views_[static_cast<std::size_t>(e.slot)].accepting = true;
         arm(e.slot, e.t);
-        release(e.t);
+        if (!held_.empty()) release_t_ = std::min(release_t_, e.t);
         return;
       }
       case Life::drain:
@@ -432,7 +435,7 @@ class Fleet {
         views_[static_cast<std::size_t>(e.slot)].accepting = true;
         begin(s, e.slot, e.t);
         arm(e.slot, e.t);
-        release(e.t);
+        if (!held_.empty()) release_t_ = std::min(release_t_, e.t);
         return;
       }
     }
@@ -668,6 +671,7 @@ class Fleet {
   std::unordered_set<std::int64_t> held_ids_;
   std::int64_t held_total_ = 0;
   QuantileHistogram held_ttft_;
+  Time release_t_ = kNever;  // held requests go at this time
   Time end_{0};
 };
 
