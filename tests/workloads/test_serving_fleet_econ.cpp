@@ -204,3 +204,35 @@ TEST_CASE("gpu_utilization: the busy seconds of the pool's serving replicas sinc
   // The metric the HPA reads is busy_s / interval_s per replica: 0.08 / 1 s over 2 replicas.
   CHECK(busy[0] / 1.0 / 2 == rel_approx(0.04, 1e-9));
 }
+
+TEST_CASE("scale from zero: held requests go after every replica that starts serving at that instant") {
+  // Two empty pools, each with a 5 s cold start: the request at 1 s starts one replica in each;
+  // both serve at 6 s. Least outstanding spreads the two held requests over them (one each),
+  // rather than giving both to the replica whose start came first.
+  FleetSpec f = fixed_fleet(0, 5.0);
+  f.pools.push_back(f.pools[0]);
+  f.pools[1].name = "fixed2";
+  f.router.policy = RouterPolicy::least_outstanding;
+  f.control.hold_when_empty = true;
+  const FleetRun r = run_requests(f, {req(1.0, 100, 1), req(1.1, 100, 1)});
+  CHECK(r.held == 2);
+  CHECK(r.pools[0].replicas_made == 1);
+  CHECK(r.pools[1].replicas_made == 1);
+  CHECK(r.router.routed == std::vector<std::int64_t>{1, 1});
+  CHECK(r.merged.ttft_s.mean == rel_approx((5.0 + kC + 4.9 + kC) / 2, 1e-9));
+}
+
+TEST_CASE("a draining replica that crashes does not come back") {
+  // Replica 0 holds a 10 s request (100 in, 1000 out), drains at 1 s and crashes at 2 s with a
+  // 1 s restart: it was leaving, so it stays gone. The retried request and those at 5 and 6 s
+  // all go to replica 1 (restarted at 3 s, replica 0 would have taken one of them).
+  FleetSpec f = fixed_fleet(2);
+  f.events.push_back({1.0, FleetEventKind::drain, 0, 0, -1});
+  f.events.push_back({2.0, FleetEventKind::crash, 0, 0, 1.0});
+  const FleetRun r = run_requests(f, {req(0, 100, 1000), req(0, 100, 1), req(5.0, 100, 1), req(6.0, 100, 1)});
+  CHECK(r.crashes == 1);
+  CHECK(r.retried == 1);
+  CHECK(r.router.routed == std::vector<std::int64_t>{1, 4});
+  CHECK(r.pools[0].replica_s.down_s == abs_approx(0.0, 1e-12));
+  CHECK(r.pools[0].replica_s.draining_s == rel_approx(1.0, 1e-9));
+}

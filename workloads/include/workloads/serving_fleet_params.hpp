@@ -25,7 +25,8 @@ inline constexpr ParamDecl serving_fleet_sim_params[] = {
      .computed = "none: data_parallel_size replicas of /serving"},
     {.key = "failures",
      .type = ParamType::object,
-     .doc = "scheduled crashes and drains and what happens to a crashed replica's requests (/serving/failures)",
+     .doc = "scheduled crashes and drains, random crashes (an MTBF per replica), and what happens to a crashed "
+            "replica's requests (/serving/failures)",
      .computed = "none"},
 };
 
