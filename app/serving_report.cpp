@@ -78,8 +78,14 @@ double pool_gpu_hour_usd(const ServingJob& job, const FleetPool& p) {
 // A routed fleet's pool as priced: the replica-seconds it held (starting, serving, draining and
 // down: FleetPoolResult::replica_s) on its own GPU's power model and price.
 ServingPool fleet_pool(const ServingJob& job, const FleetPool& p, const FleetPoolResult& r) {
-  return ServingPool{r.replicas_made, p.deployment.gpus(), r.merged.gpu_time,
-                     power_model(p.deployment.cluster.spec.gpu), pool_gpu_hour_usd(job, p), r.replica_s.billed_s()};
+  ServingPool sp;
+  sp.replicas = r.replicas_made;
+  sp.gpus_per_replica = p.deployment.gpus();
+  sp.gpu_time = r.merged.gpu_time;
+  sp.power = power_model(p.deployment.cluster.spec.gpu);
+  sp.gpu_hour_usd = pool_gpu_hour_usd(job, p);
+  sp.replica_s = r.replica_s.billed_s();
+  return sp;
 }
 
 // The run priced (workloads/serving_energy.hpp): one pool of the fleet's replicas, or the

@@ -358,7 +358,9 @@ class Fleet {
     in.options.host_link_bytes_per_s = p.deployment.cluster.spec.gpu.pcie_gbyte_per_s * 1e9 * p.deployment.gpus();
     in.options.request_overhead = seconds(p.deployment.overhead.request_overhead_us * 1e-6);
     if (spec_.control.interval_s > 0)
-      in.options.hooks.on_iteration = [&b = s.busy_s](const IterationRecord& it) { b += (it.end - it.start).seconds(); };
+      in.options.hooks.on_iteration = [&b = s.busy_s](const IterationRecord& it) {
+        b += (it.end - it.start).seconds();
+      };
     if (admission_ || spec_.control.interval_s > 0 || spec_.control.hold_when_empty) {
       in.options.hooks.on_request = [this, &h = s.hist, pool = s.pool](const RequestRecord& r) {
         h.record(r);
@@ -385,11 +387,20 @@ class Fleet {
     const double d = (t - s.since).seconds();
     ReplicaSeconds& a = pools_[static_cast<std::size_t>(s.pool)].replica_s;
     switch (s.state) {
-      case SlotState::starting: a.starting_s += d; break;
-      case SlotState::serving: a.serving_s += d; break;
-      case SlotState::draining: a.draining_s += d; break;
-      case SlotState::down: a.down_s += d; break;
-      case SlotState::gone: break;
+      case SlotState::starting:
+        a.starting_s += d;
+        break;
+      case SlotState::serving:
+        a.serving_s += d;
+        break;
+      case SlotState::draining:
+        a.draining_s += d;
+        break;
+      case SlotState::down:
+        a.down_s += d;
+        break;
+      case SlotState::gone:
+        break;
     }
     s.state = to;
     s.since = t;
