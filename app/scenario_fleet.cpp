@@ -18,6 +18,7 @@ FleetPool read_pool(const JsonObject& po, const JsonObject& top, const ServingJo
   p.name = r.string("name");
   p.replicas = static_cast<int>(r.integer("replicas"));
   p.cold_start_s = r.number("cold_start_s");
+  p.gpu_hour_usd = r.number("gpu_hour_usd", -1);
   // The pool's replica: /serving with the pool's keys written over it.
   Json serving = top.raw("serving");
   for (const char* k : {"router", "pools", "failures", "data_parallel_size"}) serving.erase(k);
@@ -112,6 +113,9 @@ std::optional<FleetSpec> read_serving_fleet(const JsonObject& top, const Serving
     const ParamReader r(fo, serving_failures_params);
     f.retry = r.choice("retry", retry_policy_names);
     f.max_retries = static_cast<int>(r.integer("max_retries"));
+    f.random_failures.mtbf_hours = r.number("mtbf_hours");
+    f.random_failures.restart_s = r.number("restart_s", -1);
+    f.random_failures.seed = sc.seed;
     if (r.has("events")) {
       const Json& v = fo.raw("events");
       if (!v.is_array() || v.size() > 100000) fo.fail("events", "found " + shown(v), "a list of event objects");

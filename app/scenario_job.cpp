@@ -244,20 +244,6 @@ const ServingJob& serving_job(const Scenario& sc) {
       throw InputError(sc.file, "/serving/admission", "is set beside /serving/disaggregation",
                        "admission control of an aggregated or routed fleet (the disaggregated pools do not run it)");
     }
-    if (j->autoscaling) {
-      const AutoscalerSpec& h = j->autoscaling->hpa;
-      if (h.metric == AutoscaleMetric::gpu_utilization) {
-        throw InputError(sc.file, "/serving/autoscaling/metric",
-                         "is \"gpu_utilization\", which the fleet simulation does not measure per sync period yet",
-                         "queue_length, running_requests, kv_utilization or ttft_p99_s");
-      }
-      if (h.min_replicas == 0) {
-        throw InputError(
-            sc.file, "/serving/autoscaling/min_replicas",
-            "is 0 (scale to zero), but the fleet's router cannot hold requests while no replica serves yet",
-            "min_replicas >= 1");
-      }
-    }
     return *j;
   }
   throw InputError(sc.file, "/kind", std::string("found \"") + job_kind_names.name(sc.kind) + "\"",

@@ -10,12 +10,14 @@ namespace ctwin {
 namespace {
 
 // The autoscaler's input for one pool from what the fleet's tick saw (serving_autoscaler.hpp):
-// per-replica metrics summed over the serving replicas; ttft_p99_s the interval's p99.
-AutoscalerInput autoscaler_input(AutoscaleMetric metric, const FleetPoolMetrics& m) {
+// per-replica metrics summed over the serving replicas; ttft_p99_s the interval's p99;
+// gpu_utilization each serving replica's iteration time over the interval, summed. Requests the
+// router holds for a cold start are in flight (scale to zero's activity).
+AutoscalerInput autoscaler_input(AutoscaleMetric metric, const FleetPoolMetrics& m, double interval_s) {
   AutoscalerInput in;
   in.ready = m.serving;
   in.total = m.serving + m.starting;
-  in.in_flight = m.outstanding;
+  in.in_flight = m.outstanding + m.held;
   switch (metric) {
     case AutoscaleMetric::queue_length:
       if (m.serving > 0) in.metric = static_cast<double>(m.waiting);
@@ -29,8 +31,9 @@ AutoscalerInput autoscaler_input(AutoscaleMetric metric, const FleetPoolMetrics&
     case AutoscaleMetric::ttft_p99_s:
       in.metric = m.ttft_p99_s;
       break;
-    case AutoscaleMetric::gpu_utilization:  // refused by serving_job()
-      throw std::invalid_argument("run_serving_job: gpu_utilization is not measured by the fleet");
+    case AutoscaleMetric::gpu_utilization:
+      if (m.serving > 0 && interval_s > 0) in.metric = m.busy_s / interval_s;
+      break;
   }
   return in;
 }
@@ -54,10 +57,12 @@ FleetSpec with_fleet_policies(const ServingJob& job, FleetSpec spec) {
     st->warm.emplace_back(a.warm_pool, p.cold_start_s, a.start.warm_start_s);
   }
   spec.control.interval_s = a.hpa.sync_period_s;
+  spec.control.hold_when_empty = a.hpa.min_replicas == 0;
   spec.control.desired = [st, metric = a.hpa.metric](const FleetMetrics& m) {
     std::vector<int> want;
     for (std::size_t p = 0; p < m.pools.size(); ++p)
-      want.push_back(st->scalers[p].recommend(seconds(m.t_s), autoscaler_input(metric, m.pools[p])).replicas);
+      want.push_back(
+          st->scalers[p].recommend(seconds(m.t_s), autoscaler_input(metric, m.pools[p], m.interval_s)).replicas);
     return want;
   };
   if (a.warm_pool > 0) {

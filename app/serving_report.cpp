@@ -67,8 +67,30 @@ J disaggregation_json(const DisaggregationSpec& s, const DisaggregatedRun& d) {
            {"goodput_requests_per_s_per_gpu", d.merged.goodput_requests_per_s / gpus}};
 }
 
+// A routed fleet pool's price of a GPU-hour: its own gpu_hour_usd, else /serving/cost's for a
+// pool on the cluster's GPU, else its GPU's catalog price.
+double pool_gpu_hour_usd(const ServingJob& job, const FleetPool& p) {
+  if (p.gpu_hour_usd >= 0) return p.gpu_hour_usd;
+  const GpuSpec& g = p.deployment.cluster.spec.gpu;
+  return g.name == job.deployment.cluster.spec.gpu.name ? job.cost.gpu_hour_usd : g.gpu_hour_usd;
+}
+
+// A routed fleet's pool as priced: the replica-seconds it held (starting, serving, draining and
+// down: FleetPoolResult::replica_s) on its own GPU's power model and price.
+ServingPool fleet_pool(const ServingJob& job, const FleetPool& p, const FleetPoolResult& r) {
+  ServingPool sp;
+  sp.replicas = r.replicas_made;
+  sp.gpus_per_replica = p.deployment.gpus();
+  sp.gpu_time = r.merged.gpu_time;
+  sp.power = power_model(p.deployment.cluster.spec.gpu);
+  sp.gpu_hour_usd = pool_gpu_hour_usd(job, p);
+  sp.replica_s = r.replica_s.billed_s();
+  return sp;
+}
+
 // The run priced (workloads/serving_energy.hpp): one pool of the fleet's replicas, or the
-// disaggregated run's two, all paid for over the run's makespan.
+// disaggregated run's two, all paid for over the run's makespan; a routed fleet's pools each for
+// the replica-seconds they held.
 ServingEconomics economics(const ServingJob& job, const ServingFleetRun& fleet) {
   const ServingResult& r = fleet.run.result;
   const GpuSpec& gpu = job.deployment.cluster.spec.gpu;
@@ -80,15 +102,58 @@ ServingEconomics economics(const ServingJob& job, const ServingFleetRun& fleet) 
     const DisaggregationSpec& x = *job.disaggregation;
     pools.push_back(pool(x.prefill_replicas, x.prefill, fleet.disaggregated->prefill_pool.gpu_time));
     pools.push_back(pool(x.decode_replicas, x.decode, fleet.disaggregated->decode_pool.gpu_time));
-  } else if (job.autoscaling && fleet.fleet) {
-    // Autoscaled: priced at the GPUs the fleet may hold (max_replicas + the warm pool, per pool),
-    // not the replica-seconds it held (left out for now).
-    const int per_pool = job.autoscaling->hpa.max_replicas + job.autoscaling->warm_pool;
-    pools.push_back(pool(per_pool * static_cast<int>(fleet.fleet->pools.size()), job.deployment, r.gpu_time));
+  } else if (fleet.fleet) {
+    const FleetRun& f = *fleet.fleet;
+    for (std::size_t p = 0; p < f.pools.size(); ++p) pools.push_back(fleet_pool(job, job.fleet->pools[p], f.pools[p]));
+    return serving_economics(pools, f.end_s, r.input_tokens, r.output_tokens, job.cost.electricity_usd_per_kwh);
   } else {
     pools.push_back(pool(fleet.replicas, job.deployment, r.gpu_time));
   }
   return serving_economics(pools, r.makespan_s, r.input_tokens, r.output_tokens, job.cost.electricity_usd_per_kwh);
+}
+
+// One routed fleet pool priced alone, on its own tokens.
+ServingEconomics pool_economics(const ServingJob& job, const FleetRun& f, std::size_t p) {
+  const ServingPool sp = fleet_pool(job, job.fleet->pools[p], f.pools[p]);
+  const ServingResult& r = f.pools[p].merged;
+  return serving_economics(std::span(&sp, 1), f.end_s, r.input_tokens, r.output_tokens,
+                           job.cost.electricity_usd_per_kwh);
+}
+
+// /cost/by_pool: each routed pool's replica-seconds, GPU-hours, price, energy and cost per token.
+J fleet_cost_json(const ServingJob& job, const FleetRun& f) {
+  J a = J::array();
+  for (std::size_t p = 0; p < f.pools.size(); ++p) {
+    const ServingEconomics e = pool_economics(job, f, p);
+    const FleetPoolResult& x = f.pools[p];
+    const ReplicaSeconds& rs = x.replica_s;
+    const GpuSpec& gpu = job.fleet->pools[p].deployment.cluster.spec.gpu;
+    a.push_back(J{{"name", x.name},
+                  {"gpu", gpu.name},
+                  {"gpu_hour_usd", pool_gpu_hour_usd(job, job.fleet->pools[p])},
+                  {"gpus_per_replica", job.fleet->pools[p].deployment.gpus()},
+                  {"replica_s", J{{"starting", rs.starting_s},
+                                  {"serving", rs.serving_s},
+                                  {"draining", rs.draining_s},
+                                  {"down", rs.down_s},
+                                  {"billed", rs.billed_s()}}},
+                  {"gpu_hours", e.gpu_hours},
+                  {"gpu_usd", e.gpu_usd},
+                  {"total_usd", e.total_usd},
+                  {"input_tokens", x.merged.input_tokens},
+                  {"output_tokens", x.merged.output_tokens},
+                  {"usd_per_million_input_tokens", e.usd_per_million_input_tokens},
+                  {"usd_per_million_output_tokens", e.usd_per_million_output_tokens},
+                  {"usd_per_million_tokens", e.usd_per_million_tokens},
+                  {"energy_j", e.energy_j},
+                  {"average_power_w_per_gpu", e.average_power_w},
+                  {"joules_per_token", e.joules_per_token},
+                  {"joules_per_output_token", e.joules_per_output_token},
+                  {"tdp_w", gpu.tdp_w},
+                  {"idle_w", gpu.idle_w},
+                  {"crashes", x.crashes}});
+  }
+  return a;
 }
 
 J pool_economics_json(const PoolEconomics& p) {
@@ -147,6 +212,12 @@ void economics_json(J& j, const ServingJob& job, const ServingFleetRun& fleet) {
   if (fleet.disaggregated) {
     j["cost"]["pools"] = J{{"prefill", pool_economics_json(e.pools[0])}, {"decode", pool_economics_json(e.pools[1])}};
   }
+  if (fleet.fleet) {
+    j["cost"]["billing_convention"] =
+        "each pool pays for the replica-seconds it held (starting, serving, draining, and down while a crashed "
+        "replica restarts in place) x its GPUs per replica, at its own GPU's price and power";
+    j["cost"]["by_pool"] = fleet_cost_json(job, *fleet.fleet);
+  }
 }
 
 std::string economics_text(const ServingJob& job, const ServingFleetRun& fleet) {
@@ -154,7 +225,14 @@ std::string economics_text(const ServingJob& job, const ServingFleetRun& fleet) 
   const GpuSpec& gpu = job.deployment.cluster.spec.gpu;
   char buf[512];
   std::string s;
-  if (job.cost.gpu_hour_usd > 0) {
+  if (fleet.fleet) {
+    std::snprintf(buf, sizeof buf,
+                  "\n  cost          %.3f GPU-hours, each pool at its GPU's price = $%.4f%s; $%.4f per M input tokens, "
+                  "$%.4f per M output tokens ($%.4f per M tokens); prefill %s of the working GPU time\n",
+                  e.gpu_hours, e.total_usd, e.electricity_usd > 0 ? " with electricity" : "",
+                  e.usd_per_million_input_tokens, e.usd_per_million_output_tokens, e.usd_per_million_tokens,
+                  pct(e.prefill_share).c_str());
+  } else if (job.cost.gpu_hour_usd > 0) {
     std::snprintf(buf, sizeof buf,
                   "\n  cost          %.3f GPU-hours at $%.3f = $%.4f%s; $%.4f per M input tokens, $%.4f per M output "
                   "tokens ($%.4f per M tokens); prefill %s of the working GPU time\n",
@@ -177,6 +255,20 @@ std::string economics_text(const ServingJob& job, const ServingFleetRun& fleet) 
                   gpu.name.c_str());
   }
   s += buf;
+  if (fleet.fleet) {
+    const FleetRun& f = *fleet.fleet;
+    for (std::size_t p = 0; p < f.pools.size(); ++p) {
+      const ServingEconomics pe = pool_economics(job, f, p);
+      const ReplicaSeconds& rs = f.pools[p].replica_s;
+      std::snprintf(buf, sizeof buf,
+                    "  pool %-8s %.3f GPU-hours (replica-s: %.0f starting, %.0f serving, %.0f draining, %.0f down) "
+                    "at $%.3f = $%.4f; $%.4f per M input, $%.4f per M output tokens; %.3f kWh, %.3f J per token\n",
+                    f.pools[p].name.c_str(), pe.gpu_hours, rs.starting_s, rs.serving_s, rs.draining_s, rs.down_s,
+                    pool_gpu_hour_usd(job, job.fleet->pools[p]), pe.total_usd, pe.usd_per_million_input_tokens,
+                    pe.usd_per_million_output_tokens, pe.energy_kwh, pe.joules_per_token);
+      s += buf;
+    }
+  }
   if (fleet.disaggregated) {
     const PoolEconomics &p = e.pools[0], &d = e.pools[1];
     std::snprintf(buf, sizeof buf,
@@ -278,7 +370,17 @@ void add_fleet_json(J& j, const FleetSpec& spec, const FleetRun& run) {
                   {"retried", run.retried},
                   {"lost", run.lost},
                   {"unrouted", run.unrouted},
-                  {"crashes", run.crashes}};
+                  {"crashes", run.crashes},
+                  {"random_crashes", run.random_crashes}};
+  if (spec.random_failures.mtbf_hours > 0) {
+    j["random_failures"] = J{{"mtbf_hours", spec.random_failures.mtbf_hours},
+                             {"restart_s", spec.random_failures.restart_s},
+                             {"crashes", run.random_crashes}};
+  }
+  {
+    // Scale from zero: the requests the router held until a replica had cold-started.
+    j["cold_start_waits"] = J{{"requests", run.held}, {"ttft_s", latency_json(run.held_ttft_s)}};
+  }
   if (!run.timeline.empty()) {
     // One row per control tick: per pool what the autoscaler saw and asked for.
     J rows = J::array();
@@ -396,9 +498,17 @@ std::string fleet_text(const FleetSpec& spec, const FleetRun& run) {
     s += "\n";
   }
   if (run.crashes > 0 || run.unrouted > 0) {
-    std::snprintf(buf, sizeof buf, "  failures      %lld crashes: %lld requests retried, %lld lost, %lld unrouted\n",
-                  static_cast<long long>(run.crashes), static_cast<long long>(run.retried),
-                  static_cast<long long>(run.lost), static_cast<long long>(run.unrouted));
+    std::snprintf(buf, sizeof buf,
+                  "  failures      %lld crashes (%lld random): %lld requests retried, %lld lost, %lld unrouted\n",
+                  static_cast<long long>(run.crashes), static_cast<long long>(run.random_crashes),
+                  static_cast<long long>(run.retried), static_cast<long long>(run.lost),
+                  static_cast<long long>(run.unrouted));
+    s += buf;
+  }
+  if (run.held > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "  cold starts   %lld requests held at the router until a replica started: TTFT p50 %s, p99 %s\n",
+                  static_cast<long long>(run.held), ms(run.held_ttft_s.p50).c_str(), ms(run.held_ttft_s.p99).c_str());
     s += buf;
   }
   s += timeline_text(run);

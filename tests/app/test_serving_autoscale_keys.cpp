@@ -1,9 +1,8 @@
 // /serving/autoscaling and /serving/admission in a scenario: read into the ServingJob (the cold
 // start's network bandwidth from the cluster), checked against the cluster and /traffic's
-// classes, and run on the fleet simulation; what it cannot run yet refused with exit status 2.
+// classes, and run on the fleet simulation (gpu_utilization and scale to zero: test_serving_fleet_econ.cpp).
 #include <fstream>
 #include <string>
-#include <tuple>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -102,22 +101,6 @@ TEST_CASE("ctwin run runs autoscaling and admission on the fleet (exit 0, same b
             out["fleet"]["admission"]["rejected"].get<long long>() ==
         out["requests"]["arrived"].get<long long>());
   CHECK(cli("run " + f + " --json").out == a.out);
-}
-
-TEST_CASE("ctwin run refuses what the fleet does not run yet (exit 2): gpu_utilization, scale to zero") {
-  for (const auto& [key, value, path] : {std::tuple{"metric", json("gpu_utilization"), "/serving/autoscaling/metric"},
-                                         std::tuple{"min_replicas", json(0), "/serving/autoscaling/min_replicas"}}) {
-    const std::string name = key;  // clang 14 cannot CAPTURE a structured binding
-    CAPTURE(name);
-    json j = scenario();
-    // target 0.5: a utilization's target is a fraction.
-    j["serving"]["autoscaling"] = {{"metric", "queue_length"}, {"target", 0.5}, {"max_replicas", 2}};
-    j["serving"]["autoscaling"][key] = value;
-    CHECK(error_path(j) == path);
-    const auto f = (temp_dir() / (std::string("autoscale-") + key + ".json")).string();
-    std::ofstream(f, std::ios::binary) << j.dump(1);
-    check_input_error(cli("run " + f + " --json"), f, path);
-  }
 }
 
 }  // namespace ctwin

@@ -26,13 +26,12 @@ ServingEconomics serving_economics(std::span<const ServingPool> pools, double sp
                                    std::int64_t output_tokens, double electricity_usd_per_kwh) {
   if (!(span_s >= 0)) throw std::invalid_argument("serving_economics: the span must be >= 0 s");
   ServingEconomics e;
-  double prefill_gpu_s = 0, decode_gpu_s = 0;
-  int gpus = 0;
+  double prefill_gpu_s = 0, decode_gpu_s = 0, gpu_s = 0;
   for (const ServingPool& p : pools) {
-    if (p.replicas < 1 || p.gpus_per_replica < 1)
+    if ((p.replicas < 1 && p.replica_s < 0) || p.replicas < 0 || p.gpus_per_replica < 1)
       throw std::invalid_argument("serving_economics: a pool needs at least one replica of one GPU");
     const GpuTimeSplit& t = p.gpu_time;
-    const double replica_s = p.replicas * span_s;
+    const double replica_s = p.replica_s >= 0 ? p.replica_s : p.replicas * span_s;
     // The replicas' own idle time, and the tail from each one's end to the run's end, are both
     // what is left of the span; the picosecond clock's rounding stays within the tolerance.
     const double busy = busy_s(t);
@@ -41,7 +40,8 @@ ServingEconomics serving_economics(std::span<const ServingPool> pools, double sp
     const double g = p.gpus_per_replica;
     PoolEconomics pe;
     pe.gpus = p.replicas * p.gpus_per_replica;
-    pe.gpu_hours = pe.gpus * span_s / 3600;
+    pe.replica_s = replica_s;
+    pe.gpu_hours = g * replica_s / 3600;
     pe.gpu_usd = pe.gpu_hours * p.gpu_hour_usd;
     pe.idle_gpu_s = g * std::max(0.0, replica_s - busy);
     const PowerModel& m = p.power;
@@ -53,10 +53,10 @@ ServingEconomics serving_economics(std::span<const ServingPool> pools, double sp
     j.swap_j = g * t.swap_s * m.power_w(m.transfer_utilization);
     j.overhead_j = g * t.overhead_s * m.power_w(m.overhead_utilization);
     j.idle_j = pe.idle_gpu_s * m.idle_w;
-    pe.average_power_w = span_s > 0 ? j.total_j() / (pe.gpus * span_s) : 0;
+    pe.average_power_w = replica_s > 0 ? j.total_j() / (g * replica_s) : 0;
     prefill_gpu_s += g * t.prefill_s;
     decode_gpu_s += g * (t.decode_s + t.draft_s);
-    gpus += pe.gpus;
+    gpu_s += g * replica_s;
     e.gpu_hours += pe.gpu_hours;
     e.gpu_usd += pe.gpu_usd;
     e.energy_j += j.total_j();
@@ -75,7 +75,7 @@ ServingEconomics serving_economics(std::span<const ServingPool> pools, double sp
   if (output_tokens > 0) e.joules_per_output_token = e.energy_j / static_cast<double>(output_tokens);
   if (input_tokens + output_tokens > 0)
     e.joules_per_token = e.energy_j / static_cast<double>(input_tokens + output_tokens);
-  if (gpus > 0 && span_s > 0) e.average_power_w = e.energy_j / (gpus * span_s);
+  if (gpu_s > 0) e.average_power_w = e.energy_j / gpu_s;
   return e;
 }
 

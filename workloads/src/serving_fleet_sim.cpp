@@ -9,7 +9,10 @@
 #include <queue>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
+#include "sim/quantile_histogram.hpp"
+#include "sim/random.hpp"
 #include "workloads/kv_cache.hpp"
 #include "workloads/serving_cost.hpp"
 
@@ -70,6 +73,8 @@ struct Slot {
   bool queued = false;    // has a live entry in the ready heap
   ServingLatencyHistograms hist;
   std::vector<ServingResult> results;  // each finished incarnation's
+  Time since{0};                       // in `state` since
+  double busy_s = 0, busy_mark_s = 0;  // iteration seconds in all; at the last tick
 };
 
 struct PoolRuntime {
@@ -77,6 +82,8 @@ struct PoolRuntime {
   std::shared_ptr<const IterationCostModel> cost;
   std::int64_t arrivals = 0;  // since the last control tick
   std::vector<double> ttfts;  // first tokens since the last control tick (with a control hook)
+  ReplicaSeconds replica_s;
+  std::int64_t crashes = 0;
 };
 
 // Nearest rank: the ceil(q n)-th smallest; nullopt for none.
@@ -102,6 +109,7 @@ struct LifeEvent {
   int pool;
   int slot;  // fleet replica id (add: unused)
   double restart_s;
+  std::uint32_t gen = 0;  // a random crash: the incarnation it was drawn for
   bool operator>(const LifeEvent& o) const { return t != o.t ? t > o.t : seq > o.seq; }
 };
 
@@ -205,15 +213,22 @@ class Fleet {
     if (!retries_.empty()) ev = std::min(ev, retries_.top().t);
     if (!life_.empty()) ev = std::min(ev, life_.top().t);
     if (active()) ev = std::min({ev, next_refresh_, next_tick_});
-    return ev;
+    if (!random_.empty() && active()) ev = std::min(ev, random_.top().t);
+    return std::min(ev, release_t_);
   }
 
   void handle(Time ev) {
-    now_ = ev;
     if (!life_.empty() && life_.top().t == ev) {
       const LifeEvent e = life_.top();
       life_.pop();
       apply(e);
+    } else if (!random_.empty() && random_.top().t == ev) {
+      const LifeEvent e = random_.top();
+      random_.pop();
+      random_crash(e);
+    } else if (release_t_ == ev) {  // after every replica that starts serving at ev
+      release_t_ = kNever;
+      release(ev);
     } else if (next_refresh_ == ev) {
       refresh();
       next_refresh_ = next_refresh_ + at_s(spec_.router.metrics_interval_s);
@@ -257,7 +272,7 @@ class Fleet {
     s.inc->rep->step();
     if (s.state == SlotState::draining && !s.inc->has_work()) {
       observe(id, SlotState::gone, s.inc->rep->now());
-      retire(s);
+      retire(s, s.inc->rep->now());
       return;
     }
     enqueue(id);
@@ -291,6 +306,13 @@ class Fleet {
     }
     if (spec_.router.metrics_interval_s == 0 && spec_.router.policy == RouterPolicy::least_kv) refresh();
     const int k = router_.route(r, views_);
+    if (k < 0 && spec_.control.hold_when_empty) {
+      held_.push_back(r);
+      held_ids_.insert(r.id);
+      ++held_total_;
+      activate(t);
+      return;
+    }
     if (spec_.hooks.on_route) spec_.hooks.on_route(k, r, t);
     if (k < 0) {
       ++unrouted_;
@@ -317,9 +339,11 @@ class Fleet {
     s.pool = pool;
     s.index = made_[pool]++;
     s.state = state;
+    s.since = start;
     router_.add_replica();
     views_.push_back({state == SlotState::serving, ReplicaLoad{}});
     begin(s, id, start);
+    if (state == SlotState::serving) arm(id, start);
     return id;
   }
   void begin(Slot& s, int id, Time start) {
@@ -336,9 +360,15 @@ class Fleet {
     in.options.kv_block_bytes = rt.capacity.block_bytes * p.deployment.gpus();
     in.options.host_link_bytes_per_s = p.deployment.cluster.spec.gpu.pcie_gbyte_per_s * 1e9 * p.deployment.gpus();
     in.options.request_overhead = seconds(p.deployment.overhead.request_overhead_us * 1e-6);
-    if (admission_ || spec_.control.interval_s > 0) {
+    if (spec_.control.interval_s > 0 || spec_.hooks.on_iteration)
+      in.options.hooks.on_iteration = [this, id, &b = s.busy_s](const IterationRecord& it) {
+        b += (it.end - it.start).seconds();
+        if (spec_.hooks.on_iteration) spec_.hooks.on_iteration(id, it);
+      };
+    if (admission_ || spec_.control.interval_s > 0 || spec_.control.hold_when_empty) {
       in.options.hooks.on_request = [this, &h = s.hist, pool = s.pool](const RequestRecord& r) {
         h.record(r);
+        if (!held_ids_.empty()) held_first_token(r);
         if (r.rejected) return;
         const double ttft_s = (r.first_token - r.request.arrival).seconds();
         if (admission_) admission_->observe_ttft(r.first_token, ttft_s);
@@ -347,18 +377,41 @@ class Fleet {
     } else {
       in.options.hooks.on_request = [&h = s.hist](const RequestRecord& r) { h.record(r); };
     }
-    if (spec_.hooks.on_iteration)
-      in.options.hooks.on_iteration = [this, id](const IterationRecord& it) { spec_.hooks.on_iteration(id, it); };
     in.rep.emplace(in.inbox, *in.kv, *rt.cost, p.scheduler, in.options, start, reference_);
   }
   void observe(int id, SlotState state, Time t) {
     if (spec_.hooks.on_state) spec_.hooks.on_state(id, slots_[static_cast<std::size_t>(id)].pool, state, t);
   }
-  void retire(Slot& s) {  // the incarnation ends with the result so far
+  void retire(Slot& s, Time t) {  // the incarnation ends with the result so far
     s.results.push_back(s.inc->rep->finish());
     s.inc.reset();
     s.queued = false;
-    s.state = SlotState::gone;
+    move(s, SlotState::gone, t);
+  }
+  // The slot changes state at t: the time in the old one is the pool's replica-seconds.
+  void move(Slot& s, SlotState to, Time t) {
+    t = std::max(t, s.since);
+    const double d = (t - s.since).seconds();
+    ReplicaSeconds& a = pools_[static_cast<std::size_t>(s.pool)].replica_s;
+    switch (s.state) {
+      case SlotState::starting:
+        a.starting_s += d;
+        break;
+      case SlotState::serving:
+        a.serving_s += d;
+        break;
+      case SlotState::draining:
+        a.draining_s += d;
+        break;
+      case SlotState::down:
+        a.down_s += d;
+        break;
+      case SlotState::gone:
+        break;
+    }
+    s.state = to;
+    s.since = t;
+    end_ = std::max(end_, t);
   }
   int slot_of(int pool, int index) const {
     for (std::size_t k = 0; k < slots_.size(); ++k)
@@ -374,6 +427,7 @@ class Fleet {
             e.restart_s >= 0 ? e.restart_s : spec_.pools[static_cast<std::size_t>(e.pool)].cold_start_s;
         const Time from = e.t + at_s(start_s);
         const int id = make_slot(e.pool, from, SlotState::starting);
+        slots_[static_cast<std::size_t>(id)].since = e.t;
         observe(id, SlotState::starting, e.t);
         life_.push({from, seq_++, Life::serve, e.pool, id, 0});
         return;
@@ -381,13 +435,15 @@ class Fleet {
       case Life::serve: {
         Slot& s = slots_[static_cast<std::size_t>(e.slot)];
         if (s.state != SlotState::starting) return;  // drained in its cold start
-        s.state = SlotState::serving;
+        move(s, SlotState::serving, e.t);
         views_[static_cast<std::size_t>(e.slot)].accepting = true;
         observe(e.slot, SlotState::serving, e.t);
+        arm(e.slot, e.t);
+        if (!held_.empty()) release_t_ = std::min(release_t_, e.t);
         return;
       }
       case Life::drain:
-        drain(slot_of(e.pool, e.slot));
+        drain(slot_of(e.pool, e.slot), e.t);
         return;
       case Life::crash:
         crash(slot_of(e.pool, e.slot), e.t, e.restart_s);
@@ -395,24 +451,26 @@ class Fleet {
       case Life::restart: {
         Slot& s = slots_[static_cast<std::size_t>(e.slot)];
         if (s.state != SlotState::down) return;
-        s.state = SlotState::serving;
+        move(s, SlotState::serving, e.t);
         views_[static_cast<std::size_t>(e.slot)].accepting = true;
         begin(s, e.slot, e.t);
         observe(e.slot, SlotState::serving, e.t);
+        arm(e.slot, e.t);
+        if (!held_.empty()) release_t_ = std::min(release_t_, e.t);
         return;
       }
     }
   }
 
-  void drain(int id) {
+  void drain(int id, Time t) {
     Slot& s = slots_[static_cast<std::size_t>(id)];
     if (s.state != SlotState::serving && s.state != SlotState::starting) return;
-    s.state = SlotState::draining;
+    move(s, SlotState::draining, t);
     views_[static_cast<std::size_t>(id)].accepting = false;
-    observe(id, SlotState::draining, now_);
+    observe(id, SlotState::draining, t);
     if (!s.inc->has_work()) {
-      observe(id, SlotState::gone, now_);
-      retire(s);
+      observe(id, SlotState::gone, t);
+      retire(s, t);
     }
   }
 
@@ -420,13 +478,15 @@ class Fleet {
     Slot& s = slots_[static_cast<std::size_t>(id)];
     if (!s.inc) return;  // already down or gone
     ++crashes_;
+    ++pools_[static_cast<std::size_t>(s.pool)].crashes;
+    if (s.state == SlotState::draining) restart_s = -1;  // it was leaving: it does not come back
     // Every replica starting before `at` has stepped: this one's clock is at or past it, or it
     // is idle; the crash lands at that boundary.
     const Time t = std::max(at, s.inc->rep->now());
     if (spec_.hooks.on_crash) spec_.hooks.on_crash(id, t);
     std::vector<Request> held = s.inc->rep->abort();
     for (; !s.inc->inbox.empty();) held.push_back(s.inc->inbox.pop());
-    retire(s);
+    retire(s, t);
     ++s.gen;  // its pending completions no longer count for the router
     router_.forget(id);
     views_[static_cast<std::size_t>(id)] = {};
@@ -447,6 +507,48 @@ class Fleet {
     }
   }
 
+  // ---- random crashes: the incarnation serving from t draws its crash time
+  void arm(int id, Time t) {
+    const RandomFailures& f = spec_.random_failures;
+    if (!(f.mtbf_hours > 0)) return;
+    const Slot& s = slots_[static_cast<std::size_t>(id)];
+    const std::uint64_t key = mix64(f.seed) ^ ((static_cast<std::uint64_t>(id) << 32) | s.gen);
+    const double after_s = -std::log(uniform01(key)) * f.mtbf_hours * 3600;
+    const double restart_s =
+        f.restart_s >= 0 ? f.restart_s : spec_.pools[static_cast<std::size_t>(s.pool)].cold_start_s;
+    random_.push({t + at_s(after_s), seq_++, Life::crash, s.pool, id, restart_s, s.gen});
+  }
+  void random_crash(const LifeEvent& e) {
+    const Slot& s = slots_[static_cast<std::size_t>(e.slot)];
+    if (s.gen != e.gen || (s.state != SlotState::serving && s.state != SlotState::draining)) return;
+    ++random_crashes_;
+    crash(e.slot, e.t, e.restart_s);
+  }
+
+  // ---- scale from zero: a pool with no replica gets one; held requests go once one serves
+  void activate(Time t) {
+    for (std::size_t p = 0; p < spec_.pools.size(); ++p) {
+      bool any = false;
+      for (const Slot& s : slots_)
+        any = any || (s.pool == static_cast<int>(p) &&
+                      (s.state == SlotState::serving || s.state == SlotState::starting || s.state == SlotState::down));
+      if (any) continue;
+      const double start_s = spec_.control.start_s ? spec_.control.start_s(static_cast<int>(p), t.seconds()) : -1;
+      apply({t, seq_++, Life::add, static_cast<int>(p), 0, start_s});
+    }
+  }
+  void release(Time t) {
+    std::deque<Request> held;
+    held.swap(held_);
+    for (const Request& r : held) route(r, t);
+  }
+  void held_first_token(const RequestRecord& r) {
+    const auto it = held_ids_.find(r.request.id);
+    if (it == held_ids_.end()) return;
+    held_ids_.erase(it);
+    if (!r.rejected) held_ttft_.add((r.first_token - r.request.arrival).seconds());
+  }
+
   // ---- the control tick (the autoscaler's hook)
   void tick(Time t) {
     ++ticks_;
@@ -456,8 +558,11 @@ class Fleet {
     m.pools.resize(spec_.pools.size());
     std::vector<int> kv_n(spec_.pools.size(), 0);
     for (std::size_t k = 0; k < slots_.size(); ++k) {
-      const Slot& s = slots_[k];
+      Slot& s = slots_[k];
       FleetPoolMetrics& p = m.pools[static_cast<std::size_t>(s.pool)];
+      if (s.state == SlotState::serving) p.busy_s += s.busy_s - s.busy_mark_s;
+      s.busy_mark_s = s.busy_s;
+      p.held = static_cast<std::int64_t>(held_.size());
       p.serving += s.state == SlotState::serving;
       p.starting += s.state == SlotState::starting;
       p.draining += s.state == SlotState::draining;
@@ -495,7 +600,7 @@ class Fleet {
         const Slot& s = slots_[static_cast<std::size_t>(k)];
         if (s.pool != static_cast<int>(p) || (s.state != SlotState::serving && s.state != SlotState::starting))
           continue;
-        drain(k);
+        drain(k, t);
         --have;
       }
     }
@@ -503,8 +608,20 @@ class Fleet {
 
   // ---- the end
   FleetRun collect(FleetRun out) {
-    for (Slot& s : slots_)
-      if (s.inc) retire(s);
+    Time end = end_;
+    for (const Slot& s : slots_)
+      if (s.inc) end = std::max(end, s.inc->rep->now());
+    for (Slot& s : slots_) {
+      if (s.inc) {
+        retire(s, end);
+      } else if (s.state != SlotState::gone) {
+        move(s, SlotState::gone, end);  // down at the end
+      }
+    }
+    for (; !held_.empty(); held_.pop_front()) {  // no replica ever came (a hook that kept none)
+      ++unrouted_;
+      stream_->completed(held_.front(), end);
+    }
     std::vector<ServingResult> all;
     ServingLatencyHistograms all_h;
     for (std::size_t p = 0; p < spec_.pools.size(); ++p) {
@@ -520,6 +637,8 @@ class Fleet {
       }
       pr.replicas_made = made_[static_cast<int>(p)];
       pr.merged = merge_serving_results(rs, h);
+      pr.replica_s = pools_[p].replica_s;
+      pr.crashes = pools_[p].crashes;
     }
     for (const Slot& s : slots_) {
       all.insert(all.end(), s.results.begin(), s.results.end());
@@ -532,7 +651,11 @@ class Fleet {
     out.lost = lost_;
     out.unrouted = unrouted_;
     out.crashes = crashes_;
+    out.random_crashes = random_crashes_;
     out.control_ticks = ticks_;
+    out.end_s = end.seconds();
+    out.held = held_total_;
+    out.held_ttft_s = latency_summary(held_ttft_);
     out.timeline = std::move(timeline_);
     if (admission_) {
       // Rejected at the door: judged, never met their SLO.
@@ -564,11 +687,19 @@ class Fleet {
   std::int64_t seq_ = 0;
   Time next_refresh_ = kNever;
   Time next_tick_ = kNever;
-  Time now_{0};  // the event being handled (a drain's time)
   std::optional<Admission> admission_;
   std::deque<Time> done_;  // completion times within the admission window
   std::vector<FleetTick> timeline_;
   std::int64_t arrived_ = 0, retried_ = 0, lost_ = 0, unrouted_ = 0, crashes_ = 0, ticks_ = 0;
+  // Random crashes (RandomFailures) and scale from zero (FleetControl::hold_when_empty).
+  MinHeap<LifeEvent> random_;
+  std::int64_t random_crashes_ = 0;
+  std::deque<Request> held_;  // at the router, waiting for a replica to serve
+  std::unordered_set<std::int64_t> held_ids_;
+  std::int64_t held_total_ = 0;
+  QuantileHistogram held_ttft_;
+  Time release_t_ = kNever;  // held requests go at this time
+  Time end_{0};
 };
 
 void Inbox::completed(const Request& r, Time t) { fleet_.on_completed(id_, r, t); }

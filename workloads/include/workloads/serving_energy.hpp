@@ -41,6 +41,10 @@ struct ServingPool {
   GpuTimeSplit gpu_time;
   PowerModel power;
   double gpu_hour_usd = 0;
+  // The replica-seconds the pool held and is paid for (a fleet whose replicas come and go:
+  // FleetPoolResult::replica_s.billed_s()); < 0: replicas x the span. Idle time is what is left
+  // of them after the busy time.
+  double replica_s = -1;
 };
 
 // Joules by GPU-time part, over all the pool's GPUs.
@@ -51,11 +55,12 @@ struct EnergyParts {
 
 struct PoolEconomics {
   int gpus = 0;
-  double gpu_hours = 0;   // gpus x the run's span: a GPU is paid for until the whole run ends
+  double gpu_hours = 0;   // gpus x the run's span (or replica_s x GPUs per replica) / 3600
   double gpu_usd = 0;     // gpu_hours x gpu_hour_usd
   double idle_gpu_s = 0;  // GPU-seconds with nothing running, the tail after the pool's own end included
   EnergyParts energy;
   double average_power_w = 0;  // per GPU, over the span
+  double replica_s = 0;        // paid for
 };
 
 struct ServingEconomics {
@@ -76,10 +81,12 @@ struct ServingEconomics {
   double average_power_w = 0;                                // per GPU, all pools
 };
 
-// Prices a run whose pools are all paid for over `span_s` (the run's makespan). Tokens are the
+// Prices a run whose pools are all paid for over `span_s` (the run's makespan), or for the
+// replica-seconds each pool gives (ServingPool::replica_s). Tokens are the
 // completed requests' (ServingResult::input_tokens, output_tokens); per-token figures are 0
 // where there are none. std::invalid_argument for a negative span, a pool without GPUs, or GPU
-// time beyond replicas x span.
+// time beyond replicas x span (its replica_s). A pool with replica_s may have 0 replicas (a
+// fleet that scaled to zero): then gpus is 0 and its GPU-hours come from replica_s alone.
 ServingEconomics serving_economics(std::span<const ServingPool> pools, double span_s, std::int64_t input_tokens,
                                    std::int64_t output_tokens, double electricity_usd_per_kwh = 0);
 

@@ -25,7 +25,8 @@ inline constexpr ParamDecl serving_fleet_sim_params[] = {
      .computed = "none: data_parallel_size replicas of /serving"},
     {.key = "failures",
      .type = ParamType::object,
-     .doc = "scheduled crashes and drains and what happens to a crashed replica's requests (/serving/failures)",
+     .doc = "scheduled crashes and drains, random crashes (an MTBF per replica), and what happens to a crashed "
+            "replica's requests (/serving/failures)",
      .computed = "none"},
 };
 
@@ -138,6 +139,15 @@ inline constexpr ParamDecl serving_pool_params[] = {
      .doc = "a replica added later (failures' adds, the control hook) serves this long after it is added: node "
             "start, image pull, weight load, CUDA graph capture",
      .source = "vLLM cold starts of 30 s to minutes (weights from local disk vs object store)"},
+    {.key = "gpu_hour_usd",
+     .type = ParamType::number,
+     .min = 0,
+     .max = 1e5,
+     .unit = "USD",
+     .doc = "the price of one of the pool's GPUs for an hour, paid for the replica-seconds the pool held (starting, "
+            "serving, draining, down)",
+     .source = "the catalog's gpu_hour_usd (on-demand list prices, docs/serving.md)",
+     .computed = "/serving/cost/gpu_hour_usd for a pool on the cluster's GPU, else the pool's GPU's catalog price"},
 };
 
 inline constexpr ParamDecl serving_failures_params[] = {
@@ -158,6 +168,23 @@ inline constexpr ParamDecl serving_failures_params[] = {
      .min = 0,
      .max = 100,
      .doc = "crashes a request survives before it is lost"},
+    {.key = "mtbf_hours",
+     .type = ParamType::number,
+     .def = 0,
+     .min = 0,
+     .max = 1e7,
+     .unit = "h",
+     .doc = "random crashes: each serving or draining replica crashes after an exponential time of this mean (a "
+            "Poisson process per replica, drawn from the scenario's seed); 0: none",
+     .source = "Llama 3 (arXiv 2407.21783, section 3.3.4): 419 unexpected interruptions in 54 days on 16,384 GPUs, "
+               "about 20 per million GPU-hours, so an 8-GPU replica's MTBF is near 6,300 h"},
+    {.key = "restart_s",
+     .type = ParamType::number,
+     .min = 0,
+     .max = 1e9,
+     .unit = "s",
+     .doc = "random crashes: a crashed replica restarts, empty, this long after (a draining one does not come back)",
+     .computed = "the pool's cold start (cold_start_s, or the autoscaling cold-start model)"},
 };
 
 inline constexpr ParamDecl serving_failure_event_params[] = {

@@ -31,6 +31,9 @@ struct FleetPool {
   // deployment's ServingCostModel and kv_capacity).
   std::shared_ptr<const IterationCostModel> cost;
   std::int64_t gpu_blocks = 0;
+  // The report's price of one of the pool's GPUs for an hour (< 0: the GPU's catalog price).
+  // The simulation does not read it.
+  double gpu_hour_usd = -1;
 };
 
 enum class FleetEventKind : std::uint8_t { add, drain, crash };
@@ -69,6 +72,11 @@ struct FleetPoolMetrics {
   // Nearest-rank p99 of the TTFTs of the pool's requests whose first token came since the last
   // tick (recorded by now); nullopt: none.
   std::optional<double> ttft_p99_s;
+  // Seconds the pool's serving replicas spent in iterations they began since the last tick
+  // (an iteration that straddles the tick counts in full where it began): gpu_utilization is
+  // busy_s / interval_s per replica.
+  double busy_s = 0;
+  std::int64_t held = 0;  // requests the router holds for a cold start (the fleet's, every pool)
 };
 struct FleetMetrics {
   double t_s = 0;
@@ -85,6 +93,22 @@ struct FleetControl {
   // Seconds from a control-made add at t_s until that replica serves (a warm pool's start); null:
   // the pool's cold_start_s.
   std::function<double(int pool, double t_s)> start_s;
+  // Scale from zero, as Knative's activator: a request that no replica can take (none serving)
+  // is held at the router, not refused, and a pool with no replica at all (serving, starting or
+  // down) gets one at once, without waiting for the tick; the held requests are routed, in
+  // arrival order, the moment a replica serves. false: such a request is unrouted.
+  bool hold_when_empty = false;
+};
+
+// Random crashes: each replica, while it serves or drains, crashes after an exponential time of
+// mean mtbf_hours (a Poisson process per replica; a restart draws afresh), drawn from (seed,
+// replica id, incarnation) so a run is deterministic. A crashed replica restarts, empty,
+// restart_s later (< 0: the pool's cold_start_s); a draining one does not come back. Crashes
+// stop being drawn once the traffic is over (nothing left to arrive, run or retry).
+struct RandomFailures {
+  double mtbf_hours = 0;  // 0: none
+  double restart_s = -1;
+  std::uint64_t seed = 0;
 };
 
 // A replica's state in the fleet loop (gone: drained to its end, or crashed for good).
@@ -116,6 +140,16 @@ struct FleetSpec {
   // ttft_window_s (completions recorded by now; none yet: 0, no estimate).
   std::optional<AdmissionSpec> admission;
   FleetHooks hooks;
+  RandomFailures random_failures;
+};
+
+// What a pool held, in replica-seconds by state, from each replica's add (t = 0 for the first
+// ones) to its end (drained, crashed for good, or the run's end). A replica is paid for while
+// it starts, serves, drains and while it is down waiting to restart in place: the restart keeps
+// its node and GPUs (a pod restart), so a rented GPU is billed through it.
+struct ReplicaSeconds {
+  double starting_s = 0, serving_s = 0, draining_s = 0, down_s = 0;
+  double billed_s() const { return starting_s + serving_s + draining_s + down_s; }
 };
 
 struct FleetPoolResult {
@@ -124,6 +158,8 @@ struct FleetPoolResult {
   int replicas_made = 0;             // every replica the pool had, added ones included
   std::vector<std::int64_t> routed;  // requests the router sent to each (retries included)
   ServingResult merged;              // over the pool's replicas (merge_serving_results)
+  ReplicaSeconds replica_s;
+  std::int64_t crashes = 0;  // scheduled and random
 };
 
 // One control tick, for the report's timeline: what the hook saw and what it asked for.
@@ -142,7 +178,13 @@ struct FleetRun {
   std::int64_t lost = 0;      // lost to a crash (policy lose, or out of retries)
   std::int64_t unrouted = 0;  // no replica took them (all down, draining or starting)
   std::int64_t crashes = 0;
+  std::int64_t random_crashes = 0;  // of crashes, those RandomFailures drew
   std::int64_t control_ticks = 0;
+  double end_s = 0;  // the run's end: the last replica's clock or lifecycle event
+  // FleetControl::hold_when_empty: requests the router held until a replica started, and their
+  // TTFT (from arrival; the first token after the cold start).
+  std::int64_t held = 0;
+  LatencySummary held_ttft_s;
   std::vector<FleetTick> timeline;  // one row per control tick
   // With FleetSpec::admission: accepted and rejected arrivals by reason and class. The rejected
   // ones are in merged.rejected_requests (and count against SLO attainment).

@@ -1,0 +1,136 @@
+// A routed fleet's economics, random failures and scale from zero through `ctwin run`: each pool
+// priced on its own GPU for the replica-seconds it held (the shipped A100 + H100 fleet), a pool's
+// own price, the gpu_utilization metric and min_replicas 0 running instead of being refused,
+// random crashes deterministic for a seed, and bad failure keys refused with exit status 2.
+#include <fstream>
+#include <string>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "ctwin_cli.hpp"
+#include "tolerance.hpp"
+
+namespace ctwin {
+namespace {
+
+using nlohmann::json;
+using test::check_input_error;
+using test::cli;
+using test::rel_approx;
+using test::temp_dir;
+
+// Catalog on-demand prices per GPU-hour (topology/catalog/gpus.json, Lambda list prices).
+constexpr double kA100Usd = 1.79, kH100Usd = 2.99;
+
+json hetero() {
+  std::ifstream in(test::source_dir() + "/scenarios/serving-fleet-hetero-a100-h100.json");
+  json j = json::parse(in);
+  j["traffic"]["duration_s"] = 20;  // short: the figures' relations, not their size
+  return j;
+}
+
+json run_json(const json& j, const std::string& name) {
+  const auto f = (temp_dir() / (name + ".json")).string();
+  std::ofstream(f, std::ios::binary) << j.dump(1);
+  const auto r = cli("run " + f + " --json");
+  REQUIRE(r.status == 0);
+  return json::parse(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("hetero fleet: each pool pays its replica-seconds x GPUs at its own GPU's price; pools add up") {
+  const json out = run_json(hetero(), "hetero");
+  const json& pools = out["cost"]["by_pool"];
+  REQUIRE(pools.size() == 2);
+  CHECK(pools[0]["gpu"] == "A100-SXM-80GB");
+  CHECK(pools[1]["gpu"] == "H100-SXM");
+  double usd = 0, hours = 0;
+  for (std::size_t p = 0; p < 2; ++p) {
+    const json& x = pools[p];
+    const double price = p == 0 ? kA100Usd : kH100Usd;
+    CHECK(x["gpu_hour_usd"].get<double>() == rel_approx(price, 1e-12));
+    // A fleet of 4 replicas serving from 0 to the end, none added, drained or down.
+    const double end = out["makespan_s"].get<double>();
+    CHECK(x["replica_s"]["serving"].get<double>() == rel_approx(4 * end, 1e-9));
+    CHECK(x["replica_s"]["billed"].get<double>() == rel_approx(4 * end, 1e-9));
+    const double gpu_hours = x["replica_s"]["billed"].get<double>() * 1 / 3600;
+    CHECK(x["gpu_hours"].get<double>() == rel_approx(gpu_hours, 1e-12));
+    CHECK(x["gpu_usd"].get<double>() == rel_approx(gpu_hours * price, 1e-12));
+    const double tokens = x["input_tokens"].get<double>() + x["output_tokens"].get<double>();
+    CHECK(x["usd_per_million_tokens"].get<double>() == rel_approx(gpu_hours * price / tokens * 1e6, 1e-9));
+    CHECK(x["joules_per_token"].get<double>() == rel_approx(x["energy_j"].get<double>() / tokens, 1e-12));
+    usd += x["total_usd"].get<double>();
+    hours += x["gpu_hours"].get<double>();
+  }
+  CHECK(out["cost"]["total_usd"].get<double>() == rel_approx(usd, 1e-12));
+  CHECK(out["cost"]["gpu_hours"].get<double>() == rel_approx(hours, 1e-12));
+  const double tokens = out["requests"]["input_tokens"].get<double>() + out["requests"]["output_tokens"].get<double>();
+  CHECK(out["cost"]["usd_per_million_tokens"].get<double>() == rel_approx(usd / tokens * 1e6, 1e-9));
+}
+
+TEST_CASE("hetero fleet: a pool's own gpu_hour_usd replaces its GPU's catalog price") {
+  json j = hetero();
+  j["serving"]["pools"][0]["gpu_hour_usd"] = 1.0;
+  const json out = run_json(j, "hetero-price");
+  const json& a = out["cost"]["by_pool"][0];
+  CHECK(a["gpu_hour_usd"].get<double>() == rel_approx(1.0, 1e-12));
+  CHECK(a["gpu_usd"].get<double>() == rel_approx(a["gpu_hours"].get<double>(), 1e-12));
+  CHECK(out["cost"]["by_pool"][1]["gpu_hour_usd"].get<double>() == rel_approx(kH100Usd, 1e-12));
+}
+
+TEST_CASE("random failures: crashes at the MTBF's rate, deterministic for the seed, counted in the report") {
+  json j = hetero();
+  // 8 replicas for ~20 s at an MTBF of 0.005 h (18 s): about 9 crashes.
+  j["serving"]["failures"] = {{"mtbf_hours", 0.005}, {"restart_s", 2}};
+  const json out = run_json(j, "hetero-crash");
+  const auto crashes = out["fleet"]["router"]["random_crashes"].get<long long>();
+  CHECK(crashes > 0);
+  CHECK(out["fleet"]["router"]["crashes"].get<long long>() == crashes);
+  CHECK(out["fleet"]["random_failures"]["crashes"].get<long long>() == crashes);
+  CHECK(out["cost"]["by_pool"][0]["crashes"].get<long long>() + out["cost"]["by_pool"][1]["crashes"].get<long long>() ==
+        crashes);
+  // Each crash keeps its replica down for restart_s (restarted before the run ends).
+  const double down = out["cost"]["by_pool"][0]["replica_s"]["down"].get<double>() +
+                      out["cost"]["by_pool"][1]["replica_s"]["down"].get<double>();
+  CHECK(down == rel_approx(2.0 * static_cast<double>(crashes), 1e-9));
+  CHECK(out["requests"]["completed"].get<long long>() + out["fleet"]["router"]["lost"].get<long long>() ==
+        out["requests"]["arrived"].get<long long>());
+  CHECK(run_json(j, "hetero-crash") == out);
+}
+
+TEST_CASE("autoscaling on gpu_utilization and scale to zero run (no longer refused)") {
+  json j = hetero();
+  j["serving"]["autoscaling"] = {{"metric", "gpu_utilization"}, {"target", 0.5}, {"max_replicas", 4}};
+  const json util = run_json(j, "hetero-util");
+  CHECK(util["fleet"]["timeline"].size() >= 1);
+
+  // Scale to zero from zero: the pools start empty; the first request activates a replica in
+  // each and waits for its cold start (20 s container + 16 GB of weights at 2 GB/s + 20 s
+  // engine init = 48 s, serving_cold_start.hpp), held at the router meanwhile.
+  j["serving"]["autoscaling"] = {{"metric", "queue_length"}, {"target", 4}, {"min_replicas", 0}, {"max_replicas", 2}};
+  j["serving"]["pools"][0]["replicas"] = 0;
+  j["serving"]["pools"][1]["replicas"] = 0;
+  const json zero = run_json(j, "hetero-zero");
+  const json& w = zero["fleet"]["cold_start_waits"];
+  CHECK(w["requests"].get<long long>() > 0);
+  CHECK(w["ttft_s"]["p50"].get<double>() > 40.0);
+  CHECK(zero["fleet"]["router"]["unrouted"].get<long long>() == 0);
+  CHECK(zero["requests"]["completed"].get<long long>() == zero["requests"]["arrived"].get<long long>());
+  CHECK(zero["cost"]["by_pool"][0]["replica_s"]["starting"].get<double>() > 40.0);
+}
+
+TEST_CASE("ctwin run refuses a bad random-failure key with exit status 2, naming it") {
+  for (const auto& [key, value] : {std::pair{"mtbf_hours", json(-1)}, std::pair{"restart_s", json("soon")}}) {
+    const std::string name = key;  // clang 14 cannot CAPTURE a structured binding
+    CAPTURE(name);
+    json j = hetero();
+    j["serving"]["failures"] = {{name, value}};
+    const auto f = (temp_dir() / ("bad-failures-" + name + ".json")).string();
+    std::ofstream(f, std::ios::binary) << j.dump(1);
+    check_input_error(cli("run " + f + " --json"), f, "/serving/failures/" + name);
+  }
+}
+
+}  // namespace ctwin
