@@ -2,6 +2,8 @@
 // like lengths on one Llama-3-8B replica (one H100), the same on 16 replicas behind a round-robin
 // split at 16 x 100 requests/s, and memory against the horizon. The baseline is the reference
 // replica loop (every request advanced every iteration) on the same workload, in this process.
+// Last, "fleet": 128 Llama-3-70B TP8 replicas (1,024 H100) behind a router at 500 requests/s for
+// the hour, with its own baseline (bench_serving_fleet.cpp).
 #include <sys/resource.h>
 #include <chrono>
 #include <cmath>
@@ -211,6 +213,7 @@ nlohmann::ordered_json bench_serving(const BenchOptions& o) {
   m["at_stable_load"] = memory(stable_short, stable);
   j["stable_load"] = figures(stable);  // one replica at 12 requests/s for the horizon
   j["memory"] = m;
+  j["fleet"] = bench_serving_fleet(o);
   return j;
 }
 
