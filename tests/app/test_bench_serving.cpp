@@ -45,6 +45,10 @@ TEST_CASE("ctwin bench serving reports the fast loop, the reference, round-robin
           rel_approx(p["requests"].get<double>() / p["wall_s"].get<double>(), 1e-9));
   }
   CHECK(fleet["fast_equals_reference"] == true);
+  CHECK(fleet["independent_round_robin"]["horizon_s"].get<double>() == rel_approx(10, 1e-12));
+  CHECK(fleet["independent_round_robin"].contains("coupled_over_independent_cpu"));
+  // The same stream split another way: the same requests.
+  CHECK(fleet["independent_round_robin"]["requests"] == fleet["fast_same_horizon"]["requests"]);
   CHECK(fleet["ratio"].get<double>() ==
         rel_approx(fleet["reference"]["wall_s"].get<double>() / fleet["fast_same_horizon"]["wall_s"].get<double>(),
                    1e-9));
