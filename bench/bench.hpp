@@ -20,5 +20,7 @@ nlohmann::ordered_json bench_network(const BenchOptions& o);   // bench/bench_ne
 nlohmann::ordered_json bench_viewer(const BenchOptions& o);    // bench/bench_viewer.cpp
 nlohmann::ordered_json bench_training(const BenchOptions& o);  // bench/bench_training.cpp
 nlohmann::ordered_json bench_serving(const BenchOptions& o);   // bench/bench_serving.cpp
+// The 1,024-GPU fleet case of bench_serving (bench/bench_serving_fleet.cpp), reported as its "fleet".
+nlohmann::ordered_json bench_serving_fleet(const BenchOptions& o);
 
 }  // namespace ctwin

@@ -2,6 +2,9 @@
 // like lengths on one Llama-3-8B replica (one H100), the same on 16 replicas behind a round-robin
 // split at 16 x 100 requests/s, and memory against the horizon. The baseline is the reference
 // replica loop (every request advanced every iteration) on the same workload, in this process.
+// Last in the report (run first, in a forked child process), "fleet": 128 Llama-3-70B TP8
+// replicas (1,024 H100) behind a router at 500 requests/s for the hour, with its own baseline
+// (bench_serving_fleet.cpp).
 #include <sys/resource.h>
 #include <chrono>
 #include <cmath>
@@ -129,6 +132,8 @@ nlohmann::ordered_json bench_serving(const BenchOptions& o) {
   const double rate = 100, hour = o.quick ? 60 : 3600;
   const double ref_horizon = o.quick ? 20 : 300;  // the reference is slow: a shorter horizon
   const int replicas = o.quick ? 4 : 16;
+  // The fleet first, in a child process forked from a heap no run has used yet (reported last).
+  const nlohmann::ordered_json fleet_json = bench_serving_fleet(o);
   nlohmann::ordered_json j;
   j["workload"] = "llama3-8b on one H100, Poisson, lognormal lengths (Azure conversation 2023 medians)";
   j["rate_per_s"] = rate;
@@ -211,6 +216,7 @@ nlohmann::ordered_json bench_serving(const BenchOptions& o) {
   m["at_stable_load"] = memory(stable_short, stable);
   j["stable_load"] = figures(stable);  // one replica at 12 requests/s for the horizon
   j["memory"] = m;
+  j["fleet"] = fleet_json;
   return j;
 }
 

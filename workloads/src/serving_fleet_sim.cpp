@@ -123,6 +123,38 @@ struct Retry {
 template <class T>
 using MinHeap = std::priority_queue<T, std::vector<T>, std::greater<>>;
 
+// The replicas with work by (clock, id), smallest on top. A stepped replica that still has
+// work goes back in place of the top (one sift down, where a pop and a push cost two).
+class ReadyHeap {
+ public:
+  bool empty() const { return h_.empty(); }
+  const TimedId& top() const { return h_.front(); }
+  void push(const TimedId& e) {
+    h_.push_back(e);
+    std::push_heap(h_.begin(), h_.end(), std::greater<>{});
+  }
+  void pop() {
+    std::pop_heap(h_.begin(), h_.end(), std::greater<>{});
+    h_.pop_back();
+  }
+  void replace_top(const TimedId& e) {
+    const std::size_t n = h_.size();
+    std::size_t i = 0;
+    while (true) {
+      std::size_t c = 2 * i + 1;
+      if (c >= n) break;
+      if (c + 1 < n && h_[c] > h_[c + 1]) ++c;
+      if (!(e > h_[c])) break;
+      h_[i] = h_[c];
+      i = c;
+    }
+    h_[i] = e;
+  }
+
+ private:
+  std::vector<TimedId> h_;
+};
+
 Time at_s(double s) { return seconds(s); }
 
 class Fleet {
@@ -266,10 +298,15 @@ class Fleet {
   }
   void step_top() {
     const int id = ready_.top().id;
-    ready_.pop();
     Slot& s = slots_[static_cast<std::size_t>(id)];
-    s.queued = false;
     s.inc->rep->step();
+    // Nothing a step calls back enqueues a replica: the top is still this one's entry.
+    if (s.inc->has_work() && s.state != SlotState::draining) {
+      ready_.replace_top({s.inc->rep->now(), id, s.gen});
+      return;
+    }
+    ready_.pop();
+    s.queued = false;
     if (s.state == SlotState::draining && !s.inc->has_work()) {
       observe(id, SlotState::gone, s.inc->rep->now());
       retire(s, s.inc->rep->now());
@@ -679,7 +716,7 @@ class Fleet {
   std::deque<Slot> slots_;  // by fleet replica id; a deque keeps each slot where hooks point
   std::vector<RouterReplicaView> views_;
   std::unordered_map<int, int> made_;  // replicas made per pool
-  MinHeap<TimedId> ready_;             // replicas with work, by (clock, id)
+  ReadyHeap ready_;                    // replicas with work, by (clock, id)
   MinHeap<TimedId> completions_;       // answered requests the router has not counted yet
   MinHeap<LifeEvent> life_;
   MinHeap<Retry> retries_;

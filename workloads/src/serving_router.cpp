@@ -1,6 +1,7 @@
 #include "workloads/serving_router.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "sim/random.hpp"
@@ -68,10 +69,17 @@ void Router::Tree::insert(const Request& r, std::int64_t seen, std::int64_t cap)
 }
 
 int Router::least_outstanding(const std::vector<RouterReplicaView>& v) const {
+  // The best count kept in a register, not reloaded through `best` (one scan per arrival over
+  // every replica: 128 replicas at 500 requests/s in `ctwin bench serving`); strictly less, so
+  // ties go to the lower id.
   int best = -1;
+  std::int64_t best_n = std::numeric_limits<std::int64_t>::max();
   for (int k = 0; k < static_cast<int>(v.size()); ++k) {
-    if (!v[static_cast<std::size_t>(k)].accepting) continue;
-    if (best < 0 || outstanding_[static_cast<std::size_t>(k)] < outstanding_[static_cast<std::size_t>(best)]) best = k;
+    const std::int64_t n = outstanding_[static_cast<std::size_t>(k)];
+    if (v[static_cast<std::size_t>(k)].accepting && n < best_n) {
+      best = k;
+      best_n = n;
+    }
   }
   return best;
 }
@@ -136,15 +144,20 @@ int Router::pick(const Request& r, const std::vector<RouterReplicaView>& v) {
       return best;
     }
     case RouterPolicy::power_of_two: {
-      std::vector<int> open;
-      for (int k = 0; k < n; ++k)
-        if (v[static_cast<std::size_t>(k)].accepting) open.push_back(k);
-      if (open.size() < 2) return open.empty() ? -1 : open[0];
-      const auto m = open.size();
+      // Draws i and j among the m accepting replicas; the i-th accepting one found by a scan
+      // (no list built per arrival; with all accepting, the i-th is replica i).
+      std::size_t m = 0;
+      for (int k = 0; k < n; ++k) m += v[static_cast<std::size_t>(k)].accepting ? 1 : 0;
+      const auto nth_open = [&](std::size_t i) {
+        if (m == static_cast<std::size_t>(n)) return static_cast<int>(i);
+        for (int k = 0;; ++k)
+          if (v[static_cast<std::size_t>(k)].accepting && i-- == 0) return k;
+      };
+      if (m < 2) return m == 0 ? -1 : nth_open(0);
       const auto i = std::min(m - 1, static_cast<std::size_t>(draw(spec_.seed, r.id, 0) * static_cast<double>(m)));
       auto j = std::min(m - 2, static_cast<std::size_t>(draw(spec_.seed, r.id, 1) * static_cast<double>(m - 1)));
       if (j >= i) ++j;  // two distinct replicas
-      const int a = open[i], b = open[j];
+      const int a = nth_open(i), b = nth_open(j);
       return outstanding_[static_cast<std::size_t>(b)] < outstanding_[static_cast<std::size_t>(a)] ? b : a;
     }
     case RouterPolicy::session_affinity: {

@@ -5,7 +5,6 @@
 #include <deque>
 #include <optional>
 #include <queue>
-#include <set>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -42,6 +41,36 @@ struct Entry {  // a waiting or running request, ordered by service key
   std::int32_t slot;
   bool operator<(const Entry& o) const { return key < o.key; }
   bool operator>(const Entry& o) const { return o.key < key; }
+};
+
+// The running (or prefilling) requests in service-key order, unique keys, as a sorted vector: a
+// replica runs at most max_num_seqs requests and arrivals come in at the back, where a tree's
+// node per request missed the cache on each insert, erase and walk (a fleet steps a hundred
+// replicas in turn, so none stays in the cache).
+class EntrySet {
+ public:
+  using const_iterator = std::vector<Entry>::const_iterator;
+  const_iterator begin() const { return v_.begin(); }
+  const_iterator end() const { return v_.end(); }
+  bool empty() const { return v_.empty(); }
+  std::size_t size() const { return v_.size(); }
+  void clear() { v_.clear(); }
+  void insert(const Entry& e) {
+    const auto it = std::lower_bound(v_.begin(), v_.end(), e);
+    if (it == v_.end() || e < *it) v_.insert(it, e);
+  }
+  std::size_t count(const Entry& e) const {
+    const auto it = std::lower_bound(v_.begin(), v_.end(), e);
+    return it != v_.end() && !(e < *it) ? 1 : 0;
+  }
+  void erase(const Entry& e) {
+    const auto it = std::lower_bound(v_.begin(), v_.end(), e);
+    if (it != v_.end() && !(e < *it)) v_.erase(it);
+  }
+  void erase(const_iterator it) { v_.erase(it); }
+
+ private:
+  std::vector<Entry> v_;
 };
 
 // The waiting queue, lowest service key first. Arrivals under FCFS come in rising key order
@@ -719,8 +748,8 @@ class Replica {
   std::vector<Live> slots_;
   std::vector<std::int32_t> free_;
   WaitingQueue waiting_;
-  std::set<Entry> running_;     // all admitted, in service order (the back is preempted first)
-  std::set<Entry> prefilling_;  // of which still prefilling
+  EntrySet running_;     // all admitted, in service order (the back is preempted first)
+  EntrySet prefilling_;  // of which still prefilling
   std::vector<Entry> due_, done_;
   std::int64_t decoders_ = 0;
   std::int64_t step_ = 0;     // decode steps run so far
