@@ -19,7 +19,8 @@ int cmd_bench(const Args& args) {
       "  viewer    viewer frame build time and load time on a 10M-event trace\n"
       "  training  simulation time of large training steps (405B on 16,384 GPUs)\n"
       "  serving   an hour at 100 requests/s on one Llama-3-8B replica, 16 replicas round-robin, vs the\n"
-      "            reference replica loop\n"
+      "            reference replica loop; a routed fleet of 128 Llama-3-70B TP8 replicas (1,024 GPUs),\n"
+      "            an hour at 500 requests/s\n"
       "  sweep     the auto-sweep of Llama-3-70B on 1,024 H100, vs simulating every layout that fits";
   auto p = parse_args(args, usage,
                       {{"--json", "", "print the figures as JSON on stdout"},
