@@ -330,6 +330,29 @@ TEST_CASE("DP = 2, MoE model: expert and router gradients are reduced (router 64
   CHECK(total_bytes(select(all, {0, CommGroup::dp})) == rel_approx(2 * params, 1e-12));
 }
 
+TEST_CASE("EP = 2, top-2 MoE: each layer's dispatch and combine all-to-alls move the tokens' top_k copies, s*b*k*h*2 bytes") {
+  // Megatron's alltoall token dispatcher: every token goes to its top_k experts, so a rank sends
+  // and receives T*top_k hidden vectors (balanced routing) to dispatch, and the same to combine;
+  // backward runs both again. T = s*b = 64 tokens, k = 2: 2 x kSbh2 per call.
+  ModelSpec m = tiny();
+  m.moe.experts = 4;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn_hidden = 160;
+  auto c = layout(1, 1, 2, 1);
+  c.parallel.ep = 2;
+  const auto all = step(m, c);
+  const auto fwd = select(all, {0, CommGroup::ep, op(CollectiveOp::all_to_all), ph(Phase::forward), true});
+  const auto bwd = select(all, {0, CommGroup::ep, op(CollectiveOp::all_to_all), ph(Phase::backward), true});
+  CHECK(fwd.size() == 2 * kLayers);
+  CHECK(bwd.size() == 2 * kLayers);
+  for (const auto* v : {&fwd, &bwd}) {
+    for (const auto& x : *v) {
+      CHECK(x.bytes == rel_approx(2 * kSbh2, 1e-12));
+      CHECK(x.group_size == 2);
+    }
+  }
+}
+
 TEST_CASE("tied embeddings, PP = 4: the first and last stages all-reduce the word embedding's gradient once per step") {
   // Megatron's embedding group (megatron/core/distributed/finalize_model_grads.py,
   // _allreduce_word_embedding_grads): the two copies of the tied embedding, on the first stage
