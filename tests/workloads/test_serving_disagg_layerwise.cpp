@@ -108,6 +108,35 @@ TEST_CASE("serving disagg layerwise: two prompts in one iteration share the link
   CHECK(fast.transfer_overlapped_s.mean == abs_approx((n - 1) / n * pf2, kPs));
 }
 
+TEST_CASE("serving disagg layerwise: a stream is held to the prefill's rate, leaving the rest of a link") {
+  // Two 2000-token prompts D / 2 apart on two prefill replicas (links of 1e15 B/s) into one decode
+  // replica whose link is bw = 4 r, r = B / D the prefill's production rate. Request 0's stream
+  // runs at r (its cap, below a fair share) and is through at e0 + lat; its tail of B / n bytes
+  // then shares the decode link with request 1's stream, still capped at r: max-min gives the
+  // tail bw - r = 3 r. Request 1's tail, at e0 + D/2 + lat, is alone: 4 r.
+  // exposed0 = lat + (B/n) / (3 r), exposed1 = lat + (B/n) / (4 r).
+  const ServingDeployment d = llama8b_h100();
+  const ServingCostModel cost(d);
+  const double lat = 20e-6, b = 2000 * kBytesPerToken, n = kLayers;
+  const double pf = prefill_batch_s(cost, 1, 2000), r = b / pf;
+  TrafficSpec t = fixed_traffic(2, 2000, 3, false);
+  t.arrival.rate_per_s = 2 / pf;
+  DisaggregationSpec spec{.prefill = d,
+                          .decode = d,
+                          .prefill_replicas = 2,
+                          .link_bytes_per_s = 1e15,
+                          .link_latency_s = lat,
+                          .decode_link_bytes_per_s = 4 * r};
+  spec.kv_transfer = KvTransferMode::layerwise;
+  const DisaggregatedRun lw = run_disaggregated(spec, scheduler(), scheduler(), t);
+  REQUIRE(lw.merged.completed_requests == 2);
+  CHECK(lw.prefill_s.mean == rel_approx(pf, kTol));
+  CHECK(lw.prefill_queueing_s.mean == abs_approx(0, kPs));
+  CHECK(lw.kv_peak_concurrent_transfers == 2);
+  const double exposed0 = lat + b / n / (3 * r), exposed1 = lat + b / n / (4 * r);
+  CHECK(lw.transfer_s.mean == abs_approx((exposed0 + exposed1) / 2, kPs));
+}
+
 TEST_CASE("serving disagg layerwise: a chunked prompt streams in iterations x layers steps") {
   // 2000 tokens under a 512-token budget: chunks of 512, 512, 512, 464 in four iterations back to
   // back (K = 4, n = 128 steps). Production-bound at 1000 GB/s: exposed = lat + (B / 128) / bw,
