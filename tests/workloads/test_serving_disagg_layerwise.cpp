@@ -61,7 +61,7 @@ TEST_CASE("serving disagg layerwise: one request, link-bound and production-boun
   const ServingDeployment d = llama8b_h100();
   const ServingCostModel cost(d);
   const double lat = 20e-6, b = 2000 * kBytesPerToken, n = kLayers;  // one iteration: K = 1
-  const double pf = prefill_batch_s(cost, 1, 2000);                   // D
+  const double pf = prefill_batch_s(cost, 1, 2000);                  // D
   REQUIRE(b / pf > 1e9);  // the prefill produces KV faster than 1 GB/s and slower than 1000 GB/s
   REQUIRE(b / pf < 1000e9);
   for (const double bw : {1e9, 1000e9}) {
@@ -151,8 +151,8 @@ TEST_CASE("serving disagg layerwise: a chunked prompt streams in iterations x la
   add_prefill_chunk(s2, 512, 512);
   add_prefill_chunk(s3, 512, 1024);
   add_prefill_chunk(s4, 464, 1536);
-  const double span = cost.iteration(s1).total_s + cost.iteration(s2).total_s + cost.iteration(s3).total_s +
-                      cost.iteration(s4).total_s;
+  const double span =
+      cost.iteration(s1).total_s + cost.iteration(s2).total_s + cost.iteration(s3).total_s + cost.iteration(s4).total_s;
   const DisaggregatedRun lw = run(d, bw, lat, KvTransferMode::layerwise, fixed_traffic(1, 2000, 4, false), c);
   REQUIRE(lw.merged.completed_requests == 1);
   CHECK(lw.prefill_s.mean == rel_approx(span, kTol));

@@ -186,9 +186,8 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
       // token, plus the latency the stream already paid).
       void tail(std::size_t i) {
         Ctx* c = this;
-        engine->schedule_at(std::max(engine->now(), (*done)[i].rec.first_token + latency), [c, i] {
-          c->net->start(c->path(i), c->plans[i].tail_bytes, [c, i] { c->land(i); });
-        });
+        engine->schedule_at(std::max(engine->now(), (*done)[i].rec.first_token + latency),
+                            [c, i] { c->net->start(c->path(i), c->plans[i].tail_bytes, [c, i] { c->land(i); }); });
       }
     } ctx{&net, &done, &egress, &ingress, &engine, seconds(spec.link_latency_s), run.kv_bytes_per_token};
     for (std::size_t i = 0; i < done.size(); ++i) {
@@ -217,10 +216,12 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
           c->peak = std::max(c->peak, ++c->in_flight);
           const LayerwisePlan& q = c->plans[i];
           if (q.stream_bytes <= 0) {  // nothing streamed ahead: whole at the first token, as after_prefill
-            c->net->start(c->path(i), q.tail_bytes, [c, i] { c->land(i); }, c->latency);
+            c->net->start(
+                c->path(i), q.tail_bytes, [c, i] { c->land(i); }, c->latency);
             return;
           }
-          c->net->start(c->path(i), q.stream_bytes, [c, i] { c->tail(i); }, c->latency, q.max_rate);
+          c->net->start(
+              c->path(i), q.stream_bytes, [c, i] { c->tail(i); }, c->latency, q.max_rate);
         });
         continue;
       }

@@ -77,9 +77,9 @@ struct DisaggregatedRun {
   // iterations, GPU time and KV statistics summed over both pools.
   ServingResult merged;
   // Over the completed requests: the TTFT's parts (request overhead aside), and what follows.
-  LatencySummary prefill_queueing_s;     // scheduler saw it -> its prefill first scheduled
-  LatencySummary prefill_s;              // first scheduled -> first token (the prompt's iterations)
-  LatencySummary transfer_s;             // first token -> KV landed (link queueing + bytes / bw + latency)
+  LatencySummary prefill_queueing_s;  // scheduler saw it -> its prefill first scheduled
+  LatencySummary prefill_s;           // first scheduled -> first token (the prompt's iterations)
+  LatencySummary transfer_s;          // first token -> KV landed (link queueing + bytes / bw + latency)
   // layerwise only (zero otherwise): the transfer's time before the first token, hidden behind
   // the prefill (its first step's end -> first token); transfer_s is then the exposed part.
   LatencySummary transfer_overlapped_s;
