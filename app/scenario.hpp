@@ -199,6 +199,14 @@ inline constexpr ParamDecl serving_disaggregation_params[] = {
      .doc = "fixed latency of one KV transfer, added after its bytes / bandwidth",
      .source = "the cluster's intra_latency_us (one node) or inter_latency_us",
      .computed = "from /cluster"},
+    {.key = "kv_transfer",
+     .type = ParamType::choice,
+     .def_name = "after_prefill",
+     .doc = "when a request's KV leaves: whole once its prompt completes (after_prefill), or streamed layer by "
+            "layer as the prefill computes it (layerwise: each iteration's chunk split evenly over the model's "
+            "layers, at most at the rate the prefill produces it, the last layer's bytes after the first token)",
+     .source = "Mooncake, vLLM's KV connectors, DistServe's pipelined KV transfer",
+     .choices = kv_transfer_mode_names.names},
 };
 using Job = std::variant<TrainingJob, ServingJob>;
 

@@ -129,6 +129,7 @@ void read_disaggregation(const JsonObject& so, ServingJob& job, const Cluster& c
   s.decode_link_bytes_per_s =
       r.has("kv_decode_link_gbyte_per_s") ? r.bandwidth("kv_decode_link_gbyte_per_s") * 1e9 : link.decode_bytes_per_s;
   s.link_latency_s = r.has("kv_link_latency_us") ? r.number("kv_link_latency_us") * 1e-6 : link.latency_s;
+  s.kv_transfer = r.choice("kv_transfer", kv_transfer_mode_names);
   if (!(s.link_bytes_per_s > 0)) {
     o.fail("kv_link_gbyte_per_s", "is not given and the cluster's link for it is 0 GB/s",
            "a bandwidth in GB/s > 0 (kv_link_gbyte_per_s)");

@@ -48,23 +48,31 @@ J pool_json(const ServingDeployment& d, int replicas, const ServingResult& r) {
 // /disaggregation: the pools, the TTFT's parts, the KV transfers and goodput over both pools' GPUs.
 J disaggregation_json(const DisaggregationSpec& s, const DisaggregatedRun& d) {
   const int gpus = d.prefill_gpus + d.decode_gpus;
-  return J{{"prefill", pool_json(s.prefill, s.prefill_replicas, d.prefill_pool)},
-           {"decode", pool_json(s.decode, s.decode_replicas, d.decode_pool)},
-           {"gpus", gpus},
-           {"ttft_convention", "first token emitted by the prefill pool; TPOT and e2e include the KV transfer"},
-           {"ttft_breakdown_s",
-            J{{"prefill_queueing", latency_json(d.prefill_queueing_s)}, {"prefill", latency_json(d.prefill_s)}}},
-           {"kv_transfer", J{{"link_gbyte_per_s", s.link_bytes_per_s / 1e9},
-                             {"decode_link_gbyte_per_s", s.decode_link_bytes_per_s / 1e9},
-                             {"link_latency_us", s.link_latency_s * 1e6},
-                             {"peak_concurrent_transfers", d.kv_peak_concurrent_transfers},
-                             {"transfers", d.kv_transfers},
-                             {"bytes_per_token", d.kv_bytes_per_token},
-                             {"bytes", d.kv_transfer_bytes},
-                             {"link_busy_s", d.kv_transfer_busy_s},
-                             {"time_s", latency_json(d.transfer_s)}}},
-           {"decode_queueing_s", latency_json(d.decode_queueing_s)},
-           {"goodput_requests_per_s_per_gpu", d.merged.goodput_requests_per_s / gpus}};
+  J j{{"prefill", pool_json(s.prefill, s.prefill_replicas, d.prefill_pool)},
+      {"decode", pool_json(s.decode, s.decode_replicas, d.decode_pool)},
+      {"gpus", gpus},
+      {"ttft_convention", "first token emitted by the prefill pool; TPOT and e2e include the KV transfer"},
+      {"ttft_breakdown_s",
+       J{{"prefill_queueing", latency_json(d.prefill_queueing_s)}, {"prefill", latency_json(d.prefill_s)}}},
+      {"kv_transfer", J{{"link_gbyte_per_s", s.link_bytes_per_s / 1e9},
+                        {"decode_link_gbyte_per_s", s.decode_link_bytes_per_s / 1e9},
+                        {"link_latency_us", s.link_latency_s * 1e6},
+                        {"peak_concurrent_transfers", d.kv_peak_concurrent_transfers},
+                        {"transfers", d.kv_transfers},
+                        {"bytes_per_token", d.kv_bytes_per_token},
+                        {"bytes", d.kv_transfer_bytes},
+                        {"link_busy_s", d.kv_transfer_busy_s},
+                        {"time_s", latency_json(d.transfer_s)}}},
+      {"decode_queueing_s", latency_json(d.decode_queueing_s)},
+      {"goodput_requests_per_s_per_gpu", d.merged.goodput_requests_per_s / gpus}};
+  // Layerwise streaming: time_s is the exposed part (first token -> KV landed), overlapped_time_s
+  // the part hidden behind the prefill (the stream's start -> first token).
+  if (s.kv_transfer == KvTransferMode::layerwise) {
+    J& k = j["kv_transfer"];
+    k["mode"] = kv_transfer_mode_names.name(s.kv_transfer);
+    k["overlapped_time_s"] = latency_json(d.transfer_overlapped_s);
+  }
+  return j;
 }
 
 // A routed fleet pool's price of a GPU-hour: its own gpu_hour_usd, else /serving/cost's for a
@@ -649,7 +657,9 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
     const DisaggregatedRun& x = *fleet.disaggregated;
     row("TTFT: queue", x.prefill_queueing_s);
     row("TTFT: prefill", x.prefill_s);
-    row("KV transfer", x.transfer_s);
+    const bool layerwise = job.disaggregation->kv_transfer == KvTransferMode::layerwise;
+    row(layerwise ? "KV exposed" : "KV transfer", x.transfer_s);
+    if (layerwise) row("KV overlapped", x.transfer_overlapped_s);
     row("decode queue", x.decode_queueing_s);
     std::snprintf(buf, sizeof buf,
                   "\n  disaggregated prefill %d GPUs + decode %d GPUs; %lld KV transfers, %s (%.0f KiB per token), "

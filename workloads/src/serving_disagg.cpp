@@ -59,8 +59,33 @@ struct PrefillDone {  // a request whose prefill completed, waiting for its KV t
   RequestRecord rec;  // the prefill pool's record (output_tokens 1)
   int replica = 0;
   int decode_replica = 0;
+  Time leave{};  // its KV's first byte leaves (after_prefill: the first token)
   Time ready{};  // its KV on the decode pool
 };
+
+// Layerwise streaming of one request's KV (KvTransferMode::layerwise): its prefill span split into
+// `steps` (iterations x layers) of equal time and bytes. The stream carries all but the last
+// step's bytes from the first step's end at most at the production rate; the tail, the last
+// step's, goes once the stream is through.
+struct LayerwisePlan {
+  Time stream_start{};
+  double stream_bytes = 0, tail_bytes = 0, max_rate = 0;
+};
+LayerwisePlan layerwise_plan(Time first_scheduled, Time first_token, double bytes, std::int64_t steps) {
+  const double span = (first_token - first_scheduled).seconds();
+  LayerwisePlan p;
+  if (steps < 2 || !(span > 0)) {  // nothing to overlap: whole, at the first token
+    p.stream_start = first_token;
+    p.tail_bytes = bytes;
+    return p;
+  }
+  const double step_bytes = bytes / static_cast<double>(steps);
+  p.stream_start = first_scheduled + seconds(span / static_cast<double>(steps));
+  p.stream_bytes = bytes - step_bytes;
+  p.tail_bytes = step_bytes;
+  p.max_rate = bytes / span;
+  return p;
+}
 
 }  // namespace
 
@@ -102,6 +127,8 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
   std::vector<ServingResult> prefill_results;
   ServingLatencyHistograms user;  // the merged, user-visible latencies
   std::vector<RequestRecord> rejected;
+  const bool layerwise = spec.kv_transfer == KvTransferMode::layerwise;
+  std::vector<std::vector<Time>> iteration_starts(layerwise ? static_cast<std::size_t>(spec.prefill_replicas) : 0);
   for (int k = 0; k < spec.prefill_replicas; ++k) {
     PrefillOnly src(std::move(shares[static_cast<std::size_t>(k)]), outputs);
     ServingHooks hooks;
@@ -109,16 +136,23 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
       if (observe.on_request) observe.on_request(0, k, r);
       if (!r.rejected) done.push_back({.rec = r, .replica = k});
     };
-    if (observe.on_iteration)
-      hooks.on_iteration = [&, k](const IterationRecord& it) { observe.on_iteration(0, k, it); };
+    if (observe.on_iteration || layerwise) {
+      hooks.on_iteration = [&, k](const IterationRecord& it) {
+        if (layerwise) iteration_starts[static_cast<std::size_t>(k)].push_back(it.start);
+        if (observe.on_iteration) observe.on_iteration(0, k, it);
+      };
+    }
     prefill_results.push_back(run_serving_replica(spec.prefill, prefill_sched, src, traffic.seed, hooks, loop).result);
   }
   ServingLatencyHistograms prefill_hist;
   for (const PrefillDone& d : done) prefill_hist.record(d.rec);
   run.prefill_pool = merge_serving_results(prefill_results, prefill_hist);
 
-  // (2) The transfers: each request's KV leaves when its prompt completes, prefill replica ->
-  // decode replica (round-robin by request id), as max-min flows over the two replicas' links.
+  // (2) The transfers: each request's KV leaves when its prompt completes (layerwise: streams from
+  // its first layer's end), prefill replica -> decode replica (round-robin by request id), as
+  // max-min flows over the two replicas' links.
+  const ModelSpec& model = spec.prefill.model;
+  const auto layers = static_cast<std::int64_t>(model.layers > 0 ? model.layers : model.generic_layers.size());
   const auto n_dec = static_cast<std::size_t>(spec.decode_replicas);
   {
     Engine engine;
@@ -137,15 +171,60 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
       double kv_bytes_per_token;
       int in_flight = 0;
       int peak = 0;
+      std::vector<LayerwisePlan> plans{};  // layerwise: by index into done
+      std::vector<LinkId> path(std::size_t i) const {
+        const PrefillDone& x = (*done)[i];
+        std::vector<LinkId> p{(*egress)[static_cast<std::size_t>(x.replica)]};
+        if (!ingress->empty()) p.push_back((*ingress)[static_cast<std::size_t>(x.decode_replica)]);
+        return p;
+      }
+      void land(std::size_t i) {
+        (*done)[i].ready = engine->now();
+        --in_flight;
+      }
+      // Layerwise, once the stream is through: the last step's bytes, when they exist (the first
+      // token, plus the latency the stream already paid).
+      void tail(std::size_t i) {
+        Ctx* c = this;
+        engine->schedule_at(std::max(engine->now(), (*done)[i].rec.first_token + latency),
+                            [c, i] { c->net->start(c->path(i), c->plans[i].tail_bytes, [c, i] { c->land(i); }); });
+      }
     } ctx{&net, &done, &egress, &ingress, &engine, seconds(spec.link_latency_s), run.kv_bytes_per_token};
     for (std::size_t i = 0; i < done.size(); ++i) {
       PrefillDone& d = done[i];
       d.decode_replica = static_cast<int>(static_cast<std::size_t>(d.rec.request.id) % n_dec);
+      d.leave = d.rec.first_token;
       if (outputs[static_cast<std::size_t>(d.rec.request.id)] < 2) {  // one output token: nothing to move
         d.ready = d.rec.first_token;
         continue;
       }
       const double bytes = static_cast<double>(d.rec.request.prompt_tokens) * run.kv_bytes_per_token;
+      if (layerwise) {
+        // The replica's iterations that started within the prompt's span: one chunk of it each.
+        const std::vector<Time>& st = iteration_starts[static_cast<std::size_t>(d.replica)];
+        const auto chunks = std::lower_bound(st.begin(), st.end(), d.rec.first_token) -
+                            std::lower_bound(st.begin(), st.end(), d.rec.first_scheduled);
+        if (ctx.plans.empty()) ctx.plans.resize(done.size());
+        LayerwisePlan& p = ctx.plans[i];
+        p = layerwise_plan(d.rec.first_scheduled, d.rec.first_token, bytes, std::max<std::int64_t>(chunks, 1) * layers);
+        d.leave = p.stream_start;
+        run.kv_transfer_bytes += bytes;
+        run.kv_transfer_busy_s += bytes / spec.link_bytes_per_s;
+        ++run.kv_transfers;
+        Ctx* c = &ctx;
+        engine.schedule_at(p.stream_start, [c, i] {
+          c->peak = std::max(c->peak, ++c->in_flight);
+          const LayerwisePlan& q = c->plans[i];
+          if (q.stream_bytes <= 0) {  // nothing streamed ahead: whole at the first token, as after_prefill
+            c->net->start(
+                c->path(i), q.tail_bytes, [c, i] { c->land(i); }, c->latency);
+            return;
+          }
+          c->net->start(
+              c->path(i), q.stream_bytes, [c, i] { c->tail(i); }, c->latency, q.max_rate);
+        });
+        continue;
+      }
       run.kv_transfer_bytes += bytes;
       run.kv_transfer_busy_s += bytes / spec.link_bytes_per_s;
       ++run.kv_transfers;
@@ -170,7 +249,7 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
     if (observe.on_transfer)
       for (const PrefillDone& d : done)
         if (outputs[static_cast<std::size_t>(d.rec.request.id)] >= 2)
-          observe.on_transfer(d.replica, d.decode_replica, d.rec.request.id, d.rec.first_token, d.ready,
+          observe.on_transfer(d.replica, d.decode_replica, d.rec.request.id, d.leave, d.ready,
                               static_cast<double>(d.rec.request.prompt_tokens) * run.kv_bytes_per_token);
   }
 
@@ -219,7 +298,7 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
   run.decode_pool = merge_serving_results(decode_results, decode_hist);
 
   // The user's view, request by request.
-  QuantileHistogram pq, pf, tr, dq;
+  QuantileHistogram pq, pf, tr, ov, dq;
   ServingResult& m = run.merged;
   for (std::size_t i = 0; i < done.size(); ++i) {
     const PrefillDone& d = done[i];
@@ -243,12 +322,14 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
     pf.add((u.first_token - u.first_scheduled).seconds());
     if (decoded) {
       tr.add((d.ready - u.first_token).seconds());
+      if (layerwise) ov.add((u.first_token - d.leave).seconds());
       dq.add((decode_admitted[i] - d.ready).seconds());
     }
   }
   run.prefill_queueing_s = latency_summary(pq);
   run.prefill_s = latency_summary(pf);
   run.transfer_s = latency_summary(tr);
+  if (layerwise) run.transfer_overlapped_s = latency_summary(ov);
   run.decode_queueing_s = latency_summary(dq);
 
   // Counts are the requests', GPU time and iterations both pools'.

@@ -17,9 +17,23 @@
 #include <string>
 #include <vector>
 
+#include "sim/names.hpp"
 #include "workloads/serving_replicas.hpp"
 
 namespace ctwin {
+
+// When a request's KV leaves the prefill replica. after_prefill: whole, once its prompt completes.
+// layerwise: streamed as the prefill computes it (Mooncake, vLLM's KV connectors, DistServe's
+// pipelined transfer): the prompt's prefill span [first scheduled, first token] is split evenly
+// into K x L steps (K the replica's iterations over that span, one chunk each; L the model's
+// layers), each step's bytes ready at its end. Modelled as two flows per request (see
+// run_disaggregated): the stream of all but the last step's bytes, from the first step's end, held
+// to the production rate B / span; then the last step's bytes, once they exist and the stream is
+// through. Alone on a link of bandwidth bw and latency lat a transfer lands at
+//   lat + max(first_token + B / (K L bw), first_scheduled + span / (K L) + B / bw).
+enum class KvTransferMode { after_prefill, layerwise };
+inline constexpr auto kv_transfer_mode_names = make_names<KvTransferMode>(
+    {{KvTransferMode::after_prefill, "after_prefill"}, {KvTransferMode::layerwise, "layerwise"}});
 
 struct DisaggregationSpec {
   ServingDeployment prefill;  // one prefill replica (its TP, PP; the deployment's host costs)
@@ -33,6 +47,7 @@ struct DisaggregationSpec {
   // One decode replica's link from the prefill pool, all its GPUs' ports together; 0: no limit
   // on the decode side (only the prefill replicas' links are shared).
   double decode_link_bytes_per_s = 0;
+  KvTransferMode kv_transfer = KvTransferMode::after_prefill;
 };
 
 // A prefill replica's KV link as the cluster gives it: when both pools fit one node, the
@@ -62,9 +77,12 @@ struct DisaggregatedRun {
   // iterations, GPU time and KV statistics summed over both pools.
   ServingResult merged;
   // Over the completed requests: the TTFT's parts (request overhead aside), and what follows.
-  LatencySummary prefill_queueing_s;     // scheduler saw it -> its prefill first scheduled
-  LatencySummary prefill_s;              // first scheduled -> first token (the prompt's iterations)
-  LatencySummary transfer_s;             // first token -> KV landed (link queueing + bytes / bw + latency)
+  LatencySummary prefill_queueing_s;  // scheduler saw it -> its prefill first scheduled
+  LatencySummary prefill_s;           // first scheduled -> first token (the prompt's iterations)
+  LatencySummary transfer_s;          // first token -> KV landed (link queueing + bytes / bw + latency)
+  // layerwise only (zero otherwise): the transfer's time before the first token, hidden behind
+  // the prefill (its first step's end -> first token); transfer_s is then the exposed part.
+  LatencySummary transfer_overlapped_s;
   LatencySummary decode_queueing_s;      // KV landed -> admitted by a decode replica
   double kv_bytes_per_token = 0;         // the model's, at the decode pool's KV dtype
   double kv_transfer_bytes = 0;          // moved in all
@@ -81,7 +99,7 @@ struct DisaggHooks {
   std::function<void(int pool, int replica, const IterationRecord&)> on_iteration;
   std::function<void(int pool, int replica, const RequestRecord&)> on_request;
   // One request's KV from prefill replica `from` to decode replica `to`: leaves at `start` (its
-  // first token), lands at `end`.
+  // first token; layerwise, its first layer's), lands at `end`.
   std::function<void(int from, int to, std::int64_t request, Time start, Time end, double bytes)> on_transfer;
 };
 
