@@ -63,7 +63,8 @@ int cmd_collective(const Args& args) {
         true},
        {"--nodes", "N", "nodes (default 1)"},
        {"--gpus-per-node", "G", "GPUs per node taking part (default: the preset's)"},
-       {"--algo", "ALGO", "auto (default: NCCL's tuner picks by size and topology), ring, tree, nvls, nvlstree or collnet"},
+       {"--algo", "ALGO",
+        "auto (default: NCCL's tuner picks by size and topology), ring, tree, nvls, nvlstree or collnet"},
        {"--proto", "PROTO", "auto (default), ll, ll128 or simple"},
        {"--sharp", "", "the fabric reduces in-network (SHARP), so CollNet applies"},
        {"--dtype", "TYPE", "element type for the count column (default bf16)"},
@@ -166,8 +167,8 @@ int cmd_collective(const Args& args) {
                         : options.algo == CollectiveAlgo::collnet ? "an all_reduce across nodes with --sharp"
                         : options.algo == CollectiveAlgo::nvls_tree
                             ? "an all_reduce across nodes of NVLink 4 or later, 2 or more GPUs in a node"
-                        : options.algo == CollectiveAlgo::tree    ? "an all_reduce"
-                                                                  : "a collective other than all_to_all and send_recv";
+                        : options.algo == CollectiveAlgo::tree ? "an all_reduce"
+                                                               : "a collective other than all_to_all and send_recv";
       throw InputError("", "--algo", std::string(to_string(options.algo)) + " does not apply to this call", why);
     }
     CollectiveEstimate est;

@@ -235,7 +235,8 @@ TEST_CASE("NVLSTree at scale: 248 HGX H200 nodes, a 512 MiB all-reduce within 10
   // NVLSTree there (344.7 GB/s, -1.5%); the tree before it predicted 325 GB/s (-7%).
   ClusterSpec s;
   REQUIRE(preset_cluster("hgx-h200", 248, builtin_gpus(), s));
-  const CollectiveEstimate e = estimate_collective(build_cluster(s), all(CollectiveOp::all_reduce, s, 512.0 * (1 << 20)));
+  const CollectiveEstimate e =
+      estimate_collective(build_cluster(s), all(CollectiveOp::all_reduce, s, 512.0 * (1 << 20)));
   CHECK(e.algo == "nvlstree");
   CHECK(e.busbw_gbps == rel_approx(350, 0.10));
 }

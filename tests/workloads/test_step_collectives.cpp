@@ -330,7 +330,8 @@ TEST_CASE("DP = 2, MoE model: expert and router gradients are reduced (router 64
   CHECK(total_bytes(select(all, {0, CommGroup::dp})) == rel_approx(2 * params, 1e-12));
 }
 
-TEST_CASE("EP = 2, top-2 MoE: each layer's dispatch and combine all-to-alls move the tokens' top_k copies, s*b*k*h*2 bytes") {
+TEST_CASE(
+    "EP = 2, top-2 MoE: each layer's dispatch and combine all-to-alls move the tokens' top_k copies, s*b*k*h*2 bytes") {
   // Megatron's alltoall token dispatcher: every token goes to its top_k experts, so a rank sends
   // and receives T*top_k hidden vectors (balanced routing) to dispatch, and the same to combine;
   // backward runs both again. T = s*b = 64 tokens, k = 2: 2 x kSbh2 per call.

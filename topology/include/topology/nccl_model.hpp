@@ -33,7 +33,7 @@ struct NcclModel {
   // the link's own LL hop that the cluster carries).
   double nvls_tree_latency_us;
   double nvls_tree_net_extra_us;
-  double collnet_latency_us;         // CollNet Direct: NVLink + network hop (hwLat)
+  double collnet_latency_us;  // CollNet Direct: NVLink + network hop (hwLat)
   // Multi-node rings: a hop costs at least the host's net overhead (getNetOverhead), this many
   // times over with Simple (tuning.cc: 3 x netOverhead for Simple).
   double simple_net_overhead_factor;
