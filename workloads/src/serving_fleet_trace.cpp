@@ -11,22 +11,6 @@
 namespace ctwin {
 namespace {
 
-// A counter kept only where it changes (a later value at the same time replaces the earlier).
-void sample(TraceCounterTrack& c, std::int64_t t_ps, double v) {
-  if (!c.samples.empty() && c.samples.back().second == v) return;
-  if (!c.samples.empty() && c.samples.back().first == t_ps) {
-    c.samples.back().second = v;
-    return;
-  }
-  c.samples.emplace_back(t_ps, v);
-}
-
-const char* batch_kind(std::int64_t prefill_tokens, std::int64_t decode_seqs) {
-  if (decode_seqs == 0) return "prefill";
-  if (prefill_tokens == 0) return "decode";
-  return "mixed";
-}
-
 const char* state_name(FleetReplicaState s) {
   switch (s) {
     case FleetReplicaState::starting:
@@ -213,8 +197,8 @@ Trace FleetTraceCollector::build(const std::vector<std::int64_t>& kv_blocks, con
     o = Open{true, r.s, r.t_ps};
     if (r.s != FleetReplicaState::gone) ++count[p][static_cast<std::size_t>(r.s)];
     for (int s = 0; s < kStates; ++s)
-      sample(per_state[p * kStates + static_cast<std::size_t>(s)], r.t_ps,
-             static_cast<double>(count[p][static_cast<std::size_t>(s)]));
+      sample_counter(per_state[p * kStates + static_cast<std::size_t>(s)], r.t_ps,
+                     static_cast<double>(count[p][static_cast<std::size_t>(s)]));
   }
   for (std::size_t id = 0; id < nr; ++id) close(id, end_ps_);
   for (auto& c : per_state) tr.counters.push_back(std::move(c));
@@ -286,10 +270,11 @@ Trace FleetTraceCollector::build(const std::vector<std::int64_t>& kv_blocks, con
       const auto bi = static_cast<std::size_t>(b);
       const std::int64_t t = b * interval_ps_;
       const std::int64_t n = bi < arrivals_[p].size() ? arrivals_[p][bi] : 0;
-      sample(rate, t, static_cast<double>(n) / interval_s);
-      sample(queue, t, static_cast<double>(waiting[bi]));
+      sample_counter(rate, t, static_cast<double>(n) / interval_s);
+      sample_counter(queue, t, static_cast<double>(waiting[bi]));
       if (blocks > 0)
-        sample(kv, t, live[bi] > 0 ? static_cast<double>(kv_used[bi]) / (static_cast<double>(live[bi]) * blocks) : 0.0);
+        sample_counter(
+            kv, t, live[bi] > 0 ? static_cast<double>(kv_used[bi]) / (static_cast<double>(live[bi]) * blocks) : 0.0);
     }
     tr.counters.push_back(std::move(rate));
     tr.counters.push_back(std::move(queue));
@@ -312,7 +297,7 @@ Trace FleetTraceCollector::build(const std::vector<std::int64_t>& kv_blocks, con
         const FleetPoolMetrics& m = tk.pools[p];
         const int have = m.serving + m.starting + m.down;
         const int want = tk.desired[p];
-        sample(desired[p], t, want);
+        sample_counter(desired[p], t, want);
         if (want == have) continue;
         TraceEvent e;
         e.lane = lane;

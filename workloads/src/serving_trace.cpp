@@ -54,10 +54,7 @@ std::vector<std::uint32_t> assign_slots(const std::vector<std::pair<std::int64_t
   return slot;
 }
 
-namespace {
-
-// A counter kept only where it changes.
-void sample(TraceCounterTrack& c, std::int64_t t_ps, double v) {
+void sample_counter(TraceCounterTrack& c, std::int64_t t_ps, double v) {
   if (!c.samples.empty() && c.samples.back().second == v) return;
   if (!c.samples.empty() && c.samples.back().first == t_ps) {
     c.samples.back().second = v;
@@ -71,8 +68,6 @@ const char* batch_kind(std::int64_t prefill_tokens, std::int64_t decode_seqs) {
   if (prefill_tokens == 0) return "decode";
   return "mixed";
 }
-
-}  // namespace
 
 Trace ServingTraceCollector::build(const ServingResult& res, std::int64_t kv_total_blocks) const {
   Trace tr;
@@ -116,16 +111,16 @@ Trace ServingTraceCollector::build(const ServingResult& res, std::int64_t kv_tot
       e.lane = lane;
       tr.events.push_back(e);
     }
-    if (it.start_ps > prev_end) sample(batch, prev_end, 0);  // idle between iterations
-    sample(queue, it.start_ps, static_cast<double>(it.waiting));
-    sample(running, it.start_ps, static_cast<double>(it.running));
-    sample(kv, it.start_ps, static_cast<double>(it.kv_used));
-    sample(batch, it.start_ps, static_cast<double>(it.prefill_tokens + it.decode_tokens));
+    if (it.start_ps > prev_end) sample_counter(batch, prev_end, 0);  // idle between iterations
+    sample_counter(queue, it.start_ps, static_cast<double>(it.waiting));
+    sample_counter(running, it.start_ps, static_cast<double>(it.running));
+    sample_counter(kv, it.start_ps, static_cast<double>(it.kv_used));
+    sample_counter(batch, it.start_ps, static_cast<double>(it.prefill_tokens + it.decode_tokens));
     if (kv_total_blocks > 0)
-      sample(kv_util, it.start_ps, static_cast<double>(it.kv_used) / static_cast<double>(kv_total_blocks));
+      sample_counter(kv_util, it.start_ps, static_cast<double>(it.kv_used) / static_cast<double>(kv_total_blocks));
     prev_end = it.end_ps;
   }
-  if (!iters_.empty()) sample(batch, prev_end, 0);
+  if (!iters_.empty()) sample_counter(batch, prev_end, 0);
   for (auto* c : {&queue, &running, &kv, &batch}) tr.counters.push_back(std::move(*c));
   if (kv_total_blocks > 0) tr.counters.push_back(std::move(kv_util));
 

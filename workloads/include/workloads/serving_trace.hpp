@@ -61,4 +61,10 @@ class ServingTraceCollector {
 // slot; the slots used are as many as intervals ever overlap at once.
 std::vector<std::uint32_t> assign_slots(const std::vector<std::pair<std::int64_t, std::int64_t>>& intervals);
 
+// A counter sample kept only where the value changes (a later value at the same time replaces the
+// earlier); shared by the single-replica and the fleet traces.
+void sample_counter(TraceCounterTrack& c, std::int64_t t_ps, double v);
+// An iteration's name by what it runs: "prefill", "decode" or "mixed".
+const char* batch_kind(std::int64_t prefill_tokens, std::int64_t decode_seqs);
+
 }  // namespace ctwin
