@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "realrun/attention_args.hpp"
 #include "realrun/cuda_kernels.hpp"
 
 namespace ctwin::realrun::cuda {
@@ -863,15 +864,11 @@ cudaError_t launch_prefill_mma(const void* q, const void* k, const void* v, void
   return cudaGetLastError();
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 }  // namespace
 
 cudaError_t attention_prefill(const void* q, const void* k, const void* v, void* o, int seqs, int q_len, int kv_len,
                               int heads, int kv_heads, int head_dim, cudaStream_t s, int block_rows) {
-  if (seqs < 1 || q_len < 1 || kv_len < q_len || heads < 1 || heads > 65535 || seqs > 65535 || kv_heads < 1 ||
-      heads % kv_heads != 0 || (block_rows != 64 && block_rows != 128) || !aligned16(q) || !aligned16(k) ||
-      !aligned16(v) || reinterpret_cast<std::uintptr_t>(o) % 4 != 0)
-    return cudaErrorInvalidValue;
+  if (!prefill_mma_args_ok(q, k, v, o, seqs, q_len, kv_len, heads, kv_heads, block_rows)) return cudaErrorInvalidValue;
   if (head_dim == 128)
     return block_rows == 64 ? launch_prefill_mma<128, 4>(q, k, v, o, seqs, q_len, kv_len, heads, kv_heads, s)
                             : launch_prefill_mma<128, 8>(q, k, v, o, seqs, q_len, kv_len, heads, kv_heads, s);
