@@ -16,19 +16,12 @@
 
 #include "bench.hpp"
 #include "bench_clusters.hpp"
+#include "bench_serving_common.hpp"
 #include "workloads/model_json.hpp"
 #include "workloads/profile.hpp"
 #include "workloads/serving_replicas.hpp"
 
 namespace ctwin {
-namespace {
-
-// The process's peak resident set so far, MiB (getrusage).
-double peak_rss_mib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;  // KiB on Linux
-}
 
 // The resident set now, MiB (/proc/self/status VmRSS; 0 where there is none).
 double rss_mib() {
@@ -37,6 +30,35 @@ double rss_mib() {
   while (std::getline(f, line))
     if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
   return 0;
+}
+
+// Poisson arrivals; lengths lognormal with the medians of the Azure LLM inference trace 2023
+// (conversation: prompt median 1020 tokens, output median 129; Patel et al., Splitwise, ISCA
+// 2024). The sigmas (1.0 and 0.8) are assumed, not fitted: the trace is not in the repository.
+TrafficSpec azure_conversation(double rate_per_s, double duration_s) {
+  TrafficSpec t;
+  t.seed = 1;
+  t.arrival.process = ArrivalProcess::poisson;
+  t.arrival.rate_per_s = rate_per_s;
+  t.duration_s = duration_s;
+  t.input.dist = LengthDist::lognormal;
+  t.input.mu = std::log(1020.0);
+  t.input.sigma = 1.0;
+  t.input.max = 6000;
+  t.output.dist = LengthDist::lognormal;
+  t.output.mu = std::log(129.0);
+  t.output.sigma = 0.8;
+  t.output.max = 2000;
+  return t;
+}
+
+namespace {
+
+// The process's peak resident set so far, MiB (getrusage).
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // KiB on Linux
 }
 
 ServingDeployment llama8b_h100() {
@@ -58,26 +80,6 @@ SchedulerConfig vllm_scheduler(const ModelSpec& m) {
   c.gpu_memory_utilization = 0.9;
   c.max_model_len = m.max_seq;
   return c;
-}
-
-// Poisson arrivals; lengths lognormal with the medians of the Azure LLM inference trace 2023
-// (conversation: prompt median 1020 tokens, output median 129; Patel et al., Splitwise, ISCA
-// 2024). The sigmas (1.0 and 0.8) are assumed, not fitted: the trace is not in the repository.
-TrafficSpec azure_conversation(double rate_per_s, double duration_s) {
-  TrafficSpec t;
-  t.seed = 1;
-  t.arrival.process = ArrivalProcess::poisson;
-  t.arrival.rate_per_s = rate_per_s;
-  t.duration_s = duration_s;
-  t.input.dist = LengthDist::lognormal;
-  t.input.mu = std::log(1020.0);
-  t.input.sigma = 1.0;
-  t.input.max = 6000;
-  t.output.dist = LengthDist::lognormal;
-  t.output.mu = std::log(129.0);
-  t.output.sigma = 0.8;
-  t.output.max = 2000;
-  return t;
 }
 
 struct Timed {

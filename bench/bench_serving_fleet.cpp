@@ -36,6 +36,7 @@
 
 #include "bench.hpp"
 #include "bench_clusters.hpp"
+#include "bench_serving_common.hpp"
 #include "workloads/model_json.hpp"
 #include "workloads/profile.hpp"
 #include "workloads/serving_fleet_sim.hpp"
@@ -43,14 +44,6 @@
 
 namespace ctwin {
 namespace {
-
-double rss_now_mib() {  // VmRSS of /proc/self/status; 0 where there is none
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
-  return 0;
-}
 
 void release_free_heap() {
 #if defined(__GLIBC__)
@@ -64,7 +57,7 @@ class RssSampled final : public TrafficSource {
   explicit RssSampled(std::unique_ptr<TrafficSource> s) : s_(std::move(s)) {}
   std::optional<Time> next_arrival() const override { return s_->next_arrival(); }
   Request pop() override {
-    if ((++n_ & 4095) == 0) peak_mib_ = std::max(peak_mib_, rss_now_mib());
+    if ((++n_ & 4095) == 0) peak_mib_ = std::max(peak_mib_, rss_mib());
     return s_->pop();
   }
   void completed(const Request& r, Time t) override { s_->completed(r, t); }
@@ -100,20 +93,9 @@ FleetPool llama70b_tp8_pool(int replicas) {
 
 // Gamma arrivals (cv 2) at rate_per_s; lengths as bench_serving.cpp's azure_conversation.
 TrafficSpec bursty_conversation(double rate_per_s, double duration_s) {
-  TrafficSpec t;
-  t.seed = 1;
+  TrafficSpec t = azure_conversation(rate_per_s, duration_s);
   t.arrival.process = ArrivalProcess::gamma;
-  t.arrival.rate_per_s = rate_per_s;
   t.arrival.cv = 2;
-  t.duration_s = duration_s;
-  t.input.dist = LengthDist::lognormal;
-  t.input.mu = std::log(1020.0);
-  t.input.sigma = 1.0;
-  t.input.max = 6000;
-  t.output.dist = LengthDist::lognormal;
-  t.output.mu = std::log(129.0);
-  t.output.sigma = 0.8;
-  t.output.max = 2000;
   return t;
 }
 
@@ -130,7 +112,7 @@ FleetTimed timed_fleet(const FleetSpec& spec, const TrafficSpec& t, ServingLoop 
   if (o.progress) std::fprintf(stderr, "bench serving: fleet, %s ...\n", what);
   FleetTimed out;
   release_free_heap();
-  out.rss_start_mib = rss_now_mib();
+  out.rss_start_mib = rss_mib();
   RssSampled src(make_traffic(t));
   FleetTraffic info;
   info.seed = t.seed;
@@ -139,7 +121,7 @@ FleetTimed timed_fleet(const FleetSpec& spec, const TrafficSpec& t, ServingLoop 
   out.run = run_fleet(spec, src, info, loop);
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   out.cpu_s = bench_cpu_s() - c0;
-  out.rss_peak_mib = std::max({out.rss_start_mib, src.peak_mib(), rss_now_mib()});
+  out.rss_peak_mib = std::max({out.rss_start_mib, src.peak_mib(), rss_mib()});
   return out;
 }
 
