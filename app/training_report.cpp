@@ -129,6 +129,15 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
                    {"step_time_p99_s", r.step_time_p99_s},
                    {"step_times_s", r.step_times_s}};
   }
+  if (!r.busiest_links.empty()) {
+    j["busiest_links"] = J::array();
+    for (const auto& l : r.busiest_links) {
+      j["busiest_links"].push_back(J{{"link", l.name},
+                                     {"bytes", l.bytes},
+                                     {"capacity_gbyte_per_s", l.capacity_gbyte_per_s},
+                                     {"busy_fraction", l.busy_fraction}});
+    }
+  }
   j["warnings"] = training_warnings(sc, r);
   j["simulation"] = J{{"simulated_gpus", r.simulated_gpus}, {"folded", r.folded}, {"tp_folded", r.tp_folded},
                       {"cp_folded", r.cp_folded},           {"tasks", r.tasks},   {"events", r.events}};
@@ -236,6 +245,15 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
     for (std::size_t s = 0; s < rows.size(); ++s) {
       std::snprintf(line, sizeof line, "    %-6zu %6d %12s %12s %12s\n", s, rows[s].layers,
                     ms(rows[s].compute_s).c_str(), ms(rows[s].idle_s).c_str(), gib(rows[s].peak_bytes).c_str());
+      o += line;
+    }
+  }
+  if (!r.busiest_links.empty()) {
+    // At flow fidelity: where the rank order put the traffic (/training/parallelism/order).
+    o += "\n  busiest links (bytes this step asked of each, over its capacity and the step)\n";
+    for (const auto& l : r.busiest_links) {
+      std::snprintf(line, sizeof line, "    %-40s %10s  %7.1f GB/s  busy %5.1f%%\n", l.name.c_str(),
+                    human_number(l.bytes).c_str(), l.capacity_gbyte_per_s, 100 * l.busy_fraction);
       o += line;
     }
   }

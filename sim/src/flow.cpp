@@ -9,7 +9,7 @@ namespace ctwin {
 
 LinkId FlowNetwork::add_link(double bytes_per_s) {
   if (!(bytes_per_s > 0)) throw std::invalid_argument("FlowNetwork::add_link: capacity must be positive");
-  links_.push_back(Link{bytes_per_s, {}});
+  links_.push_back(Link{bytes_per_s, {}, 0.0});
   mark_link_.push_back(0);
   return LinkId(static_cast<std::uint32_t>(links_.size() - 1));
 }
@@ -24,6 +24,7 @@ FlowId FlowNetwork::start(std::vector<LinkId> path, double bytes, std::function<
     fl.links.push_back(l.value);
   }
   fl.remaining = std::max(0.0, bytes);
+  for (std::uint32_t l : fl.links) links_[l].bytes += fl.remaining;
   fl.max_rate = max_bytes_per_s;
   fl.on_done = std::move(on_done);
   flows_.push_back(std::move(fl));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <stdexcept>
+#include <string>
 #include <unordered_map>
 
 #include <boost/graph/adjacency_list.hpp>
@@ -29,7 +30,14 @@ struct ClusterNetwork::Impl {
 
   explicit Impl(const Cluster& c) : cl(c) {}
 
-  Vertex add() { return boost::add_vertex(g); }
+  // Names for the busiest-link report: each vertex's, and each link's two ends.
+  std::vector<std::string> label;
+  std::unordered_map<std::uint32_t, std::pair<Vertex, Vertex>> ends;
+
+  Vertex add(std::string name) {
+    label.push_back(std::move(name));
+    return boost::add_vertex(g);
+  }
 
   const std::vector<int>& distances(Vertex dst) const {
     auto it = dist_to.find(dst);
@@ -98,10 +106,13 @@ ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_
   Impl& m = *impl_;
   const int gpus = cluster.gpu_count(), gpn = s.gpus_per_node, k = std::min(s.nics(), gpn);
   // GPUs first, so a GPU's vertex is its id.
-  for (int i = 0; i < gpus; ++i) m.add();
+  for (int i = 0; i < gpus; ++i) m.add("node" + std::to_string(i / gpn) + ".gpu" + std::to_string(i % gpn));
   auto both = [&](Vertex a, Vertex b, double gbps) {
-    boost::add_edge(a, b, EdgeProps{net.add_link(gbps * 1e9)}, m.g);
-    boost::add_edge(b, a, EdgeProps{net.add_link(gbps * 1e9)}, m.g);
+    const LinkId ab = net.add_link(gbps * 1e9), ba = net.add_link(gbps * 1e9);
+    boost::add_edge(a, b, EdgeProps{ab}, m.g);
+    boost::add_edge(b, a, EdgeProps{ba}, m.g);
+    m.ends.emplace(ab.value, std::pair{a, b});
+    m.ends.emplace(ba.value, std::pair{b, a});
     m.edges += 2;
   };
   const double pcie = s.gpu.pcie_gbyte_per_s > 0 ? s.gpu.pcie_gbyte_per_s : 32;
@@ -111,11 +122,12 @@ ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_
   const int per_switch = std::max(1, s.gpus_per_pcie_switch);
   const int switches = (gpn + per_switch - 1) / per_switch;
   for (int node = 0; node < s.nodes; ++node) {
+    const std::string here = "node" + std::to_string(node);
     const auto gpu_v = [&](int local) { return static_cast<Vertex>(node * gpn + local); };
     std::vector<Vertex> nic_attach(static_cast<std::size_t>(gpn));  // where a GPU's NIC would plug in
     if (s.intra == IntraNodeFabric::nvswitch) {
       // The node fabric at the rate NCCL's protocol actually moves over it.
-      const Vertex sw = m.add();
+      const Vertex sw = m.add(here + ".nvswitch");
       for (int l = 0; l < gpn; ++l) {
         both(gpu_v(l), sw, s.intra_gbyte_per_s * eff);
         nic_attach[static_cast<std::size_t>(l)] = gpu_v(l);
@@ -123,13 +135,13 @@ ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_
     } else {
       // PCIe tree: GPUs under switches, switches under the CPU of their socket, CPUs joined.
       std::vector<Vertex> cpu;
-      for (int c = 0; c < sockets; ++c) cpu.push_back(m.add());
+      for (int c = 0; c < sockets; ++c) cpu.push_back(m.add(here + ".cpu" + std::to_string(c)));
       for (int c = 1; c < sockets; ++c) {
         both(cpu[static_cast<std::size_t>(c - 1)], cpu[static_cast<std::size_t>(c)],
              s.inter_socket_gbyte_per_s > 0 ? s.inter_socket_gbyte_per_s : 4 * pcie);  // an effective rate
       }
       for (int sw = 0; sw < switches; ++sw) {
-        const Vertex v = m.add();
+        const Vertex v = m.add(here + ".pcie_switch" + std::to_string(sw));
         const int socket = sw * sockets / switches;
         both(v, cpu[static_cast<std::size_t>(socket)],
              (s.pcie_uplink_gbyte_per_s > 0 ? s.pcie_uplink_gbyte_per_s : pcie) * eff);
@@ -150,7 +162,7 @@ ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_
     }
     if (!multi) continue;
     for (int r = 0; r < k; ++r) {
-      const Vertex v = m.add();
+      const Vertex v = m.add(here + ".nic" + std::to_string(r));
       // NIC r belongs to the first GPU of its share (GPU r*gpn/k).
       both(nic_attach[static_cast<std::size_t>(r * gpn / k)], v, pcie);
       m.nic.push_back(v);
@@ -167,7 +179,7 @@ ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_
   m.leaf.resize(m.nic.size());
   auto nic_at = [&](int node, int r) { return static_cast<std::size_t>(node * k + r); };
   if (s.fabric == InterNodeFabric::single_switch) {
-    const Vertex sw = m.add();
+    const Vertex sw = m.add("switch");
     for (std::size_t i = 0; i < m.nic.size(); ++i) {
       both(m.nic[i], sw, nic_bw);
       m.leaf[i] = sw;
@@ -180,14 +192,14 @@ ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_
   std::vector<Vertex> spine_v, core_v;
   // Two tiers: one spine layer for the whole fabric. Three: spines per pod, cores above them.
   const int spine_count = three ? pods * spines : spines;
-  for (int i = 0; i < spine_count; ++i) spine_v.push_back(m.add());
+  for (int i = 0; i < spine_count; ++i) spine_v.push_back(m.add("spine" + std::to_string(i)));
   if (three) {
-    for (int i = 0; i < std::max(1, s.core_switches); ++i) core_v.push_back(m.add());
+    for (int i = 0; i < std::max(1, s.core_switches); ++i) core_v.push_back(m.add("core" + std::to_string(i)));
   }
   for (int pod = 0; pod < pods; ++pod) {
     const int first = pod * per_pod, here = std::min(per_pod, s.nodes - first);
     for (int l = 0; l < leaves_per_pod; ++l) {
-      const Vertex lv = m.add();
+      const Vertex lv = m.add("pod" + std::to_string(pod) + ".leaf" + std::to_string(l));
       const int nics_on_leaf = here * (rails ? 1 : k);
       for (int node = first; node < first + here; ++node) {
         for (int r = 0; r < k; ++r) {
@@ -261,6 +273,12 @@ std::vector<LinkId> ClusterNetwork::route_from_leaf(GpuId a, int nic) const {
   m.path(m.leaf[i], m.nic[i], links);
   m.from_nic(i, static_cast<Vertex>(a.value), links);
   return links;
+}
+
+std::string ClusterNetwork::link_name(LinkId link) const {
+  const auto it = impl_->ends.find(link.value);
+  if (it == impl_->ends.end()) return "link " + std::to_string(link.value);
+  return impl_->label[it->second.first] + " -> " + impl_->label[it->second.second];
 }
 
 std::size_t ClusterNetwork::vertex_count() const { return boost::num_vertices(impl_->g); }

@@ -80,5 +80,6 @@ void CollectiveRunner::start(const CollectiveCall& call, InplaceFunction<void()>
 
 Fidelity CollectiveRunner::fidelity() const { return impl_->fidelity; }
 const FlowNetwork* CollectiveRunner::flows() const { return impl_->net.get(); }
+const ClusterNetwork* CollectiveRunner::routes() const { return impl_->routes.get(); }
 
 }  // namespace ctwin

@@ -133,6 +133,9 @@ StepRun run_step(const StepProgram& p, const LoweredStep& lowered, const Trainin
   if (!x->all_done()) throw std::logic_error("simulate_training: the step graph deadlocked");
   out.step_time_s = x->makespan().seconds();
   out.events = engine->dispatched();
+  if (runner && opt.busiest_links > 0) {
+    out.busiest_links = busiest_links(*runner->flows(), *runner->routes(), out.step_time_s, opt.busiest_links);
+  }
   return out;
 }
 

@@ -141,6 +141,7 @@ ProgramRun simulate_program(const ModelSpec& m, const TrainingConfig& cfg, const
   }
   const StreamExecutor& exec = *first.exec;
   res.simulated_gpus = static_cast<int>(p.gpus.size());
+  res.busiest_links = first.busiest_links;
   res.events = events;
   res.folded = p.folded;
   res.tp_folded = p.tp_folded;

@@ -42,6 +42,11 @@ class FlowNetwork {
                double max_bytes_per_s = std::numeric_limits<double>::infinity());
 
   double rate_bytes_per_s(FlowId f) const { return flows_.at(f.value).rate; }
+  // Per link: its capacity, and the bytes of every flow started across it so far (what the run
+  // asks of it; the busiest-link report divides them by capacity x run time).
+  std::size_t link_count() const { return links_.size(); }
+  double link_capacity(LinkId l) const { return links_.at(l.value).capacity; }
+  double link_bytes(LinkId l) const { return links_.at(l.value).bytes; }
   std::size_t active_flows() const { return active_; }
   std::uint64_t reshares() const { return reshares_; }
   std::uint64_t flows_reshared() const { return flows_reshared_; }
@@ -50,6 +55,7 @@ class FlowNetwork {
   struct Link {
     double capacity = 0;
     std::vector<std::uint32_t> flows;  // active flows crossing this link
+    double bytes = 0;                  // of every flow started across it
   };
   struct Flow {
     std::vector<std::uint32_t> links;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "sim/engine.hpp"
@@ -37,6 +38,8 @@ class ClusterNetwork {
   std::vector<LinkId> route_from_leaf(GpuId a, int nic) const;
   // The NIC a GPU uses by default (its own, or the one it shares).
   int nic_of(GpuId g) const;
+  // "node3.gpu5 -> node3.nvswitch", "node0.nic2 -> pod0.leaf2": a link's two ends, by name.
+  std::string link_name(LinkId link) const;
   std::size_t vertex_count() const;
   std::size_t link_count() const;
 
@@ -71,8 +74,10 @@ class CollectiveRunner {
   // Starts the collective now; on_done runs (as an engine event) when it completes.
   void start(const CollectiveCall& call, InplaceFunction<void()> on_done);
   Fidelity fidelity() const;
-  // The flow network in flow mode (nullptr in analytical mode), for statistics.
+  // The flow network in flow mode (nullptr in analytical mode), for statistics, and the routes
+  // on it (link names).
   const FlowNetwork* flows() const;
+  const ClusterNetwork* routes() const;
 
  private:
   struct Impl;

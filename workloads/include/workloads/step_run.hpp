@@ -11,6 +11,7 @@
 #include "sim/engine.hpp"
 #include "sim/streams.hpp"
 #include "topology/cluster.hpp"
+#include "topology/link_load.hpp"
 #include "topology/network.hpp"
 #include "workloads/measured_tables.hpp"
 #include "workloads/step_program.hpp"
@@ -38,6 +39,8 @@ struct StepRun {
   std::unique_ptr<StreamExecutor> exec;  // the tasks' timings
   std::uint64_t events = 0;
   double step_time_s = 0;
+  // At flow fidelity, the links the step loaded most (TrainingOptions::busiest_links of them).
+  std::vector<LinkLoad> busiest_links;
 };
 
 // Simulates step `step` of `steps` (noise draws are keyed by cfg.seed and the step).

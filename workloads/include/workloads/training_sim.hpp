@@ -14,6 +14,7 @@
 
 #include "sim/trace.hpp"
 #include "topology/cluster.hpp"
+#include "topology/link_load.hpp"
 #include "topology/collective.hpp"
 #include "workloads/layer_ops.hpp"
 #include "workloads/measured_tables.hpp"
@@ -40,6 +41,8 @@ struct TrainingOptions {
   // Collectives as flows sharing the cluster's links (congestion between TP, DP, PP and EP
   // traffic shows); implies simulating every replica. Else the analytical alpha-beta model.
   bool flow_network = false;
+  // At flow fidelity, how many of the most loaded links the result names (busiest_links).
+  int busiest_links = 8;
   // Algorithm and protocol choices for every collective of the step (NCCL_ALGO, NCCL_PROTO);
   // by default NCCL's tuner decides per call.
   CollectiveOptions collectives;
@@ -101,6 +104,9 @@ struct TrainingResult {
   Trace trace;
   // With TrainingOptions::trace: every collective each simulated GPU issued, in issue order.
   std::vector<StepCollective> collectives;
+  // At flow fidelity: the links the first step loaded most, busiest first (where a rank order
+  // puts the traffic). Empty at the analytical fidelity, which prices collectives without links.
+  std::vector<LinkLoad> busiest_links;
 };
 
 // Micro-batch folding. After the pipeline's warm-up, each further micro-batch of a deterministic
