@@ -131,3 +131,20 @@ TEST_CASE("a flow's own rate bound caps it and leaves the rest of the link to th
   e3.run();
   CHECK(g.seconds() == rel_approx(4.0, 1e-9));
 }
+
+TEST_CASE("link bytes: every flow started counts its bytes on each link of its path, once") {
+  // Flows A (2 GB over l1, l2) and B (1 GB over l2): l1 carried 2 GB, l2 3 GB, l3 nothing,
+  // whether or not they have finished.
+  Engine e;
+  FlowNetwork net(e);
+  const auto l1 = net.add_link(1e9), l2 = net.add_link(4e9), l3 = net.add_link(2e9);
+  net.start({l1, l2}, 2e9, [] {});
+  net.start({l2}, 1e9, [] {}, microseconds(3));
+  CHECK(net.link_bytes(l2) == rel_approx(3e9, 1e-12));
+  e.run();
+  CHECK(net.link_count() == 3);
+  CHECK(net.link_bytes(l1) == rel_approx(2e9, 1e-12));
+  CHECK(net.link_bytes(l2) == rel_approx(3e9, 1e-12));
+  CHECK(net.link_bytes(l3) == 0);
+  CHECK(net.link_capacity(l2) == rel_approx(4e9, 1e-12));
+}
