@@ -139,7 +139,8 @@ TEST_CASE("link bytes: every flow started counts its bytes on each link of its p
   FlowNetwork net(e);
   const auto l1 = net.add_link(1e9), l2 = net.add_link(4e9), l3 = net.add_link(2e9);
   net.start({l1, l2}, 2e9, [] {});
-  net.start({l2}, 1e9, [] {}, microseconds(3));
+  net.start(
+      {l2}, 1e9, [] {}, microseconds(3));
   CHECK(net.link_bytes(l2) == rel_approx(3e9, 1e-12));
   e.run();
   CHECK(net.link_count() == 3);

@@ -12,10 +12,10 @@
 namespace ctwin {
 
 struct LinkLoad {
-  std::string name;           // ClusterNetwork::link_name
-  double bytes = 0;           // started across it during the run (at the protocol's efficiency)
+  std::string name;  // ClusterNetwork::link_name
+  double bytes = 0;  // started across it during the run (at the protocol's efficiency)
   double capacity_gbyte_per_s = 0;
-  double busy_fraction = 0;   // bytes / capacity / run time: 1 = busy the whole run
+  double busy_fraction = 0;  // bytes / capacity / run time: 1 = busy the whole run
 };
 
 // The `top` links with the highest busy fraction over a run of `run_s` seconds (ties by name),

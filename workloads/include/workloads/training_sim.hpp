@@ -14,8 +14,8 @@
 
 #include "sim/trace.hpp"
 #include "topology/cluster.hpp"
-#include "topology/link_load.hpp"
 #include "topology/collective.hpp"
+#include "topology/link_load.hpp"
 #include "workloads/layer_ops.hpp"
 #include "workloads/measured_tables.hpp"
 #include "workloads/memory.hpp"
