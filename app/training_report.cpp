@@ -133,6 +133,8 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
     j["busiest_links"] = J::array();
     for (const auto& l : r.busiest_links) {
       j["busiest_links"].push_back(J{{"link", l.name},
+                                     {"class", link_class(l.name)},
+                                     {"links_in_class", l.links},
                                      {"bytes", l.bytes},
                                      {"capacity_gbyte_per_s", l.capacity_gbyte_per_s},
                                      {"busy_fraction", l.busy_fraction}});
@@ -250,10 +252,12 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
   }
   if (!r.busiest_links.empty()) {
     // At flow fidelity: where the rank order put the traffic (/training/parallelism/order).
-    o += "\n  busiest links (bytes this step asked of each, over its capacity and the step)\n";
+    // One line per class of link (GPU port, NIC, leaf uplink...): its busiest, and how many
+    // links of the class carried traffic.
+    o += "\n  busiest links (the most loaded of each kind: bytes this step over capacity x step time)\n";
     for (const auto& l : r.busiest_links) {
-      std::snprintf(line, sizeof line, "    %-40s %10s  %7.1f GB/s  busy %5.1f%%\n", l.name.c_str(),
-                    human_number(l.bytes).c_str(), l.capacity_gbyte_per_s, 100 * l.busy_fraction);
+      std::snprintf(line, sizeof line, "    %-36s %9.2f GB %7.1f GB/s  busy %5.1f%%  (of %d like it)\n",
+                    l.name.c_str(), l.bytes / 1e9, l.capacity_gbyte_per_s, 100 * l.busy_fraction, l.links);
       o += line;
     }
   }

@@ -45,7 +45,7 @@ TEST_CASE("link names: a GPU's NVSwitch port, its NIC's PCIe link, the NIC's swi
 TEST_CASE("busiest links: bytes over capacity over the run, highest first, idle links left out") {
   // 10 GB across nodes on rail 3 and 45 GB inside node 1 over one run of 1 s: the NIC links
   // (50 GB/s) are busy 10/50 = 20%, the PCIe hops (64 GB/s) 15.6%, the NVSwitch ports (450 GB/s)
-  // 45/450 = 10%.
+  // 45/450 = 10%. Each link is alone in its class here.
   Engine e;
   FlowNetwork net(e);
   const Cluster cl = build_cluster(two_nodes());
@@ -61,10 +61,33 @@ TEST_CASE("busiest links: bytes over capacity over the run, highest first, idle 
   CHECK(top[1].busy_fraction == rel_approx(0.2, 1e-12));
   CHECK(top[0].capacity_gbyte_per_s == rel_approx(50, 1e-12));
   CHECK(top[0].bytes == rel_approx(10e9, 1e-12));
+  CHECK(top[0].links == 1);
   CHECK(top[2].busy_fraction == rel_approx(10.0 / 64, 1e-12));
   CHECK(top[3].busy_fraction == rel_approx(10.0 / 64, 1e-12));
   CHECK(top[4].busy_fraction == rel_approx(0.1, 1e-12));
   CHECK(top[4].name == "node1.gpu0 -> node1.nvswitch");
   CHECK(busiest_links(net, r, 2.0, 1).front().busy_fraction == rel_approx(0.1, 1e-12));
   CHECK(busiest_links(net, r, 1.0, 2).size() == 2);
+}
+
+TEST_CASE("busiest links: one line per class, its busiest link, and how many links of it carried traffic") {
+  // GPU 0 sends 9 GB and GPUs 1 and 2 send 18 GB each to GPU 5 of the same node: three GPU ports
+  // out (GPU 1's and GPU 2's busiest, tied: GPU 1 named), one port in carrying 45 GB.
+  Engine e;
+  FlowNetwork net(e);
+  const Cluster cl = build_cluster(two_nodes());
+  ClusterNetwork r(cl, net);
+  net.start(r.route(GpuId(0), GpuId(5)), 9e9, [] {});
+  net.start(r.route(GpuId(2), GpuId(5)), 18e9, [] {});
+  net.start(r.route(GpuId(1), GpuId(5)), 18e9, [] {});
+  e.run();
+  CHECK(link_class("node12.gpu3 -> pod0.leaf3") == "node.gpu -> pod.leaf");
+  const auto top = busiest_links(net, r, 1.0, 10);
+  REQUIRE(top.size() == 2);
+  CHECK(top[0].name == "node0.nvswitch -> node0.gpu5");
+  CHECK(top[0].links == 1);
+  CHECK(top[0].busy_fraction == rel_approx(45.0 / 450, 1e-12));
+  CHECK(top[1].name == "node0.gpu1 -> node0.nvswitch");
+  CHECK(top[1].links == 3);
+  CHECK(top[1].bytes == rel_approx(18e9, 1e-12));
 }

@@ -16,10 +16,15 @@ struct LinkLoad {
   double bytes = 0;  // started across it during the run (at the protocol's efficiency)
   double capacity_gbyte_per_s = 0;
   double busy_fraction = 0;  // bytes / capacity / run time: 1 = busy the whole run
+  int links = 1;             // links of its class that carried traffic (it is the busiest of them)
 };
 
-// The `top` links with the highest busy fraction over a run of `run_s` seconds (ties by name),
-// links that carried nothing left out.
+// A link's class: its name without numbers ("node.gpu -> node.nvswitch", "node.nic -> pod.leaf"),
+// so a symmetric step's thousand equal NVSwitch ports make one line, not the whole list.
+std::string link_class(const std::string& name);
+
+// The busiest link of each class over a run of `run_s` seconds, the `top` classes with the highest
+// busy fraction first (ties by name); links that carried nothing left out.
 std::vector<LinkLoad> busiest_links(const FlowNetwork& net, const ClusterNetwork& routes, double run_s, int top);
 
 }  // namespace ctwin
