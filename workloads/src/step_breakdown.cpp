@@ -88,7 +88,9 @@ StepBreakdownPs step_breakdown_ps(const StepProgram& p, std::span<const std::uin
   auto charge = [&](std::int64_t until) {
     if (until <= prev) return;
     int slot = kN;
-    for (int k : {kCompute, kOpt, kTp, kCp, kEp, kWait, kDp, kPp, kOffload}) {
+    // Offload copies before the optimizer: with the delayed parameter update the CPU step runs
+    // beside a GPU waiting for its parameters, and it is the copies it waits for.
+    for (int k : {kCompute, kOffload, kOpt, kTp, kCp, kEp, kWait, kDp, kPp}) {
       if (active[k] > 0) {
         slot = k;
         break;
