@@ -119,12 +119,9 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
   if (training_job(sc).training.offload.active()) {
     // Offloaded states per node (workloads/offload.hpp); host_oom only where the node's host memory is known.
     const NodeOffloadMemory host = node_offload_memory(training_job(sc).model, training_job(sc).training, sc.cluster);
-    j["memory"]["offload"] = J{{"host_bytes_per_gpu", m.host_bytes},
-                               {"nvme_bytes_per_gpu", m.nvme_bytes},
-                               {"host_bytes_per_node", host.host_bytes},
-                               {"nvme_bytes_per_node", host.nvme_bytes},
-                               {"host_capacity_bytes", host.host_capacity},
-                               {"host_oom", host.host_oom}};
+    j["memory"]["offload"] = J{{"host_bytes_per_gpu", m.host_bytes},        {"nvme_bytes_per_gpu", m.nvme_bytes},
+                               {"host_bytes_per_node", host.host_bytes},    {"nvme_bytes_per_node", host.nvme_bytes},
+                               {"host_capacity_bytes", host.host_capacity}, {"host_oom", host.host_oom}};
   }
   const auto& b = r.breakdown;
   // Disjoint parts: the top-level numbers add up to the step time once; exposed_comm is split

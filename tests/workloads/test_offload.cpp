@@ -23,8 +23,8 @@ using ctwin::test::rel_approx;
 
 namespace {
 
-constexpr double kParams = 188992;       // tiny_llama(4), the whole model
-constexpr double kLayerParams = 43136;   // one transformer layer
+constexpr double kParams = 188992;      // tiny_llama(4), the whole model
+constexpr double kLayerParams = 43136;  // one transformer layer
 
 // h100_node8 with a PCIe Gen5 x16 link per GPU (64 GB/s per direction).
 Cluster node8_pcie() {
@@ -72,8 +72,9 @@ TrainingOptions no_fold() {
 
 }  // namespace
 
-TEST_CASE("offload memory: ZeRO-3's weights, gradients and optimizer states leave the GPU and land in host memory "
-          "byte for byte") {
+TEST_CASE(
+    "offload memory: ZeRO-3's weights, gradients and optimizer states leave the GPU and land in host memory "
+    "byte for byte") {
   const Cluster cl = node8_pcie();
   const ModelSpec m = ctwin::test::tiny_llama(4);
   const TrainingConfig plain = offloaded(2, 3, Offload::Device::none, Offload::Device::none);
@@ -95,8 +96,9 @@ TEST_CASE("offload memory: ZeRO-3's weights, gradients and optimizer states leav
   CHECK(b.peak == rel_approx(a.peak - b.host_bytes, 1e-12));
 }
 
-TEST_CASE("offload memory: ZeRO-Infinity puts the optimizer states on NVMe and keeps the gradient partition in host "
-          "memory; a node holds its GPUs' shares") {
+TEST_CASE(
+    "offload memory: ZeRO-Infinity puts the optimizer states on NVMe and keeps the gradient partition in host "
+    "memory; a node holds its GPUs' shares") {
   const Cluster cl = node8_pcie();
   const ModelSpec m = ctwin::test::tiny_llama(4);
   TrainingConfig off = offloaded(2, 3, Offload::Device::nvme, Offload::Device::nvme);
@@ -114,8 +116,9 @@ TEST_CASE("offload memory: ZeRO-Infinity puts the optimizer states on NVMe and k
   CHECK_FALSE(node_offload_memory(m, off, cl.spec).host_oom);
 }
 
-TEST_CASE("offload rates: PCIe at its efficiency, halved unpinned, shared under a PCIe switch's uplink; NVMe and CPU "
-          "Adam split over the node's GPUs") {
+TEST_CASE(
+    "offload rates: PCIe at its efficiency, halved unpinned, shared under a PCIe switch's uplink; NVMe and CPU "
+    "Adam split over the node's GPUs") {
   Offload off;
   off.pcie_efficiency = 0.5;
   off.nvme_gbyte_per_s = 16;
@@ -139,8 +142,9 @@ TEST_CASE("offload rates: PCIe at its efficiency, halved unpinned, shared under 
   CHECK(offload_rates(s, off).h2d_bytes_per_s == rel_approx(6e9, 1e-12));
 }
 
-TEST_CASE("ZeRO-Offload on one GPU: every gradient goes down and every parameter comes up once a step, at the PCIe "
-          "rate; CPU Adam takes parameters / rate") {
+TEST_CASE(
+    "ZeRO-Offload on one GPU: every gradient goes down and every parameter comes up once a step, at the PCIe "
+    "rate; CPU Adam takes parameters / rate") {
   const Cluster cl = node8_pcie();
   const ModelSpec m = ctwin::test::tiny_llama(4);
   const TrainingConfig cfg = offloaded(1, 2, Offload::Device::cpu, Offload::Device::none);
@@ -183,8 +187,9 @@ TEST_CASE("ZeRO-Offload over DP: each GPU moves its partition of the gradients, 
   }
 }
 
-TEST_CASE("ZeRO-Infinity: each layer's parameter shard is fetched before its all-gather, in forward and backward, "
-          "at the slower of PCIe and the GPU's NVMe share") {
+TEST_CASE(
+    "ZeRO-Infinity: each layer's parameter shard is fetched before its all-gather, in forward and backward, "
+    "at the slower of PCIe and the GPU's NVMe share") {
   const Cluster cl = node8_pcie();
   const ModelSpec m = ctwin::test::tiny_llama(4);
   const TrainingConfig cfg = offloaded(2, 3, Offload::Device::cpu, Offload::Device::nvme);
@@ -211,8 +216,9 @@ TEST_CASE("ZeRO-Infinity: each layer's parameter shard is fetched before its all
   CHECK(moved(p, "upload_params").ops == 0);
 }
 
-TEST_CASE("delayed parameter update: a CPU step shorter than the GPU's step is hidden; a longer one sets the step "
-          "time; without it the CPU step follows the step") {
+TEST_CASE(
+    "delayed parameter update: a CPU step shorter than the GPU's step is hidden; a longer one sets the step "
+    "time; without it the CPU step follows the step") {
   const Cluster cl = node8_pcie();
   const ModelSpec m = ctwin::test::tiny_llama(4);
   TrainingConfig cfg = offloaded(1, 2, Offload::Device::cpu, Offload::Device::none);

@@ -159,10 +159,10 @@ Trace training_trace(const StepProgram& p, Trace names, const std::vector<std::v
   // viewer's --fold): each dimension's size as simulated and its stride in ranks, so a rank's
   // coordinate is (rank / stride) % size; EP is carved from consecutive DP coordinates.
   const auto& b = res.breakdown;
-  for (const auto& [k, v] : {std::pair{"exposed_tp_s", b.exposed_tp_s}, std::pair{"exposed_cp_s", b.exposed_cp_s},
-                             std::pair{"exposed_ep_s", b.exposed_ep_s}, std::pair{"exposed_dp_s", b.exposed_dp_s},
-                             std::pair{"exposed_pp_s", b.exposed_pp_s},
-                             std::pair{"exposed_offload_s", b.exposed_offload_s}}) {
+  for (const auto& [k, v] :
+       {std::pair{"exposed_tp_s", b.exposed_tp_s}, std::pair{"exposed_cp_s", b.exposed_cp_s},
+        std::pair{"exposed_ep_s", b.exposed_ep_s}, std::pair{"exposed_dp_s", b.exposed_dp_s},
+        std::pair{"exposed_pp_s", b.exposed_pp_s}, std::pair{"exposed_offload_s", b.exposed_offload_s}}) {
     if (v > 0) tr.summary.emplace_back(k, v);
   }
   if (!p.gpus.empty()) {

@@ -15,8 +15,8 @@ class JsonObject;
 
 // One GPU's share of its node's offload bandwidths, in bytes (or parameters) per second.
 struct OffloadRates {
-  double h2d_bytes_per_s = 0;  // host -> device over its PCIe link (shared per switch where the topology says so)
-  double d2h_bytes_per_s = 0;  // device -> host
+  double h2d_bytes_per_s = 0;   // host -> device over its PCIe link (shared per switch where the topology says so)
+  double d2h_bytes_per_s = 0;   // device -> host
   double nvme_bytes_per_s = 0;  // its share of the node's NVMe aggregate
   double param_fetch_bytes_per_s = 0;  // where the parameters live -> device: PCIe, or the slower of PCIe and NVMe
   double cpu_adam_params_per_s = 0;    // its share of the host's CPU Adam rate

@@ -21,10 +21,10 @@ struct StepBreakdown {
   double exposed_tp_s = 0;  // tensor-parallel collectives on the critical path
   double exposed_cp_s = 0;
   double exposed_ep_s = 0;
-  double exposed_dp_s = 0;  // gradient reduction / parameter gathering not hidden by compute
-  double exposed_pp_s = 0;  // pipeline transfers not hidden
-  double bubble_s = 0;      // pipeline fill and drain
-  double other_s = 0;       // waiting on peers, anything else (never the optimizer)
+  double exposed_dp_s = 0;       // gradient reduction / parameter gathering not hidden by compute
+  double exposed_pp_s = 0;       // pipeline transfers not hidden
+  double bubble_s = 0;           // pipeline fill and drain
+  double other_s = 0;            // waiting on peers, anything else (never the optimizer)
   double exposed_offload_s = 0;  // host<->device PCIe copies of offloading not hidden by compute
   double exposed_comm_s() const {
     return exposed_tp_s + exposed_cp_s + exposed_ep_s + exposed_dp_s + exposed_pp_s + exposed_offload_s;
