@@ -15,6 +15,7 @@
 #include "workloads/memory.hpp"
 #include "workloads/offload.hpp"
 #include "workloads/step_program.hpp"
+#include "workloads/training_params.hpp"
 #include "workloads/training_sim.hpp"
 
 using namespace ctwin;
@@ -265,4 +266,15 @@ TEST_CASE("offload keys: optimizer offload needs ZeRO >= 1, parameter offload Ze
   const Json j = Json::parse(R"({"optimizer": "cpu"})");
   CHECK(read_offload(JsonObject(j, "/training/offload", "t.json"), dgx, 3).host_memory_bytes ==
         rel_approx(2048.0 * 1024 * 1024 * 1024, 1e-12));
+}
+
+TEST_CASE("offload keys: the declared defaults are Offload's") {
+  const Offload d;
+  CHECK(offload_device_names.parse(param_decl(offload_params, "optimizer").def_name) == d.optimizer);
+  CHECK(offload_device_names.parse(param_decl(offload_params, "params").def_name) == d.params);
+  CHECK(param_decl(offload_params, "pin_memory").def == (d.pin_memory ? 1 : 0));
+  CHECK(param_decl(offload_params, "pcie_efficiency").def == d.pcie_efficiency);
+  CHECK(param_decl(offload_params, "nvme_gbyte_per_s").def == d.nvme_gbyte_per_s);
+  CHECK(param_decl(offload_params, "cpu_adam_gparams_per_s").def * 1e9 == d.cpu_adam_params_per_s);
+  CHECK(param_decl(offload_params, "delayed_param_update").def == (d.delayed_param_update ? 1 : 0));
 }

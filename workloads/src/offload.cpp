@@ -67,7 +67,7 @@ Offload read_offload(const JsonObject& o, const ClusterSpec& cluster, int zero_s
   f.params = r.choice("params", offload_device_names);
   f.pin_memory = r.boolean("pin_memory");
   f.pcie_efficiency = r.number("pcie_efficiency");
-  f.nvme_gbyte_per_s = r.number("nvme_gbyte_per_s");
+  f.nvme_gbyte_per_s = r.bandwidth("nvme_gbyte_per_s");
   f.cpu_adam_params_per_s = r.number("cpu_adam_gparams_per_s") * 1e9;
   f.delayed_param_update = r.boolean("delayed_param_update");
   constexpr double gib = 1024.0 * 1024 * 1024;

@@ -421,7 +421,8 @@ inline constexpr ParamDecl offload_params[] = {
      .max = 1e4,
      .unit = "Gparams/s",
      .doc = "DeepSpeedCPUAdam's rate on the whole host (all its cores), shared evenly by the node's GPUs",
-     .source = "Ren et al. ATC'21 Table 4 (CPU-Adam, DGX-2 host): about 0.22 s for 1B parameters",
+     .source = "an estimate of the order of Ren et al. ATC'21 Table 4 (CPU-Adam on the DGX-2 host, 1B to 10B "
+               "parameters); not fitted: measure DeepSpeed's tests/perf/adam_test1.py on the host",
      .min_exclusive = true},
     {.key = "delayed_param_update",
      .type = ParamType::boolean,
