@@ -45,6 +45,7 @@ std::span<const ParamTable> scenario_param_tables() {
         {"/training/parallelism/sharding", "how ZeRO-3's collectives are issued, by framework", sharding_params},
         {"/training/precision", "dtypes and bytes per parameter", precision_params},
         {"/training/noise", "run-to-run variation: several steps, p50 and p99 step times", noise_params},
+        {"/training/offload", "ZeRO-Offload / ZeRO-Infinity: what lives on host memory or NVMe", offload_params},
         {"/serving", "a serving replica: its GPUs, precisions and proposer, as vLLM's engine arguments",
          serving_deployment_params},
         {"/serving", "a serving replica's scheduler, as vLLM's engine arguments", serving_scheduler_params},

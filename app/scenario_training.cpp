@@ -6,6 +6,7 @@
 #include "scenario_parts.hpp"
 #include "sim/error.hpp"
 #include "workloads/layout_check.hpp"
+#include "workloads/offload.hpp"
 #include "workloads/training_params.hpp"
 
 namespace ctwin {
@@ -95,6 +96,7 @@ TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const Clus
   bool dp_given = false;
   if (auto_layout) {
     par.dp = gpus;
+    if (o.has("offload")) t.offload = read_offload(o.object("offload"), cl, -1);
     return t;
   }
   if (o.has("parallelism")) {
@@ -149,6 +151,7 @@ TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const Clus
   } else {
     par.dp = gpus;
   }
+  if (o.has("offload")) t.offload = read_offload(o.object("offload"), cl, par.zero_stage);
   const std::vector<LayoutProblem> problems = check_training_layout(m, t, Cluster{cl});
   if (!problems.empty()) {
     const LayoutProblem& p = problems.front();

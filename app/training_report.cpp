@@ -4,6 +4,7 @@
 
 #include "report_format.hpp"
 #include "workloads/model.hpp"
+#include "workloads/offload.hpp"
 #include "workloads/pipeline_split.hpp"
 
 namespace ctwin {
@@ -22,6 +23,17 @@ std::vector<std::string> training_warnings(const Scenario& sc, const TrainingRes
                   m.peak / (1024.0 * 1024 * 1024), 100 * m.peak / m.capacity, m.capacity / (1024.0 * 1024 * 1024),
                   100 * (1 - margin), margin);
     w.emplace_back(buf);
+  }
+  const auto& job = training_job(sc);
+  if (job.training.offload.active()) {
+    const NodeOffloadMemory host = node_offload_memory(job.model, job.training, sc.cluster);
+    if (host.host_oom) {
+      std::snprintf(buf, sizeof buf,
+                    "out of host memory: offloading needs %.1f GiB per node, the node has %.1f GiB "
+                    "(/training/offload/host_memory_gib); try offloading to \"nvme\" or more nodes",
+                    host.host_bytes / (1024.0 * 1024 * 1024), host.host_capacity / (1024.0 * 1024 * 1024));
+      w.emplace_back(buf);
+    }
   }
   return w;
 }
@@ -104,6 +116,13 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
                                 {"comm_buffers", m.comm_buffers},
                                 {"overhead", m.overhead}}}};
   if (m.oom) j["memory"]["advice"] = m.advice;
+  if (training_job(sc).training.offload.active()) {
+    // Offloaded states per node (workloads/offload.hpp); host_oom only where the node's host memory is known.
+    const NodeOffloadMemory host = node_offload_memory(training_job(sc).model, training_job(sc).training, sc.cluster);
+    j["memory"]["offload"] = J{{"host_bytes_per_gpu", m.host_bytes},        {"nvme_bytes_per_gpu", m.nvme_bytes},
+                               {"host_bytes_per_node", host.host_bytes},    {"nvme_bytes_per_node", host.nvme_bytes},
+                               {"host_capacity_bytes", host.host_capacity}, {"host_oom", host.host_oom}};
+  }
   const auto& b = r.breakdown;
   // Disjoint parts: the top-level numbers add up to the step time once; exposed_comm is split
   // by group in its own object.
@@ -116,7 +135,8 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
                                                    {"cp", b.exposed_cp_s},
                                                    {"ep", b.exposed_ep_s},
                                                    {"dp", b.exposed_dp_s},
-                                                   {"pp", b.exposed_pp_s}}}};
+                                                   {"pp", b.exposed_pp_s},
+                                                   {"offload", b.exposed_offload_s}}}};
   j["stage_utilization"] = r.stage_utilization;
   j["stages"] = J::array();
   for (const auto& st : stage_rows(sc, r)) {
@@ -215,6 +235,7 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
     part("exposed PP comm", b.exposed_pp_s);
     part("pipeline bubble", b.bubble_s);
   }
+  if (b.exposed_offload_s > 0) part("exposed PCIe offload", b.exposed_offload_s);
   part("optimizer", b.optimizer_s);
   // Collective members that reached a call before their peers (skew from imbalance or congestion
   // elsewhere), and idle time outside a pipeline: the JSON calls it "other".
@@ -238,6 +259,21 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
                 m.oom ? "OUT OF MEMORY" : "fits");
   o += line;
   if (m.oom) o += "    " + m.advice + "\n";
+  if (training_job(sc).training.offload.active()) {
+    const NodeOffloadMemory host = node_offload_memory(training_job(sc).model, training_job(sc).training, sc.cluster);
+    std::snprintf(line, sizeof line, "    %-26s %12s per GPU, %s per node", "offloaded to host memory",
+                  gib(m.host_bytes).c_str(), gib(host.host_bytes).c_str());
+    o += line;
+    if (host.host_capacity > 0) {
+      o += " of " + gib(host.host_capacity) + (host.host_oom ? "  OUT OF HOST MEMORY" : "  fits");
+    }
+    o += "\n";
+    if (m.nvme_bytes > 0) {
+      std::snprintf(line, sizeof line, "    %-26s %12s per GPU, %s per node\n", "offloaded to NVMe",
+                    gib(m.nvme_bytes).c_str(), gib(host.nvme_bytes).c_str());
+      o += line;
+    }
+  }
   if (p.pp > 1) {
     o += "\n  pipeline stages\n";
     std::snprintf(line, sizeof line, "    %-6s %6s %12s %12s %12s\n", "stage", "layers", "compute", "idle",
@@ -256,8 +292,8 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
     // links of the class carried traffic.
     o += "\n  busiest links (the most loaded of each kind: bytes this step over capacity x step time)\n";
     for (const auto& l : r.busiest_links) {
-      std::snprintf(line, sizeof line, "    %-36s %9.2f GB %7.1f GB/s  busy %5.1f%%  (of %d like it)\n",
-                    l.name.c_str(), l.bytes / 1e9, l.capacity_gbyte_per_s, 100 * l.busy_fraction, l.links);
+      std::snprintf(line, sizeof line, "    %-36s %9.2f GB %7.1f GB/s  busy %5.1f%%  (of %d like it)\n", l.name.c_str(),
+                    l.bytes / 1e9, l.capacity_gbyte_per_s, 100 * l.busy_fraction, l.links);
       o += line;
     }
   }

@@ -166,6 +166,23 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
   }
   mb.grads = params * pr.grad_bytes / (p.zero_stage >= 2 ? dp : 1);
   mb.optimizer = params * (pr.master_bytes + pr.optimizer_state_bytes) / (p.zero_stage >= 1 ? dp : 1);
+  // Offloading (docs/training.md, "Offloading"). ZeRO-Offload keeps the FP32 master weights, the
+  // Adam moments and this GPU's gradient partition on the host (Ren et al. Sec. 3.5, 4.2); the
+  // GPU keeps only what is in flight: ZeRO-2 its reduce bucket (reduce_bucket_size), ZeRO-3 the
+  // unit buffers counted in `gathered`. ZeRO-Infinity puts the optimizer states on NVMe (the
+  // gradient partition stays in host memory) and the parameter shards on the host or NVMe.
+  const Offload& off = cfg.offload;
+  if (off.optimizer != Offload::Device::none) {
+    (off.optimizer == Offload::Device::cpu ? mb.host_bytes : mb.nvme_bytes) += mb.optimizer;
+    mb.optimizer = 0;
+    mb.host_bytes += params * pr.grad_bytes / dp;
+    if (p.zero_stage >= 3) mb.grads = 0;
+    if (p.zero_stage == 2) mb.grads = std::min(p.sharding.reduce_bucket_elements, params) * pr.grad_bytes;
+  }
+  if (off.params != Offload::Device::none && p.zero_stage >= 3) {
+    (off.params == Offload::Device::cpu ? mb.host_bytes : mb.nvme_bytes) += mb.weights;
+    mb.weights = 0;
+  }
   const int layers = m.is_generic() ? static_cast<int>(m.generic_layers.size()) : m.layers;
   const PipelineSplit split = pipeline_split(layers, p);
   const int st = std::clamp(stage, 0, split.pp - 1);

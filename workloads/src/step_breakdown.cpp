@@ -26,6 +26,7 @@ StepBreakdown to_seconds(const StepBreakdownPs& ps) {
   bd.exposed_pp_s = s(ps[6]);
   bd.bubble_s = s(ps[7]);
   bd.other_s = s(ps[8]);
+  bd.exposed_offload_s = s(ps[9]);
   return bd;
 }
 
@@ -39,7 +40,7 @@ StepBreakdownPs step_breakdown_ps(const StepProgram& p, std::span<const std::uin
     int what;  // index into counters
     int delta;
   };
-  enum { kCompute, kOpt, kTp, kCp, kEp, kWait, kDp, kPp, kN };
+  enum { kCompute, kOpt, kTp, kCp, kEp, kWait, kDp, kPp, kOffload, kN };
   std::vector<Edge> edges;
   for (std::uint32_t t : gpu_ops) {
     const auto& mt = p.ops[t];
@@ -67,6 +68,9 @@ StepBreakdownPs step_breakdown_ps(const StepProgram& p, std::span<const std::uin
       case OpClass::comm_pp:
         what = kPp;
         break;
+      case OpClass::offload:
+        what = kOffload;
+        break;
     }
     if (mt.stream == StepStream::compute && tm.start > tm.ready) {
       edges.push_back({tm.ready.ps, kWait, +1});
@@ -84,7 +88,9 @@ StepBreakdownPs step_breakdown_ps(const StepProgram& p, std::span<const std::uin
   auto charge = [&](std::int64_t until) {
     if (until <= prev) return;
     int slot = kN;
-    for (int k : {kCompute, kOpt, kTp, kCp, kEp, kWait, kDp, kPp}) {
+    // Offload copies before the optimizer: with the delayed parameter update the CPU step runs
+    // beside a GPU waiting for its parameters, and it is the copies it waits for.
+    for (int k : {kCompute, kOffload, kOpt, kTp, kCp, kEp, kWait, kDp, kPp}) {
       if (active[k] > 0) {
         slot = k;
         break;
@@ -107,7 +113,8 @@ StepBreakdownPs step_breakdown_ps(const StepProgram& p, std::span<const std::uin
           acc[kDp],
           acc[kPp],
           pipelined ? acc[kN] : 0,
-          pipelined ? acc[kWait] : acc[kN] + acc[kWait]};
+          pipelined ? acc[kWait] : acc[kN] + acc[kWait],
+          acc[kOffload]};
 }
 
 }  // namespace ctwin

@@ -21,6 +21,7 @@
 #include "workloads/layout_check.hpp"
 #include "workloads/memory.hpp"
 #include "workloads/model_dims.hpp"
+#include "workloads/offload.hpp"
 #include "workloads/pipeline_schedule.hpp"
 #include "workloads/pipeline_split.hpp"
 #include "workloads/training_sim.hpp"
@@ -160,6 +161,8 @@ class Builder {
     p_.folded = opt.fold && par_.dp > 1;
     p_.tp_folded = fold_tp_;
     p_.cp_folded = fold_cp_;
+    p_.offload = cfg.offload.active();
+    if (p_.offload) rates_ = offload_rates(cl.spec, cfg.offload);
     for (const Coords& c : gpus_) p_.gpus.push_back(StepGpu{c.t, c.c, c.d, c.p, place_.rank(c)});
   }
 
@@ -236,6 +239,7 @@ class Builder {
     return is_moe_layer(layer) ? moe_layer_ : dense_layer_;
   }
   int mbs_ = 1, replicas_ = 1;
+  OffloadRates rates_;                             // with cfg.offload active
   bool fold_tp_ = false, fold_cp_ = false;         // one rank stands for its TP (CP) group
   std::vector<std::array<std::uint32_t, 6>> seq_;  // collectives issued per group kind, per GPU
   struct Pending {
@@ -630,6 +634,36 @@ class Builder {
     return collective(g, 1, CommGroup::dp, op, bytes, name, h);
   }
 
+  // Offloading (docs/training.md, "Offloading"): a host<->device copy of `bytes` on the GPU's
+  // PCIe direction (copy engine), one after another in issue order, at `rate` bytes/s.
+  StepOpId pcie(std::uint32_t g, bool h2d, double bytes, double rate, std::string_view name,
+                std::span<const StepOpId> deps) {
+    const int stream = static_cast<int>(h2d ? StepStream::pcie_h2d : StepStream::pcie_d2h);
+    return add(g, stream, seconds(bytes / rate), name, "memcpy", OpClass::offload, 0, bytes, deps);
+  }
+
+  // ZeRO-Offload's CPU step for this GPU's shard of `shard_params` parameters, after `deps`:
+  // CPU Adam on the host, the updated FP16/BF16 parameters copied up tile by tile as each tile is
+  // updated (Ren et al. Algorithm 1, line 15), so the copy overlaps the update. Returns the
+  // last op (the last upload, or the last CPU tile where the parameters are not uploaded).
+  StepOpId cpu_step(std::uint32_t g, double shard_params, bool upload, std::span<const StepOpId> deps) {
+    const auto& pr = cfg_.precision;
+    const double cpu_s = cpu_step_seconds(shard_params, pr, cfg_.offload, rates_) / kCpuTiles;
+    const double up_bytes = shard_params * pr.weight_bytes / kCpuTiles;
+    StepOpId last = StepOpId::none();
+    for (int i = 0; i < kCpuTiles; ++i) {
+      const StepOpId tile = add(g, static_cast<int>(StepStream::host), seconds(cpu_s), "cpu_adam", "host",
+                                OpClass::optimizer, 0, 0, i == 0 ? deps : std::span<const StepOpId>());
+      last = tile;
+      if (upload) {
+        const StepOpId t[] = {tile};
+        last = pcie(g, true, up_bytes, rates_.h2d_bytes_per_s, "upload_params", t);
+      }
+    }
+    return last;
+  }
+  static constexpr int kCpuTiles = 4;
+
   void build_gpu(std::uint32_t g) {
     const Coords c = gpus_[g];
     const int stage = c.p, pp = par_.pp, v = par_.schedule == PipelineSchedule::interleaved ? par_.virtual_stages : 1;
@@ -639,18 +673,33 @@ class Builder {
     const bool zb = par_.schedule == PipelineSchedule::zero_bubble;
     std::vector<StepOpId> dp_tasks;
     double bucket = 0;
+    // Offloading: the gradients of each reduced bucket (this GPU's partition of it) go down to
+    // the host as soon as they are reduced, beside the rest of backward (ZeRO-Offload Sec. 4.1);
+    // ZeRO-Infinity fetches each layer's parameter shard up before its all-gather.
+    const Offload& off = cfg_.offload;
+    const bool offload_grads = off.optimizer != Offload::Device::none;
+    const bool fetch_params = off.params != Offload::Device::none && zero >= 3;
+    const double dp_ranks = static_cast<double>(par_.dp) * par_.cp;
     // Gradients are reduced over DP (and CP) ranks: an all-reduce, or a reduce-scatter when
     // ZeRO shards them.
     auto flush_bucket = [&](StepOpId after) {
-      if (bucket <= 0 || !dp_comm) {
+      if (bucket <= 0 || (!dp_comm && !offload_grads)) {
         bucket = 0;
         return;
       }
-      const CollectiveOp op = zero >= 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce;
-      StepOpId deps[] = {after};
-      const std::string name = "grad_" + std::string(to_string(op));
-      dp_tasks.push_back(zero >= 3 ? issue(g, op, bucket, name, deps)
-                                   : collective(g, 1, CommGroup::dp, op, bucket, name, deps));
+      StepOpId reduced = after;
+      if (dp_comm) {
+        const CollectiveOp op = zero >= 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce;
+        StepOpId deps[] = {after};
+        const std::string name = "grad_" + std::string(to_string(op));
+        dp_tasks.push_back(zero >= 3 ? issue(g, op, bucket, name, deps)
+                                     : collective(g, 1, CommGroup::dp, op, bucket, name, deps));
+        reduced = dp_tasks.back();
+      }
+      if (offload_grads) {
+        const StepOpId d[] = {reduced};
+        dp_tasks.push_back(pcie(g, false, bucket / dp_ranks, rates_.d2h_bytes_per_s, "offload_grads", d));
+      }
       bucket = 0;
     };
     // ZeRO-3 gathers each layer's parameters before it runs, as the framework issues them
@@ -673,7 +722,7 @@ class Builder {
     // layer nearer.
     enum class Part { all, first, rest };
     auto gather = [&](int layer, Part part, bool early = false) -> StepOpId {
-      if (!zero3) return StepOpId::none();
+      if (!zero3 && !fetch_params) return StepOpId::none();
       StepOpId last = StepOpId::none();
       const std::int16_t issuing = cur_layer_;
       cur_layer_ = static_cast<std::int16_t>(layer);  // the gather names the layer it gathers
@@ -682,7 +731,13 @@ class Builder {
         OpDeps deps;
         const StepOpId window = i > 0 ? recent[1] : !limited ? StepOpId::none() : early ? recent[1] : recent[0];
         if (window.valid()) deps.push_back(window);
-        last = issue(g, CollectiveOp::all_gather, chunks[i], "fsdp_all_gather", deps);
+        if (fetch_params) {
+          // This GPU's shard of the chunk, from host memory or NVMe, before the all-gather.
+          const StepOpId up = pcie(g, true, chunks[i] / dp_ranks, rates_.param_fetch_bytes_per_s, "fetch_params", deps);
+          deps.assign_one(up);
+          last = up;
+        }
+        if (zero3) last = issue(g, CollectiveOp::all_gather, chunks[i], "fsdp_all_gather", deps);
       }
       cur_layer_ = issuing;
       return last;
@@ -826,7 +881,19 @@ class Builder {
                shard * (pr.grad_bytes + 2 * pr.master_bytes + pr.optimizer_state_bytes * 2 + pr.weight_bytes)};
     std::vector<StepOpId> deps = dp_tasks;
     deps.push_back(last_compute);
-    StepOpId o = kernel(g, 0, opt, "adam_step", OpClass::optimizer, deps);
+    StepOpId o = StepOpId::none();
+    if (offload_grads) {
+      // ZeRO-Offload: CPU Adam once this GPU's gradients are on the host, the updated parameters
+      // back up (ZeRO-Infinity's offloaded parameters are written where they live, not uploaded).
+      // With the delayed parameter update the CPU step is the previous step's, run beside this
+      // step's forward and backward (Ren et al. Sec. 5.2): it waits for nothing of this step.
+      // A join first: the dependencies may be more than an op holds.
+      StepOpId join[] = {add(g, 0, Time{}, "offload_grads_done", "host", OpClass::compute, 0, 0, deps)};
+      const std::span<const StepOpId> after = off.delayed_param_update ? std::span<const StepOpId>() : join;
+      o = cpu_step(g, shard, !fetch_params, after);
+    } else {
+      o = kernel(g, 0, opt, "adam_step", OpClass::optimizer, deps);
+    }
     if ((zero == 1 || zero == 2) && dp_comm) {
       StepOpId d2[] = {o};
       collective(g, 1, CommGroup::dp, CollectiveOp::all_gather, params * pr.weight_bytes, "param_all_gather", d2);

@@ -19,7 +19,11 @@ LoweredStep lower_step(const StepProgram& p) {
     // Pipeline transfers hold no stream (a stage posts its sends and receives as they come), so
     // StepStream::pp_transfer maps to none and the GPU gets four engine streams.
     const StreamId compute = g.add_stream(), dp = g.add_stream(), tp = g.add_stream(), cp = g.add_stream();
-    l.streams.push_back({compute, dp, StreamId::none(), tp, cp});
+    // Offloading's PCIe directions and host CPU, only where the program has such ops.
+    const StreamId h2d = p.offload ? g.add_stream() : StreamId::none();
+    const StreamId d2h = p.offload ? g.add_stream() : StreamId::none();
+    const StreamId host = p.offload ? g.add_stream() : StreamId::none();
+    l.streams.push_back({compute, dp, StreamId::none(), tp, cp, h2d, d2h, host});
   }
   g.reserve(p.ops.size(), p.deps.size() + p.late_deps.size());
   for (std::size_t r = 0; r < p.calls.size(); ++r) g.add_rendezvous();

@@ -40,7 +40,7 @@ Trace training_trace(const StepProgram& p, Trace names, const std::vector<std::v
   Trace tr = std::move(names);
   const auto gpn = cluster.spec.gpus_per_node;
   // Each GPU's lanes by stream: compute, dp comm, pp comm, then tp comm and cp comm if used.
-  std::vector<std::array<std::uint32_t, 5>> lane_of(p.gpus.size());
+  std::vector<std::array<std::uint32_t, kStepStreams>> lane_of(p.gpus.size());
   for (std::uint32_t g = 0; g < p.gpus.size(); ++g) {
     const auto& c = p.gpus[g];
     const int rank = c.rank;
@@ -51,9 +51,14 @@ Trace training_trace(const StepProgram& p, Trace names, const std::vector<std::v
     l[0] = tr.add_lane(proc, "compute", group, pid, 0);
     l[1] = tr.add_lane(proc, "dp comm", group, pid, 1);
     l[2] = tr.add_lane(proc, "pp comm", group, pid, 2);
-    l[3] = l[4] = l[0];
+    l[3] = l[4] = l[5] = l[6] = l[7] = l[0];
     if (par.tp_comm_overlap) l[3] = tr.add_lane(proc, "tp comm", group, pid, 3);
     if (par.cp > 1 && par.cp_comm == Parallelism::CpComm::ring) l[4] = tr.add_lane(proc, "cp comm", group, pid, 4);
+    if (p.offload) {
+      l[5] = tr.add_lane(proc, "pcie h2d", group, pid, 5);
+      l[6] = tr.add_lane(proc, "pcie d2h", group, pid, 6);
+      l[7] = tr.add_lane(proc, "host cpu", group, pid, 7);
+    }
   }
   tr.events.reserve(p.ops.size());
   static const char* kPhase[] = {"", "bwd ", "recompute ", ""};
@@ -154,9 +159,10 @@ Trace training_trace(const StepProgram& p, Trace names, const std::vector<std::v
   // viewer's --fold): each dimension's size as simulated and its stride in ranks, so a rank's
   // coordinate is (rank / stride) % size; EP is carved from consecutive DP coordinates.
   const auto& b = res.breakdown;
-  for (const auto& [k, v] : {std::pair{"exposed_tp_s", b.exposed_tp_s}, std::pair{"exposed_cp_s", b.exposed_cp_s},
-                             std::pair{"exposed_ep_s", b.exposed_ep_s}, std::pair{"exposed_dp_s", b.exposed_dp_s},
-                             std::pair{"exposed_pp_s", b.exposed_pp_s}}) {
+  for (const auto& [k, v] :
+       {std::pair{"exposed_tp_s", b.exposed_tp_s}, std::pair{"exposed_cp_s", b.exposed_cp_s},
+        std::pair{"exposed_ep_s", b.exposed_ep_s}, std::pair{"exposed_dp_s", b.exposed_dp_s},
+        std::pair{"exposed_pp_s", b.exposed_pp_s}, std::pair{"exposed_offload_s", b.exposed_offload_s}}) {
     if (v > 0) tr.summary.emplace_back(k, v);
   }
   if (!p.gpus.empty()) {

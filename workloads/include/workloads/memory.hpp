@@ -36,6 +36,10 @@ struct MemoryBreakdown {
   double peak = 0;      // allocated + comm_buffers + overhead: what must fit
   double capacity = 0;
   bool oom = false;
+  // Offloading (workloads/offload.hpp): what this GPU keeps in its node's host memory and on its
+  // NVMe instead of on the GPU (the terms above then leave it out).
+  double host_bytes = 0;
+  double nvme_bytes = 0;
   std::string dominant;  // the largest term
   std::string advice;    // when OOM: what would fit
 };

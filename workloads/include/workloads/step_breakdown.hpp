@@ -21,19 +21,22 @@ struct StepBreakdown {
   double exposed_tp_s = 0;  // tensor-parallel collectives on the critical path
   double exposed_cp_s = 0;
   double exposed_ep_s = 0;
-  double exposed_dp_s = 0;  // gradient reduction / parameter gathering not hidden by compute
-  double exposed_pp_s = 0;  // pipeline transfers not hidden
-  double bubble_s = 0;      // pipeline fill and drain
-  double other_s = 0;       // waiting on peers, anything else (never the optimizer)
-  double exposed_comm_s() const { return exposed_tp_s + exposed_cp_s + exposed_ep_s + exposed_dp_s + exposed_pp_s; }
+  double exposed_dp_s = 0;       // gradient reduction / parameter gathering not hidden by compute
+  double exposed_pp_s = 0;       // pipeline transfers not hidden
+  double bubble_s = 0;           // pipeline fill and drain
+  double other_s = 0;            // waiting on peers, anything else (never the optimizer)
+  double exposed_offload_s = 0;  // host<->device PCIe copies of offloading not hidden by compute
+  double exposed_comm_s() const {
+    return exposed_tp_s + exposed_cp_s + exposed_ep_s + exposed_dp_s + exposed_pp_s + exposed_offload_s;
+  }
 };
 
 // Each simulated GPU's ops, in program order.
 std::vector<std::vector<std::uint32_t>> ops_by_gpu(const StepProgram& p);
 
 // The breakdown's parts in whole picoseconds, in StepBreakdown's field order (compute, optimizer,
-// exposed TP, CP, EP, DP, PP, bubble, other): what folding micro-batches extends exactly.
-using StepBreakdownPs = std::array<std::int64_t, 9>;
+// exposed TP, CP, EP, DP, PP, bubble, other, exposed offload): what folding micro-batches extends exactly.
+using StepBreakdownPs = std::array<std::int64_t, 10>;
 // Each part converted once: static_cast<double>(ps) * 1e-12.
 StepBreakdown to_seconds(const StepBreakdownPs& ps);
 

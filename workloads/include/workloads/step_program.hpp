@@ -28,12 +28,23 @@ using StepOpId = Id<StepOpTag>;      // index into StepProgram::ops
 using StepCallId = Id<StepCallTag>;  // index into StepProgram::calls
 
 // What an op is, for the breakdown and the trace.
-enum class OpClass : std::uint8_t { compute, optimizer, comm_tp, comm_cp, comm_ep, comm_dp, comm_pp };
+// offload: host<->device copies over PCIe (ZeRO-Offload / ZeRO-Infinity, workloads/offload.hpp).
+enum class OpClass : std::uint8_t { compute, optimizer, comm_tp, comm_cp, comm_ep, comm_dp, comm_pp, offload };
 
 // Where an op runs on its GPU. Pipeline transfers hold no stream (a stage posts its sends and
-// receives as they come); the others run in order on their stream.
-enum class StepStream : std::uint8_t { compute = 0, dp_comm = 1, pp_transfer = 2, tp_comm = 3, cp_comm = 4 };
-inline constexpr int kStepStreams = 5;
+// receives as they come); the others run in order on their stream. Offloading adds a GPU's two
+// PCIe directions (copy engines) and its share of the host's CPU (CPU Adam).
+enum class StepStream : std::uint8_t {
+  compute = 0,
+  dp_comm = 1,
+  pp_transfer = 2,
+  tp_comm = 3,
+  cp_comm = 4,
+  pcie_h2d = 5,
+  pcie_d2h = 6,
+  host = 7
+};
+inline constexpr int kStepStreams = 8;
 
 // The phase an op belongs to (StepCollective::Phase has the same order).
 enum class StepPhase : std::uint8_t { forward = 0, backward = 1, recompute = 2, step = 3 };
@@ -102,6 +113,7 @@ struct StepProgram {
   bool folded = false;                     // one data-parallel replica stands for all
   bool tp_folded = false;                  // one rank stands for each TP group
   bool cp_folded = false;                  // one rank stands for each CP group
+  bool offload = false;                    // has PCIe and host ops (the three offload streams)
 };
 
 // The most micro-batches per data-parallel replica a step program holds (StepOp::mb is 16 bits).

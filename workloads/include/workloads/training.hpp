@@ -95,6 +95,30 @@ struct Precision {
   double optimizer_state_bytes = 8;  // Adam: two FP32 moments
 };
 
+// Offloading (docs/training.md, "Offloading"): DeepSpeed's ZeRO-Offload (Ren et al., ATC'21:
+// optimizer states, FP32 master weights and the update on the host, gradients down and updated
+// parameters up over PCIe) and ZeRO-Infinity (Rajbhandari et al., SC'21: also the parameters, on
+// host memory or NVMe, fetched layer by layer before their all-gather). Names follow DeepSpeed's
+// zero_optimization.offload_optimizer / offload_param.
+struct Offload {
+  enum class Device { none, cpu, nvme };
+  Device optimizer = Device::none;  // offload_optimizer.device
+  Device params = Device::none;     // offload_param.device (ZeRO-3 only)
+  bool pin_memory = true;           // page-locked host buffers; false: copies reach half the rate
+  // Share of the PCIe line rate a pinned host<->device copy reaches (bandwidthTest: ~25 of 32 GB/s, Gen4 x16).
+  double pcie_efficiency = 0.8;
+  double nvme_gbyte_per_s = 13;  // the node's NVMe aggregate, per direction, shared by its GPUs
+  // DeepSpeedCPUAdam on the whole host: parameters updated per second, shared by the node's GPUs.
+  double cpu_adam_params_per_s = 4e9;
+  // Delayed parameter update (ZeRO-Offload Sec. 5.2): the CPU step of step i runs beside the GPU's
+  // forward and backward of step i+1.
+  bool delayed_param_update = false;
+  double host_memory_bytes = 0;  // per node; 0: the node preset's (offload_host_memory_bytes), else unknown
+  bool active() const { return optimizer != Device::none || params != Device::none; }
+};
+inline constexpr auto offload_device_names = make_names<Offload::Device>(
+    {{Offload::Device::none, "none"}, {Offload::Device::cpu, "cpu"}, {Offload::Device::nvme, "nvme"}});
+
 // Run-to-run variation: several steps, each kernel's time scaled by a log-normal factor,
 // and now and then a straggling GPU. Seeded, so the same scenario gives the same numbers.
 struct NoiseSpec {
@@ -130,6 +154,7 @@ struct TrainingConfig {
   // the step waits for that rank at every all-to-all.
   double moe_load_imbalance = 1.0;
   NoiseSpec noise;
+  Offload offload;
   std::uint64_t seed = 1;
 
   int grad_accum() const {

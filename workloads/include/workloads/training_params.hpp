@@ -106,6 +106,11 @@ inline constexpr ParamDecl training_params[] = {
      .unit = "fraction",
      .doc = "the report warns when peak memory is above (1 - this) of the GPU's memory"},
     {.key = "noise", .type = ParamType::object, .doc = "run-to-run variation (/training/noise)"},
+    {.key = "offload",
+     .type = ParamType::object,
+     .doc = "ZeRO-Offload / ZeRO-Infinity: optimizer states and parameters on host memory or NVMe "
+            "(/training/offload, docs/training.md \"Offloading\")",
+     .computed = "nothing offloaded"},
     {.key = "moe_load_imbalance",
      .type = ParamType::number,
      .def = 1.0,
@@ -365,6 +370,74 @@ inline constexpr ParamDecl noise_params[] = {
      .min = 1,
      .max = 100,
      .doc = "a straggler's kernels take this factor longer"},
+};
+
+// /training/offload: DeepSpeed's zero_optimization.offload_optimizer and offload_param, and the
+// host they offload to (workloads/offload.hpp).
+inline constexpr ParamDecl offload_params[] = {
+    {.key = "optimizer",
+     .type = ParamType::choice,
+     .def_name = "none",
+     .doc = "where the FP32 master weights and Adam moments live and the update runs: cpu (ZeRO-Offload: CPU Adam, "
+            "gradients down and updated parameters up over PCIe) or nvme (ZeRO-Infinity: states swapped from NVMe "
+            "beside CPU Adam); needs zero_stage >= 1",
+     .source = "DeepSpeed zero_optimization.offload_optimizer.device; Ren et al. ATC'21; Rajbhandari et al. SC'21",
+     .choices = offload_device_names.names},
+    {.key = "params",
+     .type = ParamType::choice,
+     .def_name = "none",
+     .doc = "where the parameter shards live: cpu or nvme, each layer's shard copied to the GPU before its "
+            "all-gather (forward and backward); needs zero_stage 3",
+     .source = "DeepSpeed zero_optimization.offload_param.device; Rajbhandari et al. SC'21",
+     .choices = offload_device_names.names},
+    {.key = "pin_memory",
+     .type = ParamType::boolean,
+     .def = 1,
+     .doc = "page-locked host buffers; false: copies stage through pageable memory at half the rate (an estimate)",
+     .source = "DeepSpeed offload_optimizer.pin_memory / offload_param.pin_memory"},
+    {.key = "pcie_efficiency",
+     .type = ParamType::number,
+     .def = 0.8,
+     .min = 0,
+     .max = 1,
+     .unit = "fraction",
+     .doc = "share of the GPU's PCIe rate (pcie_gbyte_per_s) a pinned host<->device copy reaches; on a PCIe node "
+            "with a pcie_uplink_gbyte_per_s the GPUs under one switch share that uplink",
+     .source = "CUDA bandwidthTest, pinned: about 25 of 32 GB/s on PCIe Gen4 x16 (an estimate, not fitted)",
+     .min_exclusive = true},
+    {.key = "nvme_gbyte_per_s",
+     .type = ParamType::number,
+     .def = 13.0,
+     .min = 0,
+     .max = 1e5,
+     .unit = "GB/s",
+     .doc = "the node's NVMe aggregate (RAID0 of its drives), read or write, shared evenly by the node's GPUs",
+     .source = "DeepSpeedExamples deepnvme/zero_inference: two NVMe in RAID0, ~13 GB/s read",
+     .min_exclusive = true},
+    {.key = "cpu_adam_gparams_per_s",
+     .type = ParamType::number,
+     .def = 4.0,
+     .min = 0,
+     .max = 1e4,
+     .unit = "Gparams/s",
+     .doc = "DeepSpeedCPUAdam's rate on the whole host (all its cores), shared evenly by the node's GPUs",
+     .source = "an estimate of the order of Ren et al. ATC'21 Table 4 (CPU-Adam on the DGX-2 host, 1B to 10B "
+               "parameters); not fitted: measure DeepSpeed's tests/perf/adam_test1.py on the host",
+     .min_exclusive = true},
+    {.key = "delayed_param_update",
+     .type = ParamType::boolean,
+     .def = 0,
+     .doc = "optimizer offload: the CPU step (and its parameter upload) of one step runs beside the next step's "
+            "forward and backward (DPU)",
+     .source = "Ren et al. ATC'21 Sec. 5.2"},
+    {.key = "host_memory_gib",
+     .type = ParamType::number,
+     .min = 0,
+     .max = 1e6,
+     .unit = "GiB",
+     .doc = "the node's host memory, for the host-memory verdict (0: unknown, no verdict)",
+     .computed = "the node preset's: dgx-a100 1,024 GiB, dgx-h100 2,048 GiB (NVIDIA DGX A100 / H100 datasheets: "
+                 "1 TB, 2 TB); else 0"},
 };
 
 }  // namespace ctwin
