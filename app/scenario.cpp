@@ -195,6 +195,13 @@ Scenario parse_scenario_json(Json& root, const std::string& path) {
   for (auto& w : cluster_warnings(sc.cluster)) sc.warnings.push_back(std::move(w));
   sc.job = read_job(top, root, catalogs, sc);
   read_network(top, sc);
+  if (!sc.cluster.degraded_links.empty() && sc.fidelity != NetworkFidelity::flow) {
+    // The analytical fidelity prices a collective from its algorithm's bottleneck tier, never
+    // from one link: a degraded link would be silently ignored.
+    top.object("cluster").fail("degraded_links", "degraded links at the analytical network fidelity",
+                               "/network/fidelity \"flow\" (only flows route over single links), or no "
+                               "degraded_links");
+  }
   if (top.has("realrun")) sc.realrun = realrun::read_realrun_config(top.object("realrun"));
   if (top.has("validation")) {
     const JsonObject vo = top.object("validation");

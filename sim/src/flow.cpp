@@ -14,6 +14,13 @@ LinkId FlowNetwork::add_link(double bytes_per_s) {
   return LinkId(static_cast<std::uint32_t>(links_.size() - 1));
 }
 
+void FlowNetwork::set_capacity(LinkId link, double bytes_per_s) {
+  if (!(bytes_per_s > 0)) throw std::invalid_argument("FlowNetwork::set_capacity: capacity must be positive");
+  Link& l = links_.at(link.value);
+  if (!l.flows.empty()) throw std::logic_error("FlowNetwork::set_capacity: flows are active on the link");
+  l.capacity = bytes_per_s;
+}
+
 FlowId FlowNetwork::start(std::vector<LinkId> path, double bytes, std::function<void()> on_done, Time latency,
                           double max_bytes_per_s) {
   if (!(max_bytes_per_s > 0)) throw std::invalid_argument("FlowNetwork::start: rate bound must be positive");

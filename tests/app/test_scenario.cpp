@@ -122,6 +122,27 @@ TEST_CASE("bad scenarios each give one error naming the path, what was found and
        "/network/algo/all_reduce", "found \"tre\"; did you mean \"tree\"?"},
       {"unknown operation for a protocol", [](json& j) { j["network"]["protocol"]["allreduce"] = "ll"; },
        "/network/protocol/allreduce", "unknown key; did you mean \"all_reduce\"?"},
+      {"degraded link at the analytical fidelity",
+       [](json& j) {
+         j["cluster"]["degraded_links"] =
+             json::array({{{"link", "node0.gpu1 -> node0.nvswitch"}, {"bandwidth_fraction", 0.5}}});
+       },
+       "/cluster/degraded_links", "degraded links at the analytical network fidelity"},
+      {"degraded link the cluster lacks",
+       [](json& j) {
+         j["network"]["fidelity"] = "flow";
+         j["cluster"]["degraded_links"] =
+             json::array({{{"link", "node0.gpu9 -> node0.nvswitch"}, {"bandwidth_fraction", 0.5}}});
+       },
+       "/cluster/degraded_links/0/link",
+       "no link \"node0.gpu9 -> node0.nvswitch\" in this cluster; did you mean \"node0.gpu0 -> node0.nvswitch\"?"},
+      {"degraded link fraction out of range",
+       [](json& j) {
+         j["network"]["fidelity"] = "flow";
+         j["cluster"]["degraded_links"] =
+             json::array({{{"link", "node0.gpu1 -> node0.nvswitch"}, {"bandwidth_fraction", 0}}});
+       },
+       "/cluster/degraded_links/0/bandwidth_fraction", "found 0, out of range"},
       {"unknown nested key", [](json& j) { j["training"]["micro_bach"] = 1; }, "/training/micro_bach",
        "unknown key; did you mean \"micro_batch\"?"},
       {"wrong type", [](json& j) { j["training"]["micro_batch"] = "two"; }, "/training/micro_batch",

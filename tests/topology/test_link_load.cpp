@@ -91,3 +91,30 @@ TEST_CASE("busiest links: one line per class, its busiest link, and how many lin
   CHECK(top[1].links == 3);
   CHECK(top[1].bytes == rel_approx(18e9, 1e-12));
 }
+
+TEST_CASE("a degraded link runs at its fraction of capacity: one flow across it takes bytes / (fraction x capacity)") {
+  // 10 GB from GPU 3 of node 0 to GPU 3 of node 1: its bottleneck was the 50 GB/s NIC links
+  // (0.2 s); node 0's NIC 3 at 40% makes that link 20 GB/s: 0.5 s. The reverse direction keeps 50.
+  ClusterSpec s = two_nodes();
+  s.degraded_links = {{"node0.nic3 -> switch", 0.4}};
+  Engine e;
+  FlowNetwork net(e);
+  const Cluster cl = build_cluster(s);
+  ClusterNetwork r(cl, net);
+  Time there{}, back{};
+  net.start(r.route_rail(GpuId(3), GpuId(11)), 10e9, [&] { there = e.now(); });
+  net.start(r.route_rail(GpuId(11), GpuId(3)), 10e9, [&] { back = e.now(); });
+  e.run();
+  CHECK(there.seconds() == rel_approx(0.5, 1e-9));
+  CHECK(back.seconds() == rel_approx(0.2, 1e-9));
+  const auto top = busiest_links(net, r, 0.5, 1);
+  CHECK(top.front().name == "node0.nic3 -> switch");
+  CHECK(top.front().capacity_gbyte_per_s == rel_approx(20, 1e-12));
+  CHECK(top.front().busy_fraction == rel_approx(1.0, 1e-9));
+  // A name the cluster does not have is a programming error here (scenarios check names first).
+  ClusterSpec bad = two_nodes();
+  bad.degraded_links = {{"node0.nic9 -> switch", 0.5}};
+  const Cluster bcl = build_cluster(bad);
+  FlowNetwork bnet(e);
+  CHECK_THROWS_AS(ClusterNetwork(bcl, bnet), std::invalid_argument);
+}

@@ -68,3 +68,41 @@ TEST_CASE("busiest links: TP across nodes (dp innermost) loads the NICs more tha
   CHECK(b.busiest_links.front().name.find("nic") != std::string::npos);
   CHECK(nic_bytes(b) > 2 * nic_bytes(a));  // 21.7 MB against 8.0 MB when written
 }
+
+TEST_CASE("a degraded NIC link slows DP's all-reduce by the bytes over the lost bandwidth") {
+  // Two nodes of one GPU, DP2, every gradient in one bucket reduced after backward (no overlap):
+  // a ring of two ranks sends the buffer S each way, one flow per direction over PCIe and the
+  // NICs. Node 0's NIC uplink at a fraction f small enough to be the flow's bottleneck (below the
+  // one channel's own ceiling) carries S at f x NIC: halving f from 1/4 to 1/8 adds exactly
+  // S / (NIC / 8) - S / (NIC / 4) = 4 S / NIC to the step, latencies unchanged.
+  const ModelSpec m = test::fold_gpt(2);
+  TrainingConfig c = test::fold_layout(1, 1, 2, 2);
+  c.overlap_grad_reduce = false;
+  c.grad_bucket_bytes = 1e12;
+  ClusterSpec s = test::fold_nodes(2).spec;
+  s.gpus_per_node = 1;
+  s.gpu.pcie_gbyte_per_s = 64;
+  TrainingOptions opt;
+  opt.flow_network = true;
+  opt.collectives.algo = CollectiveAlgo::ring;
+  opt.collectives.protocol = Protocol::simple;
+  const auto healthy = simulate_training(m, c, build_cluster(s), opt);
+  std::string uplink;
+  for (const auto& l : healthy.busiest_links) {
+    if (l.name.rfind("node0.nic0 -> pod", 0) == 0) uplink = l.name;  // the NIC into the fabric
+  }
+  REQUIRE_FALSE(uplink.empty());
+  auto step_at = [&](double fraction) {
+    ClusterSpec d = s;
+    d.degraded_links = {{uplink, fraction}};
+    return simulate_training(m, c, build_cluster(d), opt);
+  };
+  const auto quarter = step_at(0.25), eighth = step_at(0.125);
+  const double S = 2.0 * static_cast<double>(count_parameters(m).total);
+  const double nic = s.nic_gbyte_per_s * (s.nic_efficiency > 0 ? s.nic_efficiency : 1.0) * 1e9;  // 0: line rate
+  CHECK(eighth.step_time_s - quarter.step_time_s == rel_approx(4 * S / nic, 1e-6));
+  CHECK(quarter.step_time_s > healthy.step_time_s);
+  // The report shows the degraded link at its reduced capacity, busiest of all.
+  CHECK(eighth.busiest_links.front().name == uplink);
+  CHECK(eighth.busiest_links.front().capacity_gbyte_per_s == rel_approx(nic / 8 / 1e9, 1e-12));
+}

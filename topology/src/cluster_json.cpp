@@ -1,11 +1,55 @@
 #include "topology/cluster_json.hpp"
 
+#include <algorithm>
 #include <functional>
 
 #include "sim/error.hpp"
 #include "topology/catalog_json.hpp"
+#include "topology/network.hpp"
 
 namespace ctwin {
+namespace {
+
+// /cluster/degraded_links: each names a link of this cluster's graph (one direction).
+std::vector<DegradedLink> read_degraded_links(const JsonObject& o, const ClusterSpec& c) {
+  const Json& list = o.raw("degraded_links");
+  if (!list.is_array()) {
+    o.fail("degraded_links", std::string("a ") + list.type_name(), "a list of {link, bandwidth_fraction} objects");
+  }
+  ClusterSpec plain = c;
+  plain.degraded_links.clear();
+  const Cluster built = build_cluster(plain);
+  Engine engine;
+  FlowNetwork net(engine);
+  const ClusterNetwork routes(built, net);
+  const std::vector<std::string> names = routes.link_names();
+  std::vector<DegradedLink> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string path = o.child("degraded_links") + "/" + std::to_string(i);
+    if (!list[i].is_object()) {
+      JsonObject(Json::object(), o.child("degraded_links"), o.file())
+          .fail(std::to_string(i), std::string("a ") + list[i].type_name(), "an object {link, bandwidth_fraction}");
+    }
+    const JsonObject e(list[i], path, o.file());
+    const ParamReader r(e, degraded_link_params);
+    DegradedLink d{r.string("link"), r.number("bandwidth_fraction")};
+    if (!std::binary_search(names.begin(), names.end(), d.link)) {
+      // A suggestion from the nearest names where the cluster is small enough to search them all.
+      const std::string guess = names.size() <= 20000 ? closest(d.link, names) : std::string();
+      e.fail("link",
+             "no link \"" + d.link + "\" in this cluster" + (guess.empty() ? "" : "; did you mean \"" + guess + "\"?"),
+             "a link as `ctwin run` names it under \"busiest links\" (at /network/fidelity \"flow\"): "
+             "\"nodeN.gpuK -> nodeN.nvswitch\", \"nodeN.nicK -> podP.leafK\", ...");
+    }
+    for (const auto& seen : out) {
+      if (seen.link == d.link) e.fail("link", "\"" + d.link + "\" listed twice", "each link once");
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace
 
 ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_json,
                               const std::function<void(ClusterSpec&)>& link_defaults,
@@ -92,6 +136,7 @@ ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_js
   c.pcie_uplink_gbyte_per_s = r.bandwidth("pcie_uplink_gbyte_per_s", c.pcie_uplink_gbyte_per_s, warnings);
   c.inter_socket_gbyte_per_s = r.bandwidth("inter_socket_gbyte_per_s", c.inter_socket_gbyte_per_s, warnings);
   c.nvlink_pair_gbyte_per_s = r.bandwidth("nvlink_pair_gbyte_per_s", c.nvlink_pair_gbyte_per_s, warnings);
+  if (o.has("degraded_links")) c.degraded_links = read_degraded_links(o, c);
   if (c.nics_per_node > c.gpus_per_node) {
     o.fail("nics_per_node",
            "found " + std::to_string(c.nics_per_node) + ", more NICs than the node's " +
@@ -126,32 +171,39 @@ nlohmann::ordered_json cluster_to_json(const ClusterSpec& c) {
                              {"gpu_hour_usd", g.gpu_hour_usd},
                              {"power_source", g.power_source},
                              {"price_source", g.price_source}};
-  return nlohmann::ordered_json{{"name", c.name},
-                                {"nodes", c.nodes},
-                                {"gpus_per_node", c.gpus_per_node},
-                                {"gpu", gpu},
-                                {"intra", to_string(c.intra)},
-                                {"intra_gbyte_per_s", c.intra_gbyte_per_s},
-                                {"intra_latency_us", c.intra_latency_us},
-                                {"intra_efficiency", c.intra_efficiency},
-                                {"nvls_efficiency", c.nvls_efficiency},
-                                {"nic_gbit_per_s", 8 * c.nic_gbyte_per_s},
-                                {"inter_latency_us", c.inter_latency_us},
-                                {"net_overhead_us", c.net_overhead_us},
-                                {"nodes_per_pod", c.nodes_per_pod},
-                                {"leaf_radix", c.leaf_radix},
-                                {"spines", c.spines},
-                                {"oversubscription", c.oversubscription},
-                                {"fabric", to_string(c.fabric)},
-                                {"core_switches", c.core_switches},
-                                {"nics_per_node", c.nics_per_node},
-                                {"nic_efficiency", c.nic_efficiency},
-                                {"sharp", c.sharp},
-                                {"sockets", c.sockets},
-                                {"gpus_per_pcie_switch", c.gpus_per_pcie_switch},
-                                {"pcie_uplink_gbyte_per_s", c.pcie_uplink_gbyte_per_s},
-                                {"inter_socket_gbyte_per_s", c.inter_socket_gbyte_per_s},
-                                {"nvlink_pair_gbyte_per_s", c.nvlink_pair_gbyte_per_s}};
+  nlohmann::ordered_json out{{"name", c.name},
+                             {"nodes", c.nodes},
+                             {"gpus_per_node", c.gpus_per_node},
+                             {"gpu", gpu},
+                             {"intra", to_string(c.intra)},
+                             {"intra_gbyte_per_s", c.intra_gbyte_per_s},
+                             {"intra_latency_us", c.intra_latency_us},
+                             {"intra_efficiency", c.intra_efficiency},
+                             {"nvls_efficiency", c.nvls_efficiency},
+                             {"nic_gbit_per_s", 8 * c.nic_gbyte_per_s},
+                             {"inter_latency_us", c.inter_latency_us},
+                             {"net_overhead_us", c.net_overhead_us},
+                             {"nodes_per_pod", c.nodes_per_pod},
+                             {"leaf_radix", c.leaf_radix},
+                             {"spines", c.spines},
+                             {"oversubscription", c.oversubscription},
+                             {"fabric", to_string(c.fabric)},
+                             {"core_switches", c.core_switches},
+                             {"nics_per_node", c.nics_per_node},
+                             {"nic_efficiency", c.nic_efficiency},
+                             {"sharp", c.sharp},
+                             {"sockets", c.sockets},
+                             {"gpus_per_pcie_switch", c.gpus_per_pcie_switch},
+                             {"pcie_uplink_gbyte_per_s", c.pcie_uplink_gbyte_per_s},
+                             {"inter_socket_gbyte_per_s", c.inter_socket_gbyte_per_s},
+                             {"nvlink_pair_gbyte_per_s", c.nvlink_pair_gbyte_per_s}};
+  if (!c.degraded_links.empty()) {
+    out["degraded_links"] = nlohmann::ordered_json::array();
+    for (const auto& d : c.degraded_links) {
+      out["degraded_links"].push_back({{"link", d.link}, {"bandwidth_fraction", d.bandwidth_fraction}});
+    }
+  }
+  return out;
 }
 
 }  // namespace ctwin

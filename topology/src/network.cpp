@@ -102,6 +102,31 @@ struct ClusterNetwork::Impl {
 };
 
 ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_(std::make_unique<Impl>(cluster)) {
+  build(net);
+  // Degraded links (ClusterSpec::degraded_links) by name, after the graph is whole.
+  for (const DegradedLink& d : cluster.spec.degraded_links) {
+    bool found = false;
+    for (const auto& [id, ends] : impl_->ends) {
+      if (impl_->label[ends.first] + " -> " + impl_->label[ends.second] != d.link) continue;
+      net.set_capacity(LinkId(id), net.link_capacity(LinkId(id)) * d.bandwidth_fraction);
+      found = true;
+      break;
+    }
+    if (!found) throw std::invalid_argument("ClusterNetwork: no link named \"" + d.link + "\"");
+  }
+}
+
+std::vector<std::string> ClusterNetwork::link_names() const {
+  std::vector<std::string> out;
+  out.reserve(impl_->ends.size());
+  for (const auto& [id, ends] : impl_->ends)
+    out.push_back(impl_->label[ends.first] + " -> " + impl_->label[ends.second]);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void ClusterNetwork::build(FlowNetwork& net) {
+  const Cluster& cluster = impl_->cl;
   const ClusterSpec& s = cluster.spec;
   Impl& m = *impl_;
   const int gpus = cluster.gpu_count(), gpn = s.gpus_per_node, k = std::min(s.nics(), gpn);

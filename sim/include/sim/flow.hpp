@@ -32,6 +32,9 @@ class FlowNetwork {
 
   // A link (one direction) of `bytes_per_s` capacity.
   LinkId add_link(double bytes_per_s);
+  // Changes a link's capacity before any flow crosses it (a degraded link); throws
+  // std::logic_error once flows are active on it.
+  void set_capacity(LinkId link, double bytes_per_s);
 
   // Starts moving `bytes` along `path` after `latency`; on_done runs when the last byte lands.
   // A path of no links completes after the latency alone. `max_bytes_per_s` bounds the flow's own

@@ -37,6 +37,15 @@ inline constexpr auto inter_fabric_names =
 const char* to_string(IntraNodeFabric f);
 const char* to_string(InterNodeFabric f);
 
+// A link slower than it was built: a cable running at a lower rate, a port retransmitting, a
+// flapping link's goodput. `link` names one direction as ClusterNetwork::link_name does (and as
+// the busiest-links report prints it); only the flow fidelity routes over links, so only it sees
+// one.
+struct DegradedLink {
+  std::string link;               // "node3.nic5 -> pod0.leaf5"
+  double bandwidth_fraction = 1;  // of the link's capacity, in (0, 1]
+};
+
 struct ClusterSpec {
   std::string name = "custom";  // preset name, for reports
   GpuSpec gpu;
@@ -85,6 +94,7 @@ struct ClusterSpec {
   // NCCL's latency tables and protocol efficiencies (defaults: NCCL's tuning.cc); a profile may
   // replace them. Every collective estimate and flow run on this cluster reads them.
   NcclModel nccl;
+  std::vector<DegradedLink> degraded_links;  // flow fidelity only
 
   int nics() const { return nics_per_node > 0 ? nics_per_node : gpus_per_node; }
 };

@@ -209,6 +209,11 @@ inline constexpr ParamDecl cluster_params[] = {
      .doc = "NVLink bridges (H100 PCIe pairs) and meshes: per pair, per direction",
      .computed = "the preset's, else 0",
      .min_nonzero = 1e-3},
+    {.key = "degraded_links",
+     .type = ParamType::any,
+     .doc = "links slower than built: a list of {link, bandwidth_fraction} (/cluster/degraded_links/N); "
+            "flow fidelity only",
+     .computed = "none"},
     // Deprecated spellings (GB/s, easily mistaken for Gb/s): read with a warning.
     {.key = "intra_gbps",
      .min = 1e-3,
@@ -250,6 +255,22 @@ inline constexpr ParamDecl cluster_params[] = {
      .same_as = "nvlink_pair_gbyte_per_s",
      .deprecated = true,
      .min_nonzero = 1e-3},
+};
+
+// One entry of /cluster/degraded_links.
+inline constexpr ParamDecl degraded_link_params[] = {
+    {.key = "link",
+     .type = ParamType::string,
+     .doc = "one direction of a link, as the busiest-links report names it: \"node3.nic5 -> pod0.leaf5\", "
+            "\"node0.gpu2 -> node0.nvswitch\"",
+     .required = true},
+    {.key = "bandwidth_fraction",
+     .type = ParamType::number,
+     .min = 0,
+     .max = 1,
+     .doc = "its capacity as a share of the built one: a lower link rate, or the goodput left by retransmits",
+     .required = true,
+     .min_exclusive = true},
 };
 
 // A cluster object (cluster_params); GPUs named in it are looked up in `gpus` (the builtin

@@ -40,11 +40,14 @@ class ClusterNetwork {
   int nic_of(GpuId g) const;
   // "node3.gpu5 -> node3.nvswitch", "node0.nic2 -> pod0.leaf2": a link's two ends, by name.
   std::string link_name(LinkId link) const;
+  // Every link's name, sorted (what a degraded link may name).
+  std::vector<std::string> link_names() const;
   std::size_t vertex_count() const;
   std::size_t link_count() const;
 
  private:
   struct Impl;
+  void build(FlowNetwork& net);
   std::unique_ptr<Impl> impl_;
 };
 
