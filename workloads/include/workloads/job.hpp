@@ -237,8 +237,11 @@ struct JobSpec {
 struct JobInputs {
   int gpus = 0;
   int gpus_per_node = 8;
-  int dp = 1;                 // data-parallel replicas
-  int nodes_per_replica = 1;  // nodes in one DP replica (TP x PP x CP x EP / gpus_per_node)
+  int dp = 1;  // data-parallel replicas; a replica is gpus / dp consecutive GPUs
+  // Nodes in one DP replica (TP x PP x CP x EP / gpus_per_node), checked against gpus / dp /
+  // gpus_per_node when > 0; 0 for replicas smaller than a node (several replicas per node: a node
+  // failure takes each replica with a GPU on it).
+  int nodes_per_replica = 0;
   double tokens_per_step = 0;
   double checkpoint_bytes_per_gpu = 0;  // what each rank writes: its shard of weights + optimizer
   double nic_bytes_per_s_per_node = 0;
