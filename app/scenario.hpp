@@ -18,6 +18,7 @@
 #include "topology/catalog.hpp"
 #include "topology/cluster.hpp"
 #include "topology/collective.hpp"
+#include "workloads/job.hpp"
 #include "workloads/model.hpp"
 #include "workloads/profile.hpp"
 #include "workloads/serving_autoscale_params.hpp"
@@ -70,6 +71,8 @@ struct TrainingJob {
   // /training/parallelism is "auto": the layout is `ctwin sweep`'s to choose; training holds
   // every other key, with a placeholder layout (all 1, dp = GPUs) that was not checked.
   bool auto_layout = false;
+  // /job: the whole training job around the step (failures, checkpoints, restarts; docs/jobs.md).
+  std::optional<JobSpec> job;
 };
 // /kind "serving": a fleet of data_parallel_size identical model replicas (/serving: each one's
 // GPUs, precisions and vLLM's scheduler keys) behind a round-robin split of the traffic
@@ -285,6 +288,11 @@ inline constexpr ParamDecl scenario_params[] = {
      .type = ParamType::object,
      .doc = "the training job (/training); required for training",
      .computed = "required for kind training"},
+    {.key = "job",
+     .type = ParamType::object,
+     .doc = "training only: the whole job around the step (/job): tokens to train, failures, checkpoints, "
+            "restarts, elasticity; `ctwin run` adds the job report (docs/jobs.md)",
+     .computed = "none: the step alone"},
     {.key = "serving",
      .type = ParamType::object,
      .doc = "the serving replica and its scheduler (/serving), keys named as vLLM's engine arguments",
