@@ -303,13 +303,17 @@ std::string job_report_text(const Scenario& sc, const JobReport& j) {
   if (j.mc.best_interval_s > 0) {
     std::snprintf(line, sizeof line, "    %-36s %s\n", "simulated best", duration(j.mc.best_interval_s).c_str());
     o += line;
-    o += "    intervals tried (mean time to train):";
-    for (std::size_t i = 0; i < j.mc.search_intervals_s.size(); ++i) {
-      std::snprintf(line, sizeof line, "%s %s (%.3f days)", i == 0 ? "" : ",", duration(j.mc.search_intervals_s[i]).c_str(),
-                    j.mc.search_time_to_train_s[i] / kDay);
+    // The search: each interval's mean time to train over the same draws (common random numbers).
+    std::snprintf(line, sizeof line, "\n    %-14s %18s %12s\n", "interval", "mean time to train", "vs best");
+    o += line;
+    const auto& iv = j.mc.search_intervals_s;
+    const auto& tt = j.mc.search_time_to_train_s;
+    const double best = *std::min_element(tt.begin(), tt.end());
+    for (std::size_t i = 0; i < iv.size() && i < tt.size(); ++i) {
+      std::snprintf(line, sizeof line, "    %-14s %13.3f days %+11.3f%%%s\n", duration(iv[i]).c_str(), tt[i] / kDay,
+                    100 * (tt[i] / best - 1), iv[i] == j.mc.best_interval_s ? "  best" : "");
       o += line;
     }
-    o += "\n";
   }
   o += "\n  step times simulated (one training simulation per configuration)\n";
   for (const JobStepRecord& s : j.steps) {

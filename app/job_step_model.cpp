@@ -50,7 +50,9 @@ StepModelRun step_model_run(const TrainingConfig& cfg, const ClusterSpec& cluste
   if (c.keep_global_batch) {
     // The same sequences over fewer replicas: each runs ceil(batch / (micro-batch x dp))
     // micro-batches, the step as long as the busiest replica's.
-    const int accum = (cfg.global_batch + per_step - 1) / per_step;
+    int accum = (cfg.global_batch + per_step - 1) / per_step;
+    // The interleaved schedule runs micro-batches in groups of pp: round up to a whole group.
+    if (p.schedule == PipelineSchedule::interleaved && p.pp > 1) accum = (accum + p.pp - 1) / p.pp * p.pp;
     run.cfg.global_batch = accum * per_step;
   } else {
     run.cfg.global_batch = cfg.grad_accum() * per_step;

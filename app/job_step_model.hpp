@@ -31,7 +31,8 @@ struct StepModelConfig {
 
 // The layout and cluster of a configuration: dp replicas of the same model-parallel slice on
 // just the nodes they need; the global batch kept (micro-batches per replica rounded up: the
-// step waits for the replica with the most) or shrunk with the replicas (the same accumulation).
+// step waits for the replica with the most; the interleaved schedule's micro-batches rounded up to
+// a multiple of pp, as it needs) or shrunk with the replicas (the same accumulation).
 // A slow GPU: every kernel's time scaled by `slowdown` (the training simulation times one
 // representative replica, so the slow GPU's stage sets the pace of every stage: an upper bound
 // on one slow GPU, exact when every stage holds one). A background write: the NICs'
