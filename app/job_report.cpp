@@ -45,7 +45,7 @@ nlohmann::ordered_json finite_or_null(double v) { return std::isfinite(v) ? nloh
 
 std::string duration(double s) {
   char buf[64];
-  if (!std::isfinite(s)) return "never";
+  if (!std::isfinite(s)) return "none (no random failures)";
   if (s >= 2 * kDay) {
     std::snprintf(buf, sizeof buf, "%.2f days", s / kDay);
   } else if (s >= 7200) {
@@ -231,9 +231,7 @@ std::string job_report_text(const Scenario& sc, const JobReport& j) {
                 j.mc.replications > 1 ? (", means over " + std::to_string(j.mc.replications) + " replications").c_str()
                                       : "");
   o += line;
-  std::snprintf(line, sizeof line, "%.2f days (%.2f days of productive steps)", m.time_to_train_s / kDay,
-                m.productive_s / kDay);
-  row("time to train", line);
+  row("time to train", duration(m.time_to_train_s) + " (" + duration(m.productive_s) + " of productive steps)");
   if (j.mc.replications > 1) {
     const JobQuantiles& q = j.mc.time_to_train_s;
     std::snprintf(line, sizeof line, "%.2f / %.2f / %.2f days", q.p10 / kDay, q.p50 / kDay, q.p90 / kDay);
