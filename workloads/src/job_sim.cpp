@@ -892,6 +892,13 @@ JobResult run_job_replication(const JobSpec& spec, const JobInputs& in, const St
   return run_replication(spec, in, cache, replication);
 }
 
+JobResult run_job_replication_per_step(const JobSpec& spec, const JobInputs& in, const StepTimeFn& step_fn,
+                                       int replication) {
+  check_job_inputs(spec, in);
+  JobStepCache cache(step_fn, true);
+  return run_replication(spec, in, cache, replication);
+}
+
 JobResult run_job(const JobSpec& spec, const JobInputs& in, const StepTimeFn& step_fn) {
   return run_job_replication(spec, in, step_fn, 0);
 }

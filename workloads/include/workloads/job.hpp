@@ -380,6 +380,10 @@ double daly_interval_s(double checkpoint_s, double mtbf_s);
 JobResult run_job(const JobSpec& spec, const JobInputs& in, const StepTimeFn& step_fn);
 // Replication r of the seed (0-based), as run_job; the Monte Carlo runs these.
 JobResult run_job_replication(const JobSpec& spec, const JobInputs& in, const StepTimeFn& step_fn, int replication);
+// The benchmark's baseline: as run_job_replication, but asking step_fn again for every step it
+// runs (no cache), as an engine that simulates each step would.
+JobResult run_job_replication_per_step(const JobSpec& spec, const JobInputs& in, const StepTimeFn& step_fn,
+                                       int replication);
 // monte_carlo.replications replications (step_fn called once per distinct configuration over
 // all of them), their quantiles, and the interval search. progress (optional) is called with
 // (done, total) replications.
