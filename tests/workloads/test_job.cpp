@@ -28,6 +28,15 @@ JobSpec quiet_spec() {
   s.elasticity.policy = ElasticPolicy::hot_spare;
   s.elasticity.spare_nodes = 1;
   s.monte_carlo.search_points = 0;
+  // The restart path, set here so the cases do not follow the defaults: watchdog 30 s, a spare
+  // in 120 s, container 60 s, NCCL init 5 s + 2 ms per rank.
+  s.detection.watchdog_s = 30;
+  s.restart = {.reschedule_with_spare_s = 120,
+               .reschedule_without_spare_s = 3600,
+               .repair_s = 86400,
+               .container_start_s = 60,
+               .nccl_init_base_s = 5,
+               .nccl_init_per_rank_s = 2e-3};
   return s;
 }
 
