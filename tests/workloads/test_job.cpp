@@ -453,3 +453,11 @@ TEST_CASE("bad inputs are rejected") {
   CHECK_THROWS_AS(run_job(quiet_spec(), small_inputs(), [](const JobConfiguration&) { return 0.0; }),
                   std::invalid_argument);
 }
+
+TEST_CASE("Daly's interval reproduces his three worked examples (delta 5 min; M 24 h, 6 h, 15 min)") {
+  // Daly (FGCS 2006), Figs. 3 to 5: 117, 57 and 9.1 min, printed to the minute (the last to a
+  // tenth): compared within half the printed last digit.
+  CHECK(daly_interval_s(300, 24 * 3600) / 60 == abs_approx(117, 0.5));  // minutes
+  CHECK(daly_interval_s(300, 6 * 3600) / 60 == abs_approx(57, 0.5));
+  CHECK(daly_interval_s(300, 15 * 60) / 60 == abs_approx(9.1, 0.05));
+}
