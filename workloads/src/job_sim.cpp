@@ -150,9 +150,18 @@ class JobRun {
   bool pending_rejoin_ = false;  // repaired replicas rejoin at the next checkpoint
   bool pending_planned_ = false;
 
-  // Failures: remaining exposure (unit-days) to each cause's next failure, and draw indices.
+  // Failures: each cause's exposure (unit-days) left to its next failure as of rem_t_, the
+  // units exposed since, and so the failure's time (kept until the units change: a shrink or a
+  // rejoin); the draw indices; the earliest cause.
   std::array<double, kFailureCauses> rem_{};
+  std::array<double, kFailureCauses> rem_t_{};
+  std::array<double, kFailureCauses> units_{};
+  std::array<double, kFailureCauses> fail_at_{};
   std::array<std::uint64_t, kFailureCauses> idx_{};
+  int first_fail_ = -1;
+  void set_failure(int c, double rem);
+  void rescale_failures();
+  void find_first_failure();
   std::vector<ScheduledFailure> scheduled_;
   std::size_t next_sched_ = 0;
 };
@@ -229,6 +238,35 @@ double JobRun::next_interarrival(int cause) {
   return -std::log(u) * mean;
 }
 
+void JobRun::set_failure(int c, double rem) {
+  rem_[c] = rem;
+  rem_t_[c] = t_;
+  fail_at_[c] = units_[c] > 0 && rem < kInf ? t_ + rem * kDay / units_[c] : kInf;
+}
+
+// The job's size changed: each cause's exposure left is what it was less what the old size
+// used up; the failure times follow at the new size.
+void JobRun::rescale_failures() {
+  for (int c = 0; c < kFailureCauses; ++c) {
+    const double used = units_[c] * (t_ - rem_t_[c]) / kDay;
+    const double left = rem_[c] < kInf ? std::max(0.0, rem_[c] - used) : kInf;
+    units_[c] = units(s_.causes[static_cast<std::size_t>(c)]);
+    set_failure(c, left);
+  }
+  find_first_failure();
+}
+
+void JobRun::find_first_failure() {
+  first_fail_ = -1;
+  double best = kInf;
+  for (int c = 0; c < kFailureCauses; ++c) {
+    if (fail_at_[c] < best) {
+      best = fail_at_[c];
+      first_fail_ = c;
+    }
+  }
+}
+
 void JobRun::emit(JobEventKind k, double start, double end, int cause, int nodes) {
   if (!s_.timeline || r_.timeline.size() >= s_.max_timeline_events) return;
   const int n = nodes >= 0 ? nodes : static_cast<int>(std::lround(active_nodes()));
@@ -252,9 +290,6 @@ void JobRun::emit(JobEventKind k, double start, double end, int cause, int nodes
 void JobRun::advance(double t) {
   const double dt = t - t_;
   if (dt <= 0) return;
-  for (int c = 0; c < kFailureCauses; ++c) {
-    if (rem_[c] < kInf) rem_[c] -= units(s_.causes[static_cast<std::size_t>(c)]) * dt / kDay;
-  }
   if (phase_ == Phase::train) {
     const JobConfiguration cfg = config();
     const StepSplit& sp = split(cfg);
@@ -474,7 +509,9 @@ void JobRun::set_active_replicas() {
     in_job_[r] = up_[r];
     n += up_[r];
   }
+  const bool changed = n != active_dp_;
   active_dp_ = n;
+  if (changed) rescale_failures();
   active_slow_ = 0;
   for (std::size_t node = 0; node < slow_.size(); ++node) {
     if (!slow_[node]) continue;
@@ -641,7 +678,11 @@ JobResult JobRun::run() {
     }
   }
   active_slow_ = n_slow;
-  for (int c = 0; c < kFailureCauses; ++c) rem_[c] = next_interarrival(c);
+  for (int c = 0; c < kFailureCauses; ++c) {
+    units_[c] = units(s_.causes[static_cast<std::size_t>(c)]);
+    set_failure(c, next_interarrival(c));
+  }
+  find_first_failure();
   scheduled_ = s_.failures;
   std::stable_sort(scheduled_.begin(), scheduled_.end(),
                    [](const ScheduledFailure& a, const ScheduledFailure& b) { return a.at_s < b.at_s; });
@@ -663,18 +704,8 @@ JobResult JobRun::run() {
       begin_stall(Stall::stop_save, save_s());
     }
     // The next event of each kind.
-    double t_fail = kInf;
-    int fail_cause = -1;
-    for (int c = 0; c < kFailureCauses; ++c) {
-      if (rem_[c] == kInf) continue;
-      const double u = units(s_.causes[static_cast<std::size_t>(c)]);
-      if (u <= 0) continue;
-      const double tf = t_ + std::max(0.0, rem_[c]) * kDay / u;
-      if (tf < t_fail) {
-        t_fail = tf;
-        fail_cause = c;
-      }
-    }
+    const int fail_cause = first_fail_;
+    const double t_fail = fail_cause >= 0 ? std::max(t_, fail_at_[fail_cause]) : kInf;
     const double t_sched = next_sched_ < scheduled_.size() ? std::max(t_, scheduled_[next_sched_].at_s) : kInf;
     const double t_repair = repairs_.empty() ? kInf : std::max(t_, repairs_.top().at_s);
     enum class Milestone { none, checkpoint, end, evict } milestone = Milestone::none;
@@ -764,7 +795,8 @@ JobResult JobRun::run() {
     }
     // A random failure: its nodes among those in the job.
     const auto c = static_cast<std::size_t>(fail_cause);
-    rem_[c] = next_interarrival(fail_cause);
+    set_failure(fail_cause, next_interarrival(fail_cause));
+    find_first_failure();
     const FailureScope sc = s_.causes[c].scope;
     int first = 0, count = 0;
     if (sc != FailureScope::none) {

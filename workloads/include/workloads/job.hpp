@@ -208,7 +208,8 @@ struct JobMonteCarlo {
   int replications = 1;
   std::uint64_t seed = 1;
   // The checkpoint-interval search: this many intervals, geometric over [Young / 4, 4 x Young],
-  // each run over search_replications replications with the same draws (0 points: no search).
+  // rounded to whole steps of the full configuration (a step count met twice runs once), each
+  // run over search_replications replications with the same draws (0 points: no search).
   int search_points = 9;
   int search_replications = 16;
 };
@@ -362,8 +363,9 @@ struct JobMonteCarloResult {
   JobQuantiles interruptions;
   // Means over replications of the counts and times (the timeline is replication 0's).
   JobResult mean;
-  // The checkpoint-interval search (monte_carlo.search_points > 0): the candidate intervals, the
-  // mean time to train at each, and the best. best_interval_s 0 when no search ran.
+  // The checkpoint-interval search (monte_carlo.search_points > 0): the intervals tried (whole
+  // steps x the full configuration's step time), the mean time to train at each, and the best.
+  // best_interval_s 0 when no search ran.
   std::vector<double> search_intervals_s;
   std::vector<double> search_time_to_train_s;
   double best_interval_s = 0;
