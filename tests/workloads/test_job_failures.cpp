@@ -173,4 +173,9 @@ TEST_CASE("nearest-rank quantiles") {
   CHECK(job_quantile(v, 0.5) == 5);
   CHECK(job_quantile(v, 0.9) == 9);
   CHECK(job_quantile(v, 1.0) == 10);
+  // 7 values: p50 is the ceil(3.5) = 4th, p10 the ceil(0.7) = 1st, p90 the ceil(6.3) = 7th.
+  const std::vector<double> w = {7, 6, 5, 4, 3, 2, 1};
+  CHECK(job_quantile(w, 0.5) == 4);
+  CHECK(job_quantile(w, 0.1) == 1);
+  CHECK(job_quantile(w, 0.9) == 7);
 }
