@@ -117,8 +117,7 @@ nlohmann::ordered_json bench_job(const BenchOptions& o) {
   const JobMonteCarloResult searched = run_job_monte_carlo(s, in, step_fn);
   const double search_wall_s = std::chrono::duration<double>(clock::now() - s0).count() - wall_s;
   const double search_cpu_s = bench_cpu_s() - sc0 - cpu_s;
-  const auto search_reps =
-      static_cast<int>(searched.search_intervals_s.size()) * s.monte_carlo.search_replications;
+  const auto search_reps = static_cast<int>(searched.search_intervals_s.size()) * s.monte_carlo.search_replications;
 
   if (o.progress) std::fprintf(stderr, "bench job: the per-step baseline ...\n");
   const int base_reps = o.quick ? 1 : 3;
@@ -126,12 +125,13 @@ nlohmann::ordered_json bench_job(const BenchOptions& o) {
   std::int64_t base_calls = 0;
   for (int rep = 0; rep < base_reps; ++rep) {
     const auto b0 = clock::now();
-    const JobResult b = run_job_replication_per_step(s, in,
-                                                     [&](const JobConfiguration& jc) {
-                                                       ++base_calls;
-                                                       return step_fn(jc);
-                                                     },
-                                                     rep);
+    const JobResult b = run_job_replication_per_step(
+        s, in,
+        [&](const JobConfiguration& jc) {
+          ++base_calls;
+          return step_fn(jc);
+        },
+        rep);
     base_wall_s += std::chrono::duration<double>(clock::now() - b0).count();
     const auto f0 = clock::now();
     const JobResult f = run_job_replication(s, in, step_fn, rep);

@@ -83,10 +83,10 @@ TEST_CASE("one scheduled failure: lost = work since the last checkpoint + detect
   s.failures.push_back({.at_s = 50.5, .cause = FailureCause::gpu});
   const JobResult r = run_job(s, small_inputs(), constant_step);
   const double lost_work = 50.5 - 40.4;
-  const double detect = 30;   // watchdog_s (a GPU fault is seen by the watchdog)
-  const double resched = 120; // a hot spare is free
+  const double detect = 30;                     // watchdog_s (a GPU fault is seen by the watchdog)
+  const double resched = 120;                   // a hot spare is free
   const double restart = 60 + (5 + 2e-3 * 16);  // container start + NCCL init for 16 ranks
-  const double load = 0.2;    // the read mirrors the write: 1 GB at 5 GB/s per rank
+  const double load = 0.2;                      // the read mirrors the write: 1 GB at 5 GB/s per rank
   CHECK(r.lost.lost_work_s == rel_approx(lost_work, 1e-12));
   CHECK(r.lost.detection_s == rel_approx(detect, 1e-12));
   CHECK(r.lost.reschedule_s == rel_approx(resched, 1e-12));
@@ -427,8 +427,8 @@ TEST_CASE("Young's interval is sqrt(2 C M); Daly's adds his higher-order terms")
   CHECK(young_interval_s(60, 10800) == rel_approx(std::sqrt(2.0 * 60 * 10800), 1e-12));
   // Daly: x = C / 2M = 1/360; sqrt(2CM) (1 + sqrt(x) / 3 + x / 9) - C.
   const double x = 60.0 / 21600;
-  CHECK(daly_interval_s(60, 10800) == rel_approx(std::sqrt(2.0 * 60 * 10800) * (1 + std::sqrt(x) / 3 + x / 9) - 60,
-                                                 1e-12));
+  CHECK(daly_interval_s(60, 10800) ==
+        rel_approx(std::sqrt(2.0 * 60 * 10800) * (1 + std::sqrt(x) / 3 + x / 9) - 60, 1e-12));
   CHECK(daly_interval_s(30000, 10800) == 10800);  // C >= 2M: M
 }
 

@@ -153,8 +153,7 @@ TEST_CASE("/job: each bad value is an InputError at its JSON pointer") {
   CHECK(error_path([] { job(R"({"train_tokens": 0})"); }) == "/job/train_tokens");
   CHECK(error_path([] { job(R"({"train_steps": 10, "checkpont": {}})"); }) == "/job/checkpont");
   CHECK(error_path([] { job(R"({"train_steps": 10, "checkpoint": {"mode": "lazy"}})"); }) == "/job/checkpoint/mode");
-  CHECK(error_path([] { job(R"({"train_steps": 10, "failure_rates": {"gpus": {}}})"); }) ==
-        "/job/failure_rates/gpus");
+  CHECK(error_path([] { job(R"({"train_steps": 10, "failure_rates": {"gpus": {}}})"); }) == "/job/failure_rates/gpus");
   CHECK(error_path([] {
           job(R"({"train_steps": 10, "failure_rates": {"gpu": {"rate_per_gpu_day": 1, "rate_per_node_day": 1}}})");
         }) == "/job/failure_rates/gpu/rate_per_node_day");

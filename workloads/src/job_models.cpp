@@ -43,8 +43,7 @@ std::array<FailureCauseSpec, kFailureCauses> default_failure_causes() {
   // Host maintenance 32 + SSD 3 + power supply 3 + server chassis 2 + IO expansion board 2 +
   // CPU 2 + system memory 2 = 46.
   set(FailureCause::host, 46, RateUnit::per_node_day, FailureScope::node, DetectedBy::heartbeat);
-  set(FailureCause::network_switch, 35, RateUnit::per_node_day, FailureScope::network_switch,
-      DetectedBy::nccl_timeout);
+  set(FailureCause::network_switch, 35, RateUnit::per_node_day, FailureScope::network_switch, DetectedBy::nccl_timeout);
   // Flaps that NCCL's retries absorb are not interruptions, so Table 5 cannot count them: 0.
   set(FailureCause::link_flap, 0, RateUnit::per_node_day, FailureScope::node, DetectedBy::nccl_timeout);
   c[static_cast<std::size_t>(FailureCause::link_flap)].absorbed = true;
@@ -76,8 +75,8 @@ double JobDetection::seconds(DetectedBy by) const {
   return 0;
 }
 
-double storage_transfer_s(double bytes_per_rank, int ranks, double aggregate_bytes_per_s,
-                          double per_client_bytes_per_s, double nic_share_bytes_per_s) {
+double storage_transfer_s(double bytes_per_rank, int ranks, double aggregate_bytes_per_s, double per_client_bytes_per_s,
+                          double nic_share_bytes_per_s) {
   if (bytes_per_rank <= 0 || ranks <= 0) return 0;
   const double per_rank = std::min(per_client_bytes_per_s, nic_share_bytes_per_s);
   return std::max(bytes_per_rank / per_rank, ranks * bytes_per_rank / aggregate_bytes_per_s);

@@ -139,10 +139,10 @@ class JobRun {
   double slow_steps_ = 0;
 
   // Replicas and nodes.
-  std::vector<char> up_;     // shrink: replica r is repaired (available)
-  std::vector<char> in_job_; // replica r is in the job
+  std::vector<char> up_;      // shrink: replica r is repaired (available)
+  std::vector<char> in_job_;  // replica r is in the job
   int active_dp_ = 0;
-  std::vector<char> slow_;   // node holds a slow GPU
+  std::vector<char> slow_;  // node holds a slow GPU
   int active_slow_ = 0;
   int spares_free_ = 0;
   std::priority_queue<Repair, std::vector<Repair>, std::greater<Repair>> repairs_;
@@ -172,8 +172,8 @@ const StepSplit& JobRun::split(const JobConfiguration& c) {
   sp.step_s = cache_.step(c);
   const double full = cache_.step({.dp = in_.dp, .slow_gpus = 0, .background_write = false});
   const double base = cache_.step({.dp = c.dp, .slow_gpus = 0, .background_write = false});
-  const double slow = c.slow_gpus > 0 ? cache_.step({.dp = c.dp, .slow_gpus = c.slow_gpus, .background_write = false})
-                                      : base;
+  const double slow =
+      c.slow_gpus > 0 ? cache_.step({.dp = c.dp, .slow_gpus = c.slow_gpus, .background_write = false}) : base;
   const double frac = static_cast<double>(c.dp) / in_.dp;
   sp.tokens = s_.elasticity.keep_global_batch ? in_.tokens_per_step : in_.tokens_per_step * frac;
   sp.productive_s = full * sp.tokens / in_.tokens_per_step;
@@ -204,8 +204,8 @@ double JobRun::write_s() const {
                             s_.storage.write_bytes_per_s, s_.storage.per_client_bytes_per_s, nic_share());
 }
 double JobRun::read_s() const {
-  return storage_transfer_s(bytes_per_rank(), static_cast<int>(std::lround(active_gpus())),
-                            s_.storage.read_bytes_per_s, s_.storage.per_client_bytes_per_s, nic_share());
+  return storage_transfer_s(bytes_per_rank(), static_cast<int>(std::lround(active_gpus())), s_.storage.read_bytes_per_s,
+                            s_.storage.per_client_bytes_per_s, nic_share());
 }
 double JobRun::host_copy_s() const {
   return in_.pcie_bytes_per_s_per_gpu > 0 ? bytes_per_rank() / in_.pcie_bytes_per_s_per_gpu : 0;
@@ -411,8 +411,8 @@ void JobRun::end_stall() {
       s_steps_ = steps_;
       in_flight_ = true;
       ++ckpt_count_;
-      const bool storage = s_.checkpoint.mode == CheckpointMode::async ||
-                           ckpt_count_ % std::max(1, s_.checkpoint.storage_every) == 0;
+      const bool storage =
+          s_.checkpoint.mode == CheckpointMode::async || ckpt_count_ % std::max(1, s_.checkpoint.storage_every) == 0;
       double restorable = 0, bg = 0;
       if (s_.checkpoint.mode == CheckpointMode::async) {
         restorable = bg = write_s();
@@ -892,8 +892,8 @@ JobResult run_replication(const JobSpec& spec, const JobInputs& in, JobStepCache
   const double ck_s = [&] {
     const double b = in.checkpoint_bytes_per_gpu;
     const double nic_share = in.nic_bytes_per_s_per_node / in.gpus_per_node;
-    const double write = storage_transfer_s(b, in.gpus, spec.storage.write_bytes_per_s,
-                                            spec.storage.per_client_bytes_per_s, nic_share);
+    const double write =
+        storage_transfer_s(b, in.gpus, spec.storage.write_bytes_per_s, spec.storage.per_client_bytes_per_s, nic_share);
     if (spec.checkpoint.mode == CheckpointMode::sync) return write;
     return in.pcie_bytes_per_s_per_gpu > 0 ? b / in.pcie_bytes_per_s_per_gpu : 0.0;
   }();

@@ -29,17 +29,17 @@ namespace ctwin {
 
 // Llama 3's Table 5 root-cause categories (The Llama 3 Herd of Models, 2024), grouped.
 enum class FailureCause : std::uint8_t {
-  gpu,        // faulty GPU, SRAM, GPU system processor, thermal, silent data corruption
-  hbm,        // GPU HBM3 memory
-  nvlink,     // NVLink / NVSwitch
-  nic,        // network interface card
-  host,       // host maintenance, CPU, DRAM, SSD, power supply, chassis, IO board
+  gpu,             // faulty GPU, SRAM, GPU system processor, thermal, silent data corruption
+  hbm,             // GPU HBM3 memory
+  nvlink,          // NVLink / NVSwitch
+  nic,             // network interface card
+  host,            // host maintenance, CPU, DRAM, SSD, power supply, chassis, IO board
   network_switch,  // a network switch or cable (scope switch: takes nodes_per_switch nodes)
-  link_flap,  // a link flapping; absorbed by NCCL's retries (a slowdown) unless absorbed = false
-  storage,    // the shared storage service
-  software,   // software bugs, dependencies, NCCL watchdog timeouts
-  user,       // user errors (bad config, code pushed to the run)
-  planned,    // planned: firmware upgrades, config or dataset updates (a checkpoint first, no lost work)
+  link_flap,       // a link flapping; absorbed by NCCL's retries (a slowdown) unless absorbed = false
+  storage,         // the shared storage service
+  software,        // software bugs, dependencies, NCCL watchdog timeouts
+  user,            // user errors (bad config, code pushed to the run)
+  planned,         // planned: firmware upgrades, config or dataset updates (a checkpoint first, no lost work)
 };
 inline constexpr int kFailureCauses = 11;
 inline constexpr auto failure_cause_names = make_names<FailureCause>({{FailureCause::gpu, "gpu"},
@@ -157,8 +157,8 @@ struct JobStorage {
   double read_bytes_per_s = 2e12;
   double per_client_bytes_per_s = 5e9;  // one rank's stream
 };
-double storage_transfer_s(double bytes_per_rank, int ranks, double aggregate_bytes_per_s,
-                          double per_client_bytes_per_s, double nic_share_bytes_per_s);
+double storage_transfer_s(double bytes_per_rank, int ranks, double aggregate_bytes_per_s, double per_client_bytes_per_s,
+                          double nic_share_bytes_per_s);
 
 // wait: a lost node waits reschedule_without_spare_s for a replacement.
 // hot_spare: a lost node is swapped for one of spare_nodes in reschedule_with_spare_s (without
@@ -283,26 +283,27 @@ enum class JobEventKind : std::uint8_t {
   eviction,          // lemon nodes evicted (an instant)
   data_stall,        // (not emitted per step; the lost_s bucket holds it)
 };
-inline constexpr auto job_event_kind_names = make_names<JobEventKind>({{JobEventKind::train, "train"},
-                                                                       {JobEventKind::checkpoint, "checkpoint"},
-                                                                       {JobEventKind::checkpoint_write, "checkpoint_write"},
-                                                                       {JobEventKind::failure, "failure"},
-                                                                       {JobEventKind::detection, "detection"},
-                                                                       {JobEventKind::reschedule, "reschedule"},
-                                                                       {JobEventKind::restart, "restart"},
-                                                                       {JobEventKind::load, "load"},
-                                                                       {JobEventKind::resize, "resize"},
-                                                                       {JobEventKind::link_retry, "link_retry"},
-                                                                       {JobEventKind::eviction, "eviction"},
-                                                                       {JobEventKind::data_stall, "data_stall"}});
+inline constexpr auto job_event_kind_names =
+    make_names<JobEventKind>({{JobEventKind::train, "train"},
+                              {JobEventKind::checkpoint, "checkpoint"},
+                              {JobEventKind::checkpoint_write, "checkpoint_write"},
+                              {JobEventKind::failure, "failure"},
+                              {JobEventKind::detection, "detection"},
+                              {JobEventKind::reschedule, "reschedule"},
+                              {JobEventKind::restart, "restart"},
+                              {JobEventKind::load, "load"},
+                              {JobEventKind::resize, "resize"},
+                              {JobEventKind::link_retry, "link_retry"},
+                              {JobEventKind::eviction, "eviction"},
+                              {JobEventKind::data_stall, "data_stall"}});
 
 struct JobEvent {
   JobEventKind kind = JobEventKind::train;
   FailureCause cause = FailureCause::gpu;  // failure, detection, reschedule, restart, load: why
   double start_s = 0;
   double end_s = 0;
-  int nodes = 0;  // failure: nodes taken; otherwise the nodes in the job
-  int dp = 0;     // the job's DP replicas during the event
+  int nodes = 0;          // failure: nodes taken; otherwise the nodes in the job
+  int dp = 0;             // the job's DP replicas during the event
   std::int64_t step = 0;  // train: the first step's index (0-based, counting re-done steps once more)
 };
 
@@ -323,13 +324,13 @@ struct JobLostTime {
 
 struct JobResult {
   double time_to_train_s = 0;
-  double productive_s = 0;  // the tokens at the full configuration's step time, nothing else
-  double ettr = 0;          // effective training time ratio: productive / time to train
-  std::int64_t steps = 0;   // steps that count (not re-done ones)
+  double productive_s = 0;         // the tokens at the full configuration's step time, nothing else
+  double ettr = 0;                 // effective training time ratio: productive / time to train
+  std::int64_t steps = 0;          // steps that count (not re-done ones)
   std::int64_t interruptions = 0;  // job restarts from failures (absorbed link flaps not counted)
   std::array<std::int64_t, kFailureCauses> interruptions_by_cause{};
   std::int64_t link_flaps_absorbed = 0;
-  std::int64_t evictions = 0;  // lemon evictions (restarts without a failure)
+  std::int64_t evictions = 0;    // lemon evictions (restarts without a failure)
   std::int64_t checkpoints = 0;  // started
   std::int64_t resizes = 0;      // elastic shrinks and rejoins
   JobLostTime lost;
