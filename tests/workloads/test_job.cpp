@@ -477,3 +477,41 @@ TEST_CASE("Daly's interval reproduces his three worked examples (delta 5 min; M 
   CHECK(daly_interval_s(300, 6 * 3600) / 60 == abs_approx(57, 0.5));
   CHECK(daly_interval_s(300, 15 * 60) / 60 == abs_approx(9.1, 0.05));
 }
+
+TEST_CASE("the timeline tiles the job: training, stalls and recovery stages end to end, the failure an instant") {
+  JobSpec s = quiet_spec();
+  s.checkpoint.mode = CheckpointMode::async;
+  s.failures.push_back({.at_s = 50.5, .cause = FailureCause::gpu, .first_node = 1});
+  s.failures.push_back({.at_s = 100, .cause = FailureCause::host});  // during the first one's reschedule
+  const JobResult r = run_job(s, small_inputs(), constant_step);
+  double end = 0;
+  std::vector<JobEventKind> recovery;
+  for (const JobEvent& e : r.timeline) {
+    if (e.kind == JobEventKind::failure || e.kind == JobEventKind::resize || e.kind == JobEventKind::eviction) {
+      CHECK(e.start_s == e.end_s);
+      continue;
+    }
+    if (e.kind == JobEventKind::checkpoint_write) continue;  // in the background, beside training
+    CHECK(e.start_s == rel_approx(end, 1e-12));
+    end = e.end_s;
+    if (e.kind != JobEventKind::train && e.kind != JobEventKind::checkpoint) recovery.push_back(e.kind);
+  }
+  CHECK(end == rel_approx(r.time_to_train_s, 1e-12));
+  // The first recovery cut in its reschedule by the second failure, which recovers in full.
+  const std::vector<JobEventKind> expected = {JobEventKind::detection, JobEventKind::reschedule,
+                                              JobEventKind::detection, JobEventKind::reschedule,
+                                              JobEventKind::restart,   JobEventKind::load};
+  CHECK(recovery == expected);
+  CHECK(r.interruptions == 2);
+  // Train segments name the step they start at: after the load, the job resumes at step 20.
+  std::int64_t resumed_at = -1;
+  bool loaded = false;
+  for (const JobEvent& e : r.timeline) {
+    if (e.kind == JobEventKind::load) loaded = true;
+    if (loaded && e.kind == JobEventKind::train) {
+      resumed_at = e.step;
+      break;
+    }
+  }
+  CHECK(resumed_at == 20);
+}

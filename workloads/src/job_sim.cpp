@@ -54,6 +54,21 @@ struct Buckets {
 enum class Phase : std::uint8_t { train, stall, recover, done };
 enum class Stall : std::uint8_t { sync_write, host_copy, wait_background, link_retry, stop_save };
 enum class Stage : std::uint8_t { detection, reschedule, wait_repair, restart, load };
+JobEventKind stage_event(Stage s) {
+  switch (s) {
+    case Stage::detection:
+      return JobEventKind::detection;
+    case Stage::reschedule:
+    case Stage::wait_repair:
+      return JobEventKind::reschedule;
+    case Stage::restart:
+      return JobEventKind::restart;
+    case Stage::load:
+      return JobEventKind::load;
+  }
+  return JobEventKind::restart;
+}
+
 enum class StopReason : std::uint8_t { none, planned, checkpoint };
 
 struct Repair {
@@ -301,12 +316,12 @@ void JobRun::advance(double t) {
       for (std::int64_t i = 0; i < whole; ++i) sum += cache_.fn(cfg);
       if (whole > 0) n = dt / (sum / static_cast<double>(whole) + sp.data_s);
     }
+    emit(JobEventKind::train, t_, t);  // before the progress: the segment's first step
     acc_s_.add(sp, n);
     tokens_ += n * sp.tokens;
     steps_ += n;
     since_ck_ += n;
     if (active_slow_ > 0) slow_steps_ += n;
-    emit(JobEventKind::train, t_, t);
   } else if (phase_ == Phase::recover) {
     double* bucket = nullptr;
     switch (stage_) {
@@ -429,7 +444,6 @@ void JobRun::end_stall() {
       return;
     }
     case Stall::wait_background:
-      emit(JobEventKind::checkpoint, start, t_);
       begin_stall(Stall::host_copy, host_copy_s());
       phase_start_ = start;  // one checkpoint stall on the timeline: the wait and the copy
       return;
@@ -547,7 +561,11 @@ void JobRun::fail(int cause, int first_node, int nodes) {
   ++r_.interruptions;
   ++r_.interruptions_by_cause[static_cast<std::size_t>(cause)];
   if (phase_ == Phase::stall && stall_ != Stall::link_retry) emit(JobEventKind::checkpoint, phase_start_, t_);
-  if (phase_ == Phase::recover) stages_.clear();
+  if (phase_ == Phase::recover) {
+    // The recovery under way stops here; its stage so far goes on the timeline.
+    if (t_ > phase_start_) emit(stage_event(stage_), phase_start_, t_, std::max(rec_cause_, 0));
+    stages_.clear();
+  }
   rollback(cause);
   // The nodes taken: slow ones are replaced by healthy ones.
   const int total_nodes = in_.nodes();
@@ -611,14 +629,13 @@ void JobRun::start_recovery(int cause, double detect_s, double resched_s, StopRe
   stages_.push_back({Stage::restart, -1});  // durations at the stage's start (the job's size then)
   stages_.push_back({Stage::load, -1});
   std::reverse(stages_.begin(), stages_.end());
+  phase_start_ = t_;  // nothing of the phase before is a stage
   next_stage();
 }
 
 void JobRun::next_stage() {
   if (phase_ == Phase::recover && t_ > phase_start_) {
-    static constexpr JobEventKind kinds[] = {JobEventKind::detection, JobEventKind::reschedule,
-                                             JobEventKind::reschedule, JobEventKind::restart, JobEventKind::load};
-    emit(kinds[static_cast<int>(stage_)], phase_start_, t_, std::max(rec_cause_, 0));
+    emit(stage_event(stage_), phase_start_, t_, std::max(rec_cause_, 0));
   }
   if (stages_.empty()) {
     enter_train();
