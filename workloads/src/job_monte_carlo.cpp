@@ -97,19 +97,24 @@ JobMonteCarloResult run_job_monte_carlo(const JobSpec& spec, const JobInputs& in
   out.ettr = quantiles(ettr);
   out.interruptions = quantiles(interruptions);
 
-  // The interval search: the same replications (same draws) at each interval.
+  // The interval search in whole steps (intervals of the same step count run alike, so each
+  // count runs once): the same replications (the same draws) at each interval.
   const int points = spec.monte_carlo.search_points;
   if (points > 0 && std::isfinite(m.young_interval_s) && m.young_interval_s > 0) {
     const int reps = std::max(1, spec.monte_carlo.search_replications);
+    const double step_s = m.step_s;
     double best = std::numeric_limits<double>::infinity();
+    std::int64_t last_steps = 0;
     for (int i = 0; i < points; ++i) {
       const double f = points == 1 ? 0.0 : -2.0 + 4.0 * i / (points - 1);  // log2 of the factor: -2 .. 2
-      const double interval = m.young_interval_s * std::exp2(f);
+      const auto steps = std::max<std::int64_t>(1, std::llround(m.young_interval_s * std::exp2(f) / step_s));
+      if (steps == last_steps) continue;
+      last_steps = steps;
       JobSpec s = quiet;
-      s.checkpoint.interval_steps = 0;
-      s.checkpoint.interval_s = interval;
+      s.checkpoint.interval_steps = steps;
       double mean = 0;
       for (int rep = 0; rep < reps; ++rep) mean += run_replication(s, in, cache, rep).time_to_train_s / reps;
+      const double interval = static_cast<double>(steps) * step_s;
       out.search_intervals_s.push_back(interval);
       out.search_time_to_train_s.push_back(mean);
       if (mean < best) {

@@ -8,8 +8,9 @@ namespace ctwin {
 std::vector<ParamTable> job_param_tables() {
   return {
       {"/job", "a whole training job: tokens to train, failures, checkpoints, restarts (issue 19)", job_params},
-      {"/job/failure_rates/CAUSE", "one failure cause (gpu, hbm, nvlink, nic, host, switch, link_flap, storage, "
-                                   "software, user, planned)",
+      {"/job/failure_rates/CAUSE",
+       "one failure cause (gpu, hbm, nvlink, nic, host, switch, link_flap, storage, "
+       "software, user, planned)",
        job_failure_rate_params},
       {"/job/failures/N", "one scheduled failure", job_scheduled_failure_params},
       {"/job/detection", "fault to the job knowing", job_detection_params},

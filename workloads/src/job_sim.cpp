@@ -54,6 +54,21 @@ struct Buckets {
 enum class Phase : std::uint8_t { train, stall, recover, done };
 enum class Stall : std::uint8_t { sync_write, host_copy, wait_background, link_retry, stop_save };
 enum class Stage : std::uint8_t { detection, reschedule, wait_repair, restart, load };
+JobEventKind stage_event(Stage s) {
+  switch (s) {
+    case Stage::detection:
+      return JobEventKind::detection;
+    case Stage::reschedule:
+    case Stage::wait_repair:
+      return JobEventKind::reschedule;
+    case Stage::restart:
+      return JobEventKind::restart;
+    case Stage::load:
+      return JobEventKind::load;
+  }
+  return JobEventKind::restart;
+}
+
 enum class StopReason : std::uint8_t { none, planned, checkpoint };
 
 struct Repair {
@@ -139,10 +154,10 @@ class JobRun {
   double slow_steps_ = 0;
 
   // Replicas and nodes.
-  std::vector<char> up_;     // shrink: replica r is repaired (available)
-  std::vector<char> in_job_; // replica r is in the job
+  std::vector<char> up_;      // shrink: replica r is repaired (available)
+  std::vector<char> in_job_;  // replica r is in the job
   int active_dp_ = 0;
-  std::vector<char> slow_;   // node holds a slow GPU
+  std::vector<char> slow_;  // node holds a slow GPU
   int active_slow_ = 0;
   int spares_free_ = 0;
   std::priority_queue<Repair, std::vector<Repair>, std::greater<Repair>> repairs_;
@@ -150,9 +165,18 @@ class JobRun {
   bool pending_rejoin_ = false;  // repaired replicas rejoin at the next checkpoint
   bool pending_planned_ = false;
 
-  // Failures: remaining exposure (unit-days) to each cause's next failure, and draw indices.
+  // Failures: each cause's exposure (unit-days) left to its next failure as of rem_t_, the
+  // units exposed since, and so the failure's time (kept until the units change: a shrink or a
+  // rejoin); the draw indices; the earliest cause.
   std::array<double, kFailureCauses> rem_{};
+  std::array<double, kFailureCauses> rem_t_{};
+  std::array<double, kFailureCauses> units_{};
+  std::array<double, kFailureCauses> fail_at_{};
   std::array<std::uint64_t, kFailureCauses> idx_{};
+  int first_fail_ = -1;
+  void set_failure(int c, double rem);
+  void rescale_failures();
+  void find_first_failure();
   std::vector<ScheduledFailure> scheduled_;
   std::size_t next_sched_ = 0;
 };
@@ -163,8 +187,8 @@ const StepSplit& JobRun::split(const JobConfiguration& c) {
   sp.step_s = cache_.step(c);
   const double full = cache_.step({.dp = in_.dp, .slow_gpus = 0, .background_write = false});
   const double base = cache_.step({.dp = c.dp, .slow_gpus = 0, .background_write = false});
-  const double slow = c.slow_gpus > 0 ? cache_.step({.dp = c.dp, .slow_gpus = c.slow_gpus, .background_write = false})
-                                      : base;
+  const double slow =
+      c.slow_gpus > 0 ? cache_.step({.dp = c.dp, .slow_gpus = c.slow_gpus, .background_write = false}) : base;
   const double frac = static_cast<double>(c.dp) / in_.dp;
   sp.tokens = s_.elasticity.keep_global_batch ? in_.tokens_per_step : in_.tokens_per_step * frac;
   sp.productive_s = full * sp.tokens / in_.tokens_per_step;
@@ -195,8 +219,8 @@ double JobRun::write_s() const {
                             s_.storage.write_bytes_per_s, s_.storage.per_client_bytes_per_s, nic_share());
 }
 double JobRun::read_s() const {
-  return storage_transfer_s(bytes_per_rank(), static_cast<int>(std::lround(active_gpus())),
-                            s_.storage.read_bytes_per_s, s_.storage.per_client_bytes_per_s, nic_share());
+  return storage_transfer_s(bytes_per_rank(), static_cast<int>(std::lround(active_gpus())), s_.storage.read_bytes_per_s,
+                            s_.storage.per_client_bytes_per_s, nic_share());
 }
 double JobRun::host_copy_s() const {
   return in_.pcie_bytes_per_s_per_gpu > 0 ? bytes_per_rank() / in_.pcie_bytes_per_s_per_gpu : 0;
@@ -229,6 +253,35 @@ double JobRun::next_interarrival(int cause) {
   return -std::log(u) * mean;
 }
 
+void JobRun::set_failure(int c, double rem) {
+  rem_[c] = rem;
+  rem_t_[c] = t_;
+  fail_at_[c] = units_[c] > 0 && rem < kInf ? t_ + rem * kDay / units_[c] : kInf;
+}
+
+// The job's size changed: each cause's exposure left is what it was less what the old size
+// used up; the failure times follow at the new size.
+void JobRun::rescale_failures() {
+  for (int c = 0; c < kFailureCauses; ++c) {
+    const double used = units_[c] * (t_ - rem_t_[c]) / kDay;
+    const double left = rem_[c] < kInf ? std::max(0.0, rem_[c] - used) : kInf;
+    units_[c] = units(s_.causes[static_cast<std::size_t>(c)]);
+    set_failure(c, left);
+  }
+  find_first_failure();
+}
+
+void JobRun::find_first_failure() {
+  first_fail_ = -1;
+  double best = kInf;
+  for (int c = 0; c < kFailureCauses; ++c) {
+    if (fail_at_[c] < best) {
+      best = fail_at_[c];
+      first_fail_ = c;
+    }
+  }
+}
+
 void JobRun::emit(JobEventKind k, double start, double end, int cause, int nodes) {
   if (!s_.timeline || r_.timeline.size() >= s_.max_timeline_events) return;
   const int n = nodes >= 0 ? nodes : static_cast<int>(std::lround(active_nodes()));
@@ -252,9 +305,6 @@ void JobRun::emit(JobEventKind k, double start, double end, int cause, int nodes
 void JobRun::advance(double t) {
   const double dt = t - t_;
   if (dt <= 0) return;
-  for (int c = 0; c < kFailureCauses; ++c) {
-    if (rem_[c] < kInf) rem_[c] -= units(s_.causes[static_cast<std::size_t>(c)]) * dt / kDay;
-  }
   if (phase_ == Phase::train) {
     const JobConfiguration cfg = config();
     const StepSplit& sp = split(cfg);
@@ -266,12 +316,12 @@ void JobRun::advance(double t) {
       for (std::int64_t i = 0; i < whole; ++i) sum += cache_.fn(cfg);
       if (whole > 0) n = dt / (sum / static_cast<double>(whole) + sp.data_s);
     }
+    emit(JobEventKind::train, t_, t);  // before the progress: the segment's first step
     acc_s_.add(sp, n);
     tokens_ += n * sp.tokens;
     steps_ += n;
     since_ck_ += n;
     if (active_slow_ > 0) slow_steps_ += n;
-    emit(JobEventKind::train, t_, t);
   } else if (phase_ == Phase::recover) {
     double* bucket = nullptr;
     switch (stage_) {
@@ -376,8 +426,8 @@ void JobRun::end_stall() {
       s_steps_ = steps_;
       in_flight_ = true;
       ++ckpt_count_;
-      const bool storage = s_.checkpoint.mode == CheckpointMode::async ||
-                           ckpt_count_ % std::max(1, s_.checkpoint.storage_every) == 0;
+      const bool storage =
+          s_.checkpoint.mode == CheckpointMode::async || ckpt_count_ % std::max(1, s_.checkpoint.storage_every) == 0;
       double restorable = 0, bg = 0;
       if (s_.checkpoint.mode == CheckpointMode::async) {
         restorable = bg = write_s();
@@ -394,7 +444,6 @@ void JobRun::end_stall() {
       return;
     }
     case Stall::wait_background:
-      emit(JobEventKind::checkpoint, start, t_);
       begin_stall(Stall::host_copy, host_copy_s());
       phase_start_ = start;  // one checkpoint stall on the timeline: the wait and the copy
       return;
@@ -474,7 +523,9 @@ void JobRun::set_active_replicas() {
     in_job_[r] = up_[r];
     n += up_[r];
   }
+  const bool changed = n != active_dp_;
   active_dp_ = n;
+  if (changed) rescale_failures();
   active_slow_ = 0;
   for (std::size_t node = 0; node < slow_.size(); ++node) {
     if (!slow_[node]) continue;
@@ -510,7 +561,11 @@ void JobRun::fail(int cause, int first_node, int nodes) {
   ++r_.interruptions;
   ++r_.interruptions_by_cause[static_cast<std::size_t>(cause)];
   if (phase_ == Phase::stall && stall_ != Stall::link_retry) emit(JobEventKind::checkpoint, phase_start_, t_);
-  if (phase_ == Phase::recover) stages_.clear();
+  if (phase_ == Phase::recover) {
+    // The recovery under way stops here; its stage so far goes on the timeline.
+    if (t_ > phase_start_) emit(stage_event(stage_), phase_start_, t_, std::max(rec_cause_, 0));
+    stages_.clear();
+  }
   rollback(cause);
   // The nodes taken: slow ones are replaced by healthy ones.
   const int total_nodes = in_.nodes();
@@ -574,14 +629,13 @@ void JobRun::start_recovery(int cause, double detect_s, double resched_s, StopRe
   stages_.push_back({Stage::restart, -1});  // durations at the stage's start (the job's size then)
   stages_.push_back({Stage::load, -1});
   std::reverse(stages_.begin(), stages_.end());
+  phase_start_ = t_;  // nothing of the phase before is a stage
   next_stage();
 }
 
 void JobRun::next_stage() {
   if (phase_ == Phase::recover && t_ > phase_start_) {
-    static constexpr JobEventKind kinds[] = {JobEventKind::detection, JobEventKind::reschedule,
-                                             JobEventKind::reschedule, JobEventKind::restart, JobEventKind::load};
-    emit(kinds[static_cast<int>(stage_)], phase_start_, t_, std::max(rec_cause_, 0));
+    emit(stage_event(stage_), phase_start_, t_, std::max(rec_cause_, 0));
   }
   if (stages_.empty()) {
     enter_train();
@@ -641,7 +695,11 @@ JobResult JobRun::run() {
     }
   }
   active_slow_ = n_slow;
-  for (int c = 0; c < kFailureCauses; ++c) rem_[c] = next_interarrival(c);
+  for (int c = 0; c < kFailureCauses; ++c) {
+    units_[c] = units(s_.causes[static_cast<std::size_t>(c)]);
+    set_failure(c, next_interarrival(c));
+  }
+  find_first_failure();
   scheduled_ = s_.failures;
   std::stable_sort(scheduled_.begin(), scheduled_.end(),
                    [](const ScheduledFailure& a, const ScheduledFailure& b) { return a.at_s < b.at_s; });
@@ -663,18 +721,8 @@ JobResult JobRun::run() {
       begin_stall(Stall::stop_save, save_s());
     }
     // The next event of each kind.
-    double t_fail = kInf;
-    int fail_cause = -1;
-    for (int c = 0; c < kFailureCauses; ++c) {
-      if (rem_[c] == kInf) continue;
-      const double u = units(s_.causes[static_cast<std::size_t>(c)]);
-      if (u <= 0) continue;
-      const double tf = t_ + std::max(0.0, rem_[c]) * kDay / u;
-      if (tf < t_fail) {
-        t_fail = tf;
-        fail_cause = c;
-      }
-    }
+    const int fail_cause = first_fail_;
+    const double t_fail = fail_cause >= 0 ? std::max(t_, fail_at_[fail_cause]) : kInf;
     const double t_sched = next_sched_ < scheduled_.size() ? std::max(t_, scheduled_[next_sched_].at_s) : kInf;
     const double t_repair = repairs_.empty() ? kInf : std::max(t_, repairs_.top().at_s);
     enum class Milestone { none, checkpoint, end, evict } milestone = Milestone::none;
@@ -764,7 +812,8 @@ JobResult JobRun::run() {
     }
     // A random failure: its nodes among those in the job.
     const auto c = static_cast<std::size_t>(fail_cause);
-    rem_[c] = next_interarrival(fail_cause);
+    set_failure(fail_cause, next_interarrival(fail_cause));
+    find_first_failure();
     const FailureScope sc = s_.causes[c].scope;
     int first = 0, count = 0;
     if (sc != FailureScope::none) {
@@ -860,8 +909,8 @@ JobResult run_replication(const JobSpec& spec, const JobInputs& in, JobStepCache
   const double ck_s = [&] {
     const double b = in.checkpoint_bytes_per_gpu;
     const double nic_share = in.nic_bytes_per_s_per_node / in.gpus_per_node;
-    const double write = storage_transfer_s(b, in.gpus, spec.storage.write_bytes_per_s,
-                                            spec.storage.per_client_bytes_per_s, nic_share);
+    const double write =
+        storage_transfer_s(b, in.gpus, spec.storage.write_bytes_per_s, spec.storage.per_client_bytes_per_s, nic_share);
     if (spec.checkpoint.mode == CheckpointMode::sync) return write;
     return in.pcie_bytes_per_s_per_gpu > 0 ? b / in.pcie_bytes_per_s_per_gpu : 0.0;
   }();
@@ -889,6 +938,13 @@ double job_mtbf_s(const JobSpec& spec, const JobInputs& in) {
 JobResult run_job_replication(const JobSpec& spec, const JobInputs& in, const StepTimeFn& step_fn, int replication) {
   check_job_inputs(spec, in);
   JobStepCache cache{step_fn};
+  return run_replication(spec, in, cache, replication);
+}
+
+JobResult run_job_replication_per_step(const JobSpec& spec, const JobInputs& in, const StepTimeFn& step_fn,
+                                       int replication) {
+  check_job_inputs(spec, in);
+  JobStepCache cache(step_fn, true);
   return run_replication(spec, in, cache, replication);
 }
 

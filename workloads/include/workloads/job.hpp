@@ -29,17 +29,17 @@ namespace ctwin {
 
 // Llama 3's Table 5 root-cause categories (The Llama 3 Herd of Models, 2024), grouped.
 enum class FailureCause : std::uint8_t {
-  gpu,        // faulty GPU, SRAM, GPU system processor, thermal, silent data corruption
-  hbm,        // GPU HBM3 memory
-  nvlink,     // NVLink / NVSwitch
-  nic,        // network interface card
-  host,       // host maintenance, CPU, DRAM, SSD, power supply, chassis, IO board
+  gpu,             // faulty GPU, SRAM, GPU system processor, thermal, silent data corruption
+  hbm,             // GPU HBM3 memory
+  nvlink,          // NVLink / NVSwitch
+  nic,             // network interface card
+  host,            // host maintenance, CPU, DRAM, SSD, power supply, chassis, IO board
   network_switch,  // a network switch or cable (scope switch: takes nodes_per_switch nodes)
-  link_flap,  // a link flapping; absorbed by NCCL's retries (a slowdown) unless absorbed = false
-  storage,    // the storage service or another dependency
-  software,   // software bugs, NCCL watchdog timeouts
-  user,       // user errors (bad config, code pushed to the run)
-  planned,    // planned: firmware upgrades, config or dataset updates (a checkpoint first, no lost work)
+  link_flap,       // a link flapping; absorbed by NCCL's retries (a slowdown) unless absorbed = false
+  storage,         // the shared storage service
+  software,        // software bugs, dependencies, NCCL watchdog timeouts
+  user,            // user errors (bad config, code pushed to the run)
+  planned,         // planned: firmware upgrades, config or dataset updates (a checkpoint first, no lost work)
 };
 inline constexpr int kFailureCauses = 11;
 inline constexpr auto failure_cause_names = make_names<FailureCause>({{FailureCause::gpu, "gpu"},
@@ -126,7 +126,7 @@ struct JobRestart {
   double repair_s = 86400;                   // a failed node back in service (spare pool, shrink rejoin)
   double container_start_s = 60;             // container and processes up, imports
   double nccl_init_base_s = 5;               // NCCL communicator init: base + per_rank x ranks
-  double nccl_init_per_rank_s = 2e-3;
+  double nccl_init_per_rank_s = 1.5e-3;      // ~30 s at 16,384 ranks (MegaScale: < 30 s at > 10,000 GPUs)
   double nccl_init_s(int ranks) const { return nccl_init_base_s + nccl_init_per_rank_s * ranks; }
 };
 
@@ -157,8 +157,8 @@ struct JobStorage {
   double read_bytes_per_s = 2e12;
   double per_client_bytes_per_s = 5e9;  // one rank's stream
 };
-double storage_transfer_s(double bytes_per_rank, int ranks, double aggregate_bytes_per_s,
-                          double per_client_bytes_per_s, double nic_share_bytes_per_s);
+double storage_transfer_s(double bytes_per_rank, int ranks, double aggregate_bytes_per_s, double per_client_bytes_per_s,
+                          double nic_share_bytes_per_s);
 
 // wait: a lost node waits reschedule_without_spare_s for a replacement.
 // hot_spare: a lost node is swapped for one of spare_nodes in reschedule_with_spare_s (without
@@ -208,7 +208,8 @@ struct JobMonteCarlo {
   int replications = 1;
   std::uint64_t seed = 1;
   // The checkpoint-interval search: this many intervals, geometric over [Young / 4, 4 x Young],
-  // each run over search_replications replications with the same draws (0 points: no search).
+  // rounded to whole steps of the full configuration (a step count met twice runs once), each
+  // run over search_replications replications with the same draws (0 points: no search).
   int search_points = 9;
   int search_replications = 16;
 };
@@ -282,26 +283,27 @@ enum class JobEventKind : std::uint8_t {
   eviction,          // lemon nodes evicted (an instant)
   data_stall,        // (not emitted per step; the lost_s bucket holds it)
 };
-inline constexpr auto job_event_kind_names = make_names<JobEventKind>({{JobEventKind::train, "train"},
-                                                                       {JobEventKind::checkpoint, "checkpoint"},
-                                                                       {JobEventKind::checkpoint_write, "checkpoint_write"},
-                                                                       {JobEventKind::failure, "failure"},
-                                                                       {JobEventKind::detection, "detection"},
-                                                                       {JobEventKind::reschedule, "reschedule"},
-                                                                       {JobEventKind::restart, "restart"},
-                                                                       {JobEventKind::load, "load"},
-                                                                       {JobEventKind::resize, "resize"},
-                                                                       {JobEventKind::link_retry, "link_retry"},
-                                                                       {JobEventKind::eviction, "eviction"},
-                                                                       {JobEventKind::data_stall, "data_stall"}});
+inline constexpr auto job_event_kind_names =
+    make_names<JobEventKind>({{JobEventKind::train, "train"},
+                              {JobEventKind::checkpoint, "checkpoint"},
+                              {JobEventKind::checkpoint_write, "checkpoint_write"},
+                              {JobEventKind::failure, "failure"},
+                              {JobEventKind::detection, "detection"},
+                              {JobEventKind::reschedule, "reschedule"},
+                              {JobEventKind::restart, "restart"},
+                              {JobEventKind::load, "load"},
+                              {JobEventKind::resize, "resize"},
+                              {JobEventKind::link_retry, "link_retry"},
+                              {JobEventKind::eviction, "eviction"},
+                              {JobEventKind::data_stall, "data_stall"}});
 
 struct JobEvent {
   JobEventKind kind = JobEventKind::train;
   FailureCause cause = FailureCause::gpu;  // failure, detection, reschedule, restart, load: why
   double start_s = 0;
   double end_s = 0;
-  int nodes = 0;  // failure: nodes taken; otherwise the nodes in the job
-  int dp = 0;     // the job's DP replicas during the event
+  int nodes = 0;          // failure: nodes taken; otherwise the nodes in the job
+  int dp = 0;             // the job's DP replicas during the event
   std::int64_t step = 0;  // train: the first step's index (0-based, counting re-done steps once more)
 };
 
@@ -322,13 +324,13 @@ struct JobLostTime {
 
 struct JobResult {
   double time_to_train_s = 0;
-  double productive_s = 0;  // the tokens at the full configuration's step time, nothing else
-  double ettr = 0;          // effective training time ratio: productive / time to train
-  std::int64_t steps = 0;   // steps that count (not re-done ones)
+  double productive_s = 0;         // the tokens at the full configuration's step time, nothing else
+  double ettr = 0;                 // effective training time ratio: productive / time to train
+  std::int64_t steps = 0;          // steps that count (not re-done ones)
   std::int64_t interruptions = 0;  // job restarts from failures (absorbed link flaps not counted)
   std::array<std::int64_t, kFailureCauses> interruptions_by_cause{};
   std::int64_t link_flaps_absorbed = 0;
-  std::int64_t evictions = 0;  // lemon evictions (restarts without a failure)
+  std::int64_t evictions = 0;    // lemon evictions (restarts without a failure)
   std::int64_t checkpoints = 0;  // started
   std::int64_t resizes = 0;      // elastic shrinks and rejoins
   JobLostTime lost;
@@ -362,8 +364,9 @@ struct JobMonteCarloResult {
   JobQuantiles interruptions;
   // Means over replications of the counts and times (the timeline is replication 0's).
   JobResult mean;
-  // The checkpoint-interval search (monte_carlo.search_points > 0): the candidate intervals, the
-  // mean time to train at each, and the best. best_interval_s 0 when no search ran.
+  // The checkpoint-interval search (monte_carlo.search_points > 0): the intervals tried (whole
+  // steps x the full configuration's step time), the mean time to train at each, and the best.
+  // best_interval_s 0 when no search ran.
   std::vector<double> search_intervals_s;
   std::vector<double> search_time_to_train_s;
   double best_interval_s = 0;
@@ -380,6 +383,10 @@ double daly_interval_s(double checkpoint_s, double mtbf_s);
 JobResult run_job(const JobSpec& spec, const JobInputs& in, const StepTimeFn& step_fn);
 // Replication r of the seed (0-based), as run_job; the Monte Carlo runs these.
 JobResult run_job_replication(const JobSpec& spec, const JobInputs& in, const StepTimeFn& step_fn, int replication);
+// The benchmark's baseline: as run_job_replication, but asking step_fn again for every step it
+// runs (no cache), as an engine that simulates each step would.
+JobResult run_job_replication_per_step(const JobSpec& spec, const JobInputs& in, const StepTimeFn& step_fn,
+                                       int replication);
 // monte_carlo.replications replications (step_fn called once per distinct configuration over
 // all of them), their quantiles, and the interval search. progress (optional) is called with
 // (done, total) replications.
