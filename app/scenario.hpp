@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -18,7 +19,6 @@
 #include "topology/catalog.hpp"
 #include "topology/cluster.hpp"
 #include "topology/collective.hpp"
-#include "workloads/job.hpp"
 #include "workloads/model.hpp"
 #include "workloads/profile.hpp"
 #include "workloads/serving_autoscale_params.hpp"
@@ -64,6 +64,8 @@ struct ValidationTarget {
   bool present() const { return !metric.empty(); }
 };
 
+struct JobSpec;  // workloads/job.hpp, kept out of this header (every app file includes it)
+
 // /kind "training": a model trained with a layout (/model, /training).
 struct TrainingJob {
   ModelSpec model;          // /model
@@ -72,7 +74,7 @@ struct TrainingJob {
   // every other key, with a placeholder layout (all 1, dp = GPUs) that was not checked.
   bool auto_layout = false;
   // /job: the whole training job around the step (failures, checkpoints, restarts; docs/jobs.md).
-  std::optional<JobSpec> job;
+  std::shared_ptr<const JobSpec> job;
 };
 // /kind "serving": a fleet of data_parallel_size identical model replicas (/serving: each one's
 // GPUs, precisions and vLLM's scheduler keys) behind a round-robin split of the traffic

@@ -50,7 +50,7 @@ TrainingJob read_training_job(const JsonObject& top, const Json& root, const Sce
   // A calibrated profile's measured interference applies unless the scenario sets its own.
   if (sc.profile && !top.object("training").has("overlap_slowdown"))
     job.training.overlap_slowdown = sc.profile->compute.overlap_slowdown;
-  if (top.has("job")) job.job = read_job_spec(top.object("job"));
+  if (top.has("job")) job.job = std::make_shared<const JobSpec>(read_job_spec(top.object("job")));
   return job;
 }
 
