@@ -515,3 +515,12 @@ TEST_CASE("the timeline tiles the job: training, stalls and recovery stages end 
   }
   CHECK(resumed_at == 20);
 }
+
+TEST_CASE("a job whose failures outpace its recovery is an error, not an endless loop") {
+  // A restart of 28 h against a failure every 12 h (1 per node-day on 2 nodes): no restart ends.
+  JobSpec s = quiet_spec();
+  s.causes[static_cast<int>(FailureCause::software)].rate = 1;
+  s.restart.container_start_s = 1e5;
+  CHECK_THROWS_WITH_AS(run_job(s, small_inputs(), constant_step), doctest::Contains("no end in sight"),
+                       std::invalid_argument);
+}

@@ -378,7 +378,9 @@ double young_interval_s(double checkpoint_s, double mtbf_s);
 double daly_interval_s(double checkpoint_s, double mtbf_s);
 
 // Throws std::invalid_argument on inputs that cannot run (gpus not a multiple of gpus_per_node,
-// dp x nodes_per_replica != nodes, nothing to train, a step time <= 0 or not finite).
+// dp x nodes_per_replica != nodes, nothing to train, a step time <= 0 or not finite), and on a
+// job that never ends (still running after 1e9 s, 31.7 years, or 2e8 events: failures faster
+// than it recovers), the message saying how far it got.
 // One replication (replication index 0 of the seed), with the timeline.
 JobResult run_job(const JobSpec& spec, const JobInputs& in, const StepTimeFn& step_fn);
 // Replication r of the seed (0-based), as run_job; the Monte Carlo runs these.
