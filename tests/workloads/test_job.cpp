@@ -522,6 +522,7 @@ TEST_CASE("a job whose failures outpace its recovery is an error, not an endless
   JobSpec s = quiet_spec();
   s.causes[static_cast<int>(FailureCause::software)].rate = 1;
   s.restart.container_start_s = 1e6;
+  s.failures.push_back({.at_s = 50, .cause = FailureCause::software});  // the first restart
   CHECK_THROWS_WITH_AS(run_job(s, small_inputs(), constant_step), doctest::Contains("no end in sight"),
                        std::invalid_argument);
 }
