@@ -338,9 +338,10 @@ struct JobResult {
   // restarts each cause set off.
   std::array<double, kFailureCauses> lost_by_cause_s{};
   double checkpoint_overhead_fraction = 0;  // lost.checkpoint_s / time to train
-  // The checkpoint interval's references for the full configuration: C = one checkpoint's stall,
-  // M = the job's mean time between interruptions (random causes at their rates), R = restart
-  // (detection by watchdog + reschedule with spare + restart + load).
+  // The checkpoint interval's references for the full configuration: C = one checkpoint's stall
+  // (the sync write; async and in_memory: the host copy), M = the job's mean time between the
+  // random interruptions that roll back work (planned stops and absorbed flaps left out;
+  // infinity when there are none, and then Young and Daly are infinity too).
   double checkpoint_cost_s = 0;
   double mtbf_s = 0;
   double young_interval_s = 0;  // Young 1974: sqrt(2 C M)
