@@ -515,3 +515,14 @@ TEST_CASE("the timeline tiles the job: training, stalls and recovery stages end 
   }
   CHECK(resumed_at == 20);
 }
+
+TEST_CASE("a job whose failures outpace its recovery is an error, not an endless loop") {
+  // A restart of 11.6 days against a failure every 12 h (1 per node-day on 2 nodes): a restart
+  // ends with probability exp(-23).
+  JobSpec s = quiet_spec();
+  s.causes[static_cast<int>(FailureCause::software)].rate = 1;
+  s.restart.container_start_s = 1e6;
+  s.failures.push_back({.at_s = 50, .cause = FailureCause::software});  // the first restart
+  CHECK_THROWS_WITH_AS(run_job(s, small_inputs(), constant_step), doctest::Contains("no end in sight"),
+                       std::invalid_argument);
+}

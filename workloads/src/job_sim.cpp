@@ -18,6 +18,10 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kDay = 86400;
+// A job still running after this long, or this many events, never ends (failures outpace its
+// recovery): an error rather than a loop without end.
+constexpr double kMaxJobTimeS = 1e9;  // 31.7 years
+constexpr std::int64_t kMaxJobEvents = 200'000'000;
 
 // What a draw is for; with the seed, the replication and an index it makes the key.
 enum Purpose : std::uint64_t {
@@ -537,6 +541,18 @@ void JobRun::set_active_replicas() {
 // A fault of `cause` taking nodes [first_node, first_node + nodes) (nodes 0: none).
 void JobRun::fail(int cause, int first_node, int nodes) {
   const FailureCauseSpec& c = s_.causes[static_cast<std::size_t>(cause)];
+  const bool interrupts = !(cause == static_cast<int>(FailureCause::link_flap) && c.absorbed) &&
+                          cause != static_cast<int>(FailureCause::planned);
+  if (interrupts && phase_ == Phase::stall) {
+    // The stall under way stops here (on the timeline up to now).
+    emit(stall_ == Stall::link_retry ? JobEventKind::link_retry : JobEventKind::checkpoint, phase_start_, t_,
+         stall_ == Stall::link_retry ? static_cast<int>(FailureCause::link_flap) : 0);
+  }
+  if (interrupts && phase_ == Phase::recover) {
+    // The recovery under way stops here; its stage so far goes on the timeline.
+    if (t_ > phase_start_) emit(stage_event(stage_), phase_start_, t_, std::max(rec_cause_, 0));
+    stages_.clear();
+  }
   emit(JobEventKind::failure, t_, t_, cause, nodes);
   if (cause == static_cast<int>(FailureCause::link_flap) && c.absorbed) {
     ++r_.link_flaps_absorbed;
@@ -560,12 +576,6 @@ void JobRun::fail(int cause, int first_node, int nodes) {
   }
   ++r_.interruptions;
   ++r_.interruptions_by_cause[static_cast<std::size_t>(cause)];
-  if (phase_ == Phase::stall && stall_ != Stall::link_retry) emit(JobEventKind::checkpoint, phase_start_, t_);
-  if (phase_ == Phase::recover) {
-    // The recovery under way stops here; its stage so far goes on the timeline.
-    if (t_ > phase_start_) emit(stage_event(stage_), phase_start_, t_, std::max(rec_cause_, 0));
-    stages_.clear();
-  }
   rollback(cause);
   // The nodes taken: slow ones are replaced by healthy ones.
   const int total_nodes = in_.nodes();
@@ -710,7 +720,17 @@ JobResult JobRun::run() {
   start_period();
 
   std::uint64_t picks = 0;
+  std::int64_t events = 0;
   while (phase_ != Phase::done) {
+    if (t_ > kMaxJobTimeS || ++events > kMaxJobEvents) {
+      throw std::invalid_argument(
+          "job: no end in sight after " + std::to_string(events) + " events and " + std::to_string(t_ / kDay) +
+          " days with " + std::to_string(tokens_ / total_tokens_ * 100) + "% of the tokens done and " +
+          std::to_string(r_.interruptions) +
+          " interruptions: failures come faster than the job recovers and checkpoints (expected a job that ends "
+          "within " +
+          std::to_string(kMaxJobTimeS / kDay / 365) + " years)");
+    }
     if (phase_ == Phase::train && pending_planned_) {
       pending_planned_ = false;
       stop_ = StopReason::planned;

@@ -338,9 +338,10 @@ struct JobResult {
   // restarts each cause set off.
   std::array<double, kFailureCauses> lost_by_cause_s{};
   double checkpoint_overhead_fraction = 0;  // lost.checkpoint_s / time to train
-  // The checkpoint interval's references for the full configuration: C = one checkpoint's stall,
-  // M = the job's mean time between interruptions (random causes at their rates), R = restart
-  // (detection by watchdog + reschedule with spare + restart + load).
+  // The checkpoint interval's references for the full configuration: C = one checkpoint's stall
+  // (the sync write; async and in_memory: the host copy), M = the job's mean time between the
+  // random interruptions that roll back work (planned stops and absorbed flaps left out;
+  // infinity when there are none, and then Young and Daly are infinity too).
   double checkpoint_cost_s = 0;
   double mtbf_s = 0;
   double young_interval_s = 0;  // Young 1974: sqrt(2 C M)
@@ -378,7 +379,9 @@ double young_interval_s(double checkpoint_s, double mtbf_s);
 double daly_interval_s(double checkpoint_s, double mtbf_s);
 
 // Throws std::invalid_argument on inputs that cannot run (gpus not a multiple of gpus_per_node,
-// dp x nodes_per_replica != nodes, nothing to train, a step time <= 0 or not finite).
+// dp x nodes_per_replica != nodes, nothing to train, a step time <= 0 or not finite), and on a
+// job that never ends (still running after 1e9 s, 31.7 years, or 2e8 events: failures faster
+// than it recovers), the message saying how far it got.
 // One replication (replication index 0 of the seed), with the timeline.
 JobResult run_job(const JobSpec& spec, const JobInputs& in, const StepTimeFn& step_fn);
 // Replication r of the seed (0-based), as run_job; the Monte Carlo runs these.
