@@ -96,8 +96,7 @@ double background_nic_fraction(const JobSpec& spec, const JobInputs& in) {
       const double nic_share = in.nic_bytes_per_s_per_node / in.gpus_per_node;
       const double write_s = storage_transfer_s(in.checkpoint_bytes_per_gpu, in.gpus, spec.storage.write_bytes_per_s,
                                                 spec.storage.per_client_bytes_per_s, nic_share);
-      demand = write_s > 0 ? in.checkpoint_bytes_per_gpu * in.gpus_per_node / write_s / in.nic_bytes_per_s_per_node
-                           : 0;
+      demand = write_s > 0 ? in.checkpoint_bytes_per_gpu * in.gpus_per_node / write_s / in.nic_bytes_per_s_per_node : 0;
       break;
     }
     case CheckpointMode::in_memory:
@@ -146,7 +145,8 @@ nlohmann::ordered_json job_report_json(const Scenario& sc, const JobReport& j) {
   o["time_to_train_days"] = m.time_to_train_s / kDay;
   o["productive_s"] = m.productive_s;
   o["effective_training_time_ratio"] = m.ettr;
-  o["tokens"] = spec.train_tokens > 0 ? spec.train_tokens : static_cast<double>(spec.train_steps) * j.inputs.tokens_per_step;
+  o["tokens"] =
+      spec.train_tokens > 0 ? spec.train_tokens : static_cast<double>(spec.train_steps) * j.inputs.tokens_per_step;
   o["steps"] = m.steps;
   o["step_s"] = m.step_s;
   o["tokens_per_step"] = j.inputs.tokens_per_step;
@@ -179,8 +179,8 @@ nlohmann::ordered_json job_report_json(const Scenario& sc, const JobReport& j) {
   ck["simulated_best_interval_s"] = j.mc.best_interval_s > 0 ? J(j.mc.best_interval_s) : J(nullptr);
   J search = J::array();
   for (std::size_t i = 0; i < j.mc.search_intervals_s.size(); ++i) {
-    search.push_back(J{{"interval_s", j.mc.search_intervals_s[i]},
-                       {"time_to_train_s", j.mc.search_time_to_train_s[i]}});
+    search.push_back(
+        J{{"interval_s", j.mc.search_intervals_s[i]}, {"time_to_train_s", j.mc.search_time_to_train_s[i]}});
   }
   ck["search"] = search;
   o["checkpoint"] = ck;
@@ -225,11 +225,11 @@ std::string job_report_text(const Scenario& sc, const JobReport& j) {
   const double tokens =
       spec.train_tokens > 0 ? spec.train_tokens : static_cast<double>(spec.train_steps) * j.inputs.tokens_per_step;
   o += "\nClusterTwin training job: " + sc.name + "\n";
-  std::snprintf(line, sizeof line, "  %s tokens in %s steps of %s tokens, %.3f s each on %d GPUs (DP %d)%s\n\n",
-                human_number(tokens).c_str(), with_commas(static_cast<std::uint64_t>(std::max<std::int64_t>(0, m.steps))).c_str(),
-                human_number(j.inputs.tokens_per_step).c_str(), m.step_s, j.inputs.gpus, j.inputs.dp,
-                j.mc.replications > 1 ? (", means over " + std::to_string(j.mc.replications) + " replications").c_str()
-                                      : "");
+  std::snprintf(
+      line, sizeof line, "  %s tokens in %s steps of %s tokens, %.3f s each on %d GPUs (DP %d)%s\n\n",
+      human_number(tokens).c_str(), with_commas(static_cast<std::uint64_t>(std::max<std::int64_t>(0, m.steps))).c_str(),
+      human_number(j.inputs.tokens_per_step).c_str(), m.step_s, j.inputs.gpus, j.inputs.dp,
+      j.mc.replications > 1 ? (", means over " + std::to_string(j.mc.replications) + " replications").c_str() : "");
   o += line;
   row("time to train", duration(m.time_to_train_s) + " (" + duration(m.productive_s) + " of productive steps)");
   if (j.mc.replications > 1) {
@@ -286,8 +286,8 @@ std::string job_report_text(const Scenario& sc, const JobReport& j) {
   std::snprintf(line, sizeof line, "    %-36s %s of the job's wall time\n", "overhead",
                 pct(m.checkpoint_overhead_fraction).c_str());
   o += line;
-  std::snprintf(line, sizeof line, "    %-36s %s (stall per checkpoint C), MTBF M %s\n", "cost", duration(m.checkpoint_cost_s).c_str(),
-                duration(m.mtbf_s).c_str());
+  std::snprintf(line, sizeof line, "    %-36s %s (stall per checkpoint C), MTBF M %s\n", "cost",
+                duration(m.checkpoint_cost_s).c_str(), duration(m.mtbf_s).c_str());
   o += line;
   const std::string interval = spec.checkpoint.interval_steps > 0
                                    ? std::to_string(spec.checkpoint.interval_steps) + " steps"

@@ -60,8 +60,8 @@ StepModelRun step_model_run(const TrainingConfig& cfg, const ClusterSpec& cluste
   // The replicas' nodes only: the model-parallel slice's GPUs times the replicas.
   const long long slice = 1ll * p.tp * p.pp * p.cp;
   const long long gpus = slice * c.dp;
-  run.cluster.nodes = static_cast<int>(
-      std::min<long long>(cluster.nodes, (gpus + cluster.gpus_per_node - 1) / cluster.gpus_per_node));
+  run.cluster.nodes =
+      static_cast<int>(std::min<long long>(cluster.nodes, (gpus + cluster.gpus_per_node - 1) / cluster.gpus_per_node));
   if (c.dp > full_dp) throw std::invalid_argument("step_model_run: more replicas than the scenario's");
   run.cluster.nic_gbyte_per_s = cluster.nic_gbyte_per_s * std::clamp(c.nic_fraction, 0.0, 1.0);
   run.opt.trace = false;

@@ -17,8 +17,8 @@ namespace ctwin {
 namespace {
 
 // A training scenario of `model` on `nodes` DGX H100 with the layout and batch given.
-Scenario scenario(const std::string& model, int nodes, const std::string& parallelism, int global_batch,
-                  int seq = 4096, const std::string& job = "") {
+Scenario scenario(const std::string& model, int nodes, const std::string& parallelism, int global_batch, int seq = 4096,
+                  const std::string& job = "") {
   const std::string text = R"({"name": "t", "cluster": {"preset": "dgx-h100", "nodes": )" + std::to_string(nodes) +
                            R"(}, "model": ")" + model + R"(", "training": {"micro_batch": 1, "global_batch": )" +
                            std::to_string(global_batch) + R"(, "seq_len": )" + std::to_string(seq) +
@@ -53,9 +53,8 @@ TEST_CASE("checkpoint bytes: BF16 weights + FP32 master + two FP32 Adam moments,
 
 TEST_CASE("a shrunk configuration is the same layout with fewer replicas on just their nodes") {
   // Llama-3-70B, TP8 PP4 DP32 (4 nodes a replica), 512 sequences a step, interleaved schedule.
-  const Scenario sc =
-      scenario("llama3-70b", 128, R"({"tp": 8, "pp": 4, "dp": 32, "schedule": "interleaved", "virtual_stages": 5})",
-               512, 8192);
+  const Scenario sc = scenario(
+      "llama3-70b", 128, R"({"tp": 8, "pp": 4, "dp": 32, "schedule": "interleaved", "virtual_stages": 5})", 512, 8192);
   const TrainingJob& j = training_job(sc);
   const TrainingOptions opt = training_options(sc);
   // Kept batch at DP 31: ceil(512 / 31) = 17 micro-batches, rounded up to 20 (a multiple of pp 4).
@@ -90,15 +89,15 @@ TEST_CASE("a slow GPU's step is the step with every kernel slowdown times longer
   const Scenario sc = scenario("llama3.2-1b", 1, R"({"tp": 1, "pp": 1, "dp": 8})", 16);
   const TrainingJob& j = training_job(sc);
   const double base = simulate_step_s(j.model, j.training, sc.cluster, training_options(sc), {.dp = 8});
-  const double slow =
-      simulate_step_s(j.model, j.training, sc.cluster, training_options(sc), {.dp = 8, .slow_gpus = 1, .slowdown = 1.5});
+  const double slow = simulate_step_s(j.model, j.training, sc.cluster, training_options(sc),
+                                      {.dp = 8, .slow_gpus = 1, .slowdown = 1.5});
   CHECK(slow > 1.3 * base);
   CHECK(slow <= 1.5 * base * (1 + 1e-9));
 }
 
 TEST_CASE("job inputs: the layout's replicas, the memory model's bytes, DGX H100's 8 x 400 Gb/s NICs and PCIe Gen5") {
-  const Scenario sc = scenario("llama3-8b", 4, R"({"tp": 8, "pp": 2, "dp": 2, "zero_stage": 1})", 64, 4096,
-                               R"({"train_steps": 10})");
+  const Scenario sc =
+      scenario("llama3-8b", 4, R"({"tp": 8, "pp": 2, "dp": 2, "zero_stage": 1})", 64, 4096, R"({"train_steps": 10})");
   TrainingResult r;
   r.tokens_per_step = 64.0 * 4096;
   r.memory.capacity = 80e9;
@@ -113,7 +112,8 @@ TEST_CASE("job inputs: the layout's replicas, the memory model's bytes, DGX H100
   CHECK(in.nic_bytes_per_s_per_node == rel_approx(8 * 50e9, 1e-12));  // ConnectX-7: 400 Gb/s = 50 GB/s each
   CHECK(in.pcie_bytes_per_s_per_gpu == rel_approx(64e9, 1e-12));      // H100 SXM: PCIe Gen5 x16
   // A replica smaller than a node: 0 nodes per replica.
-  const Scenario small = scenario("llama3.2-1b", 1, R"({"tp": 2, "pp": 1, "dp": 4})", 8, 4096, R"({"train_steps": 10})");
+  const Scenario small =
+      scenario("llama3.2-1b", 1, R"({"tp": 2, "pp": 1, "dp": 4})", 8, 4096, R"({"train_steps": 10})");
   CHECK(job_inputs(small, r).nodes_per_replica == 0);
 }
 

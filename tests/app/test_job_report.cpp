@@ -67,7 +67,8 @@ void check_refused(const Run& r, const std::string& file, const std::string& poi
 
 }  // namespace
 
-TEST_CASE("one scheduled failure: lost time is the hand sum of work since the checkpoint, watchdog, spare, restart, load") {
+TEST_CASE(
+    "one scheduled failure: lost time is the hand sum of work since the checkpoint, watchdog, spare, restart, load") {
   const auto j = run_json(kOneFailure);
   const auto& job = j["job"];
   const double s = j["step_time_s"].get<double>();
@@ -82,9 +83,9 @@ TEST_CASE("one scheduled failure: lost time is the hand sum of work since the ch
   const double ended = std::floor(290 / period) * period;
   REQUIRE(290 - ended < 100 * s);
   const double lost_work = 290 - ended;
-  const double detection = 30;                   // watchdog_s (the gpu cause is detected by the watchdog)
-  const double reschedule = 120;                 // a hot spare swapped in
-  const double restart = 60 + 5 + 0.002 * 16;    // container start + NCCL init for 16 ranks
+  const double detection = 30;                 // watchdog_s (the gpu cause is detected by the watchdog)
+  const double reschedule = 120;               // a hot spare swapped in
+  const double restart = 60 + 5 + 0.002 * 16;  // container start + NCCL init for 16 ranks
   const double load = std::max(bytes / 1e9, 16 * bytes / 200e9);  // per-client read vs the aggregate
   const auto& lost = job["lost_s"];
   CHECK(lost["lost_work"].get<double>() == rel_approx(lost_work, 1e-9));
@@ -170,7 +171,8 @@ TEST_CASE("the same seed twice gives byte-identical --json; another seed another
   CHECK(c.out != a.out);
 }
 
-TEST_CASE("a shrunk job's step times are the shrunk layouts' own, simulated as scenarios" * doctest::test_suite("slow")) {
+TEST_CASE("a shrunk job's step times are the shrunk layouts' own, simulated as scenarios" *
+          doctest::test_suite("slow")) {
   // Llama-3-70B TP8 PP4 (4 nodes a replica), 512 sequences, interleaved: at DP 31 the batch is
   // kept with ceil(512 / 31) = 17 micro-batches a replica, rounded up to 20 for the interleaved
   // schedule, on 124 nodes; the same layout written as a scenario must give the same step.
@@ -256,12 +258,14 @@ TEST_CASE("--trace with /job: the job's lanes hold its timeline, the first step 
 TEST_CASE("a job longer than a trace's 106 days is refused naming --trace and the limit") {
   const std::string f = fresh("long.ctt");
   // 40 million steps of about 0.29 s: about 134 days.
-  const Run r = cli("run " + std::string(kOneFailure) + " --set /job/train_steps=40000000 --set /job/failures=[] --trace " + f);
+  const Run r =
+      cli("run " + std::string(kOneFailure) + " --set /job/train_steps=40000000 --set /job/failures=[] --trace " + f);
   CAPTURE(r.err);
   CHECK(r.status == 2);
   CHECK(r.err.find("--trace") != std::string::npos);
   CHECK(r.err.find("106.75 days") != std::string::npos);
   CHECK(!std::filesystem::exists(f));
   // Without --trace the same job runs.
-  CHECK(cli("run " + std::string(kOneFailure) + " --set /job/train_steps=40000000 --set /job/failures=[] --json").status == 0);
+  CHECK(cli("run " + std::string(kOneFailure) + " --set /job/train_steps=40000000 --set /job/failures=[] --json")
+            .status == 0);
 }

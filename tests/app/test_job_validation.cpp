@@ -39,9 +39,8 @@ TEST_CASE("Llama 3 405B, 54 days on 16,384 H100: interruptions by cause within 1
   REQUIRE(days > 50);  // the scenario's steps are about the snapshot's 54 days
   REQUIRE(days < 58);
   // Means over 200 replications, scaled to the snapshot's 54 days.
-  const std::map<std::string, double> published = {{"gpu", 196},    {"hbm", 72},       {"nic", 7},
-                                                   {"host", 46},     {"switch", 35},    {"software", 63},
-                                                   {"planned", 47}};
+  const std::map<std::string, double> published = {{"gpu", 196},   {"hbm", 72},      {"nic", 7},     {"host", 46},
+                                                   {"switch", 35}, {"software", 63}, {"planned", 47}};
   for (const auto& [cause, n] : published) {
     CAPTURE(cause);
     const double simulated = job["interruptions"]["by_cause"][cause].get<double>() * 54 / days;
