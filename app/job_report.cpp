@@ -122,9 +122,10 @@ JobReport run_scenario_job(const Scenario& sc, const TrainingResult& r, const st
                             .slow_gpus = c.slow_gpus,
                             .slowdown = spec.stragglers.slowdown,
                             .nic_fraction = c.background_write ? nic_fraction : 1.0};
-    // The scenario's own configuration is the step already simulated: the same figure.
+    // The scenario's own configuration is the step already simulated: the same figure (with
+    // /training/noise, the mean of its steps, as simulate_step_s takes for the others).
     const bool full = c.dp == job.training.parallel.dp && c.slow_gpus == 0 && !c.background_write;
-    const double s = full ? r.step_time_s : simulate_step_s(job.model, job.training, sc.cluster, opt, m);
+    const double s = full ? mean_step_s(r) : simulate_step_s(job.model, job.training, sc.cluster, opt, m);
     record->push_back({c, s});
     return s;
   };

@@ -76,7 +76,10 @@ StepModelRun step_model_run(const TrainingConfig& cfg, const ClusterSpec& cluste
 double simulate_step_s(const ModelSpec& m, const TrainingConfig& cfg, const ClusterSpec& cluster,
                        const TrainingOptions& opt, const StepModelConfig& c) {
   const StepModelRun run = step_model_run(cfg, cluster, opt, c);
-  const TrainingResult r = simulate_training(m, run.cfg, build_cluster(run.cluster), run.opt);
+  return mean_step_s(simulate_training(m, run.cfg, build_cluster(run.cluster), run.opt));
+}
+
+double mean_step_s(const TrainingResult& r) {
   if (r.step_times_s.empty()) return r.step_time_s;
   return std::accumulate(r.step_times_s.begin(), r.step_times_s.end(), 0.0) /
          static_cast<double>(r.step_times_s.size());

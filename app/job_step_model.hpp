@@ -45,6 +45,9 @@ struct StepModelRun {
 StepModelRun step_model_run(const TrainingConfig& cfg, const ClusterSpec& cluster, const TrainingOptions& opt,
                             const StepModelConfig& c);
 
+// The mean of a run's simulated steps (one without /training/noise).
+double mean_step_s(const TrainingResult& r);
+
 // Seconds per step of the configuration: the mean of the simulated steps (one without noise).
 double simulate_step_s(const ModelSpec& m, const TrainingConfig& cfg, const ClusterSpec& cluster,
                        const TrainingOptions& opt, const StepModelConfig& c);

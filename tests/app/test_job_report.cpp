@@ -269,3 +269,14 @@ TEST_CASE("a job longer than a trace's 106 days is refused naming --trace and th
   CHECK(cli("run " + std::string(kOneFailure) + " --set /job/train_steps=40000000 --set /job/failures=[] --json")
             .status == 0);
 }
+
+TEST_CASE("with /training/noise the job's step is the mean of the simulated steps") {
+  const auto j = run_json(std::string(kOneFailure) + R"( --set '/training/noise={"steps": 4, "kernel_jitter": 0.05}')");
+  const auto& steps = j["steps"]["step_times_s"];
+  REQUIRE(steps.size() == 4);
+  double mean = 0;
+  for (const auto& s : steps) mean += s.get<double>() / 4;
+  CHECK(steps[0].get<double>() != steps[1].get<double>());
+  CHECK(j["job"]["configurations"][0]["step_s"].get<double>() == rel_approx(mean, 1e-12));
+  CHECK(j["job"]["step_s"].get<double>() == rel_approx(mean, 1e-12));
+}
