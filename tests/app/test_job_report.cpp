@@ -280,3 +280,36 @@ TEST_CASE("with /training/noise the job's step is the mean of the simulated step
   CHECK(j["job"]["configurations"][0]["step_s"].get<double>() == rel_approx(mean, 1e-12));
   CHECK(j["job"]["step_s"].get<double>() == rel_approx(mean, 1e-12));
 }
+
+TEST_CASE("--trace of an elastic job: a resize instant per resize, the dp counter at each shrunk size" *
+          doctest::test_suite("slow")) {
+  const std::string f = fresh("elastic.ctt");
+  const auto j =
+      run_json("scenarios/job-llama3-70b-1024xh100-elastic.json --set /job/monte_carlo/replications=1 --trace " + f);
+  const ctwin::Trace t = ctwin::read_trace_file(f);
+  int resizes = 0;
+  for (const auto& e : t.events) {
+    if (t.str(t.lanes[e.lane].process) != "job" || t.str(t.lanes[e.lane].thread) != "elastic") continue;
+    if (t.str(e.kind) == "resize") {
+      ++resizes;
+      CHECK(e.dur_ps == 0);
+    }
+  }
+  CHECK(resizes == j["job"]["resizes"].get<int>());
+  REQUIRE(resizes > 0);
+  // The counter of replicas steps down from 32 and every value is a configuration simulated.
+  const ctwin::TraceCounterTrack* dp = nullptr;
+  for (const auto& c : t.counters)
+    if (t.str(c.process) == "job" && t.str(c.name) == "dp_replicas") dp = &c;
+  REQUIRE(dp != nullptr);
+  REQUIRE(!dp->samples.empty());
+  CHECK(dp->samples.front().second == 32);
+  bool below = false;
+  for (const auto& [at, v] : dp->samples) {
+    below = below || v < 32;
+    bool simulated = false;
+    for (const auto& c : j["job"]["configurations"]) simulated = simulated || c["dp"].get<double>() == v;
+    CHECK(simulated);
+  }
+  CHECK(below);
+}
