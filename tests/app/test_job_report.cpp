@@ -313,3 +313,23 @@ TEST_CASE("--trace of an elastic job: a resize instant per resize, the dp counte
   }
   CHECK(below);
 }
+
+TEST_CASE("slow GPUs: the job asks for the slow configuration, re-simulated slower, and reports the straggler time") {
+  // 1 of the 2 nodes holds a slow GPU (1.2x) from the start and is never evicted: every step runs
+  // slow, and the straggler time is the steps times the difference of the two simulated steps.
+  const auto j =
+      run_json(std::string(kOneFailure) +
+               R"( --set /job/failures=[] --set '/job/stragglers={"slow_node_fraction": 0.5, "slowdown": 1.2}')");
+  const auto& configs = j["job"]["configurations"];
+  double healthy = 0, slow = 0;
+  for (const auto& c : configs) {
+    if (c["dp"] != 16 || c["background_write"] == true) continue;
+    (c["slow_gpus"].get<int>() == 0 ? healthy : slow) = c["step_s"].get<double>();
+  }
+  REQUIRE(healthy > 0);
+  REQUIRE(slow > 0);
+  CHECK(healthy == j["step_time_s"].get<double>());
+  CHECK(slow > 1.1 * healthy);  // data parallel on 2 nodes: compute-bound, most of the 1.2x shows
+  CHECK(slow <= 1.2 * healthy * (1 + 1e-9));
+  CHECK(j["job"]["lost_s"]["stragglers"].get<double>() == rel_approx(2000 * (slow - healthy), 1e-9));
+}
