@@ -21,14 +21,16 @@ int cmd_bench(const Args& args) {
       "  serving   an hour at 100 requests/s on one Llama-3-8B replica, 16 replicas round-robin, vs the\n"
       "            reference replica loop; a routed fleet of 128 Llama-3-70B TP8 replicas (1,024 GPUs),\n"
       "            an hour at 500 requests/s\n"
-      "  sweep     the auto-sweep of Llama-3-70B on 1,024 H100, vs simulating every layout that fits";
+      "  sweep     the auto-sweep of Llama-3-70B on 1,024 H100, vs simulating every layout that fits\n"
+      "  job       a 54-day Llama 3 405B job on 16,384 H100 with failures, 1,000 Monte Carlo replications,\n"
+      "            vs an engine that steps every step";
   auto p = parse_args(args, usage,
                       {{"--json", "", "print the figures as JSON on stdout"},
                        {"--quick", "", "small sizes (for a smoke test of the benchmark itself)"}});
   if (!p) return kExitOk;
   if (p->positional.size() != 1)
     throw InputError("", "NAME", "expected exactly one benchmark name",
-                     "engine, network, viewer, training, serving or sweep");
+                     "engine, network, viewer, training, serving, sweep or job");
   BenchOptions o;
   o.quick = p->has("--quick");
   o.progress = isatty(STDERR_FILENO);
@@ -46,9 +48,11 @@ int cmd_bench(const Args& args) {
     j = bench_serving(o);
   else if (name == "sweep")
     j = bench_sweep(o);
+  else if (name == "job")
+    j = bench_job(o);
   else
     throw InputError("", "NAME", "unknown benchmark '" + name + "'",
-                     "engine, network, viewer, training, serving or sweep");
+                     "engine, network, viewer, training, serving, sweep or job");
   if (p->has("--json")) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {

@@ -7,6 +7,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "host_resources.hpp"
+#include "job_report.hpp"
 #include "report_format.hpp"
 #include "scenario.hpp"
 #include "sim/error.hpp"
@@ -150,9 +151,26 @@ int cmd_run(const Args& args) {
   }
   TrainingResult r = simulate_training(job.model, job.training, cluster, opt);
   progress.clear();
-  if (trace_path) write_trace_file(r.trace, *trace_path, p->has("--force"));
+  // /job: the whole job around the step (docs/jobs.md); its timeline is the trace, the step in it.
+  std::optional<JobReport> job_report;
+  if (job.job) {
+    ProgressLine job_progress("job");
+    job_report = run_scenario_job(sc, r, [&job_progress](int done, int total) {
+      job_progress.update(static_cast<double>(done) / total,
+                          std::to_string(done) + "/" + std::to_string(total) + " replications");
+    });
+    job_progress.clear();
+  }
+  if (trace_path) {
+    if (job_report) {
+      write_trace_file(job_trace(sc, *job_report, &r.trace), *trace_path, p->has("--force"));
+    } else {
+      write_trace_file(r.trace, *trace_path, p->has("--force"));
+    }
+  }
   if (p->has("--json")) {
     auto j = training_report_json(sc, r);
+    if (job_report) j["job"] = job_report_json(sc, *job_report);
     j["resources"] = {{"host_bytes_estimate", est.host_bytes},
                       {"simulated_gpus", est.simulated_gpus},
                       {"ops", est.ops},
@@ -165,6 +183,7 @@ int cmd_run(const Args& args) {
                 std::isfinite(memory_limit) ? human_bytes(memory_limit).c_str() : "unlimited",
                 trace_path ? (", trace an estimated " + human_bytes(static_cast<double>(trace_bytes))).c_str() : "");
     if (trace_path) std::printf("\n  trace written to %s\n", trace_path->c_str());
+    if (job_report) std::fputs(job_report_text(sc, *job_report).c_str(), stdout);
   }
   for (const auto& w : training_warnings(sc, r)) std::fprintf(stderr, "ctwin: warning: %s\n", w.c_str());
   if (p->has("--fail-on-oom") && r.memory.oom) return kExitOutOfMemory;

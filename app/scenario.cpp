@@ -11,6 +11,7 @@
 #include "sweep.hpp"
 #include "topology/catalog_json.hpp"
 #include "topology/cluster_json.hpp"
+#include "workloads/job_params.hpp"
 #include "workloads/model_json.hpp"
 #include "workloads/serving_autoscale_params.hpp"
 #include "workloads/serving_fleet_params.hpp"
@@ -73,6 +74,11 @@ std::span<const ParamTable> scenario_param_tables() {
     const std::vector<ParamTable> traffic = traffic_param_tables();
     t.insert(serving_end, traffic.begin(), traffic.end());
     // /serving/autoscaling and /serving/admission (workloads/serving_autoscale_params.hpp) before /traffic.
+    // /job's tables (workloads/job_params.hpp) after /training's.
+    const std::vector<ParamTable> job = job_param_tables();
+    const auto serving_begin =
+        std::find_if(t.begin(), t.end(), [](const ParamTable& x) { return x.path == "/serving"; });
+    t.insert(serving_begin, job.begin(), job.end());
     const std::vector<ParamTable> autoscale = serving_autoscale_param_tables();
     const auto traffic_begin =
         std::find_if(t.begin(), t.end(), [](const ParamTable& x) { return x.path == "/traffic"; });

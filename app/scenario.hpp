@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -63,6 +64,8 @@ struct ValidationTarget {
   bool present() const { return !metric.empty(); }
 };
 
+struct JobSpec;  // workloads/job.hpp, kept out of this header (every app file includes it)
+
 // /kind "training": a model trained with a layout (/model, /training).
 struct TrainingJob {
   ModelSpec model;          // /model
@@ -70,6 +73,8 @@ struct TrainingJob {
   // /training/parallelism is "auto": the layout is `ctwin sweep`'s to choose; training holds
   // every other key, with a placeholder layout (all 1, dp = GPUs) that was not checked.
   bool auto_layout = false;
+  // /job: the whole training job around the step (failures, checkpoints, restarts; docs/jobs.md).
+  std::shared_ptr<const JobSpec> job;
 };
 // /kind "serving": a fleet of data_parallel_size identical model replicas (/serving: each one's
 // GPUs, precisions and vLLM's scheduler keys) behind a round-robin split of the traffic
@@ -285,6 +290,11 @@ inline constexpr ParamDecl scenario_params[] = {
      .type = ParamType::object,
      .doc = "the training job (/training); required for training",
      .computed = "required for kind training"},
+    {.key = "job",
+     .type = ParamType::object,
+     .doc = "training only: the whole job around the step (/job): tokens to train, failures, checkpoints, "
+            "restarts, elasticity; `ctwin run` adds the job report (docs/jobs.md)",
+     .computed = "none: the step alone"},
     {.key = "serving",
      .type = ParamType::object,
      .doc = "the serving replica and its scheduler (/serving), keys named as vLLM's engine arguments",

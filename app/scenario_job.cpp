@@ -6,6 +6,7 @@
 
 #include "scenario_parts.hpp"
 #include "sim/error.hpp"
+#include "workloads/job_params.hpp"
 #include "workloads/model_json.hpp"
 #include "workloads/serving_autoscale_params.hpp"
 #include "workloads/serving_fleet_params.hpp"
@@ -49,6 +50,7 @@ TrainingJob read_training_job(const JsonObject& top, const Json& root, const Sce
   // A calibrated profile's measured interference applies unless the scenario sets its own.
   if (sc.profile && !top.object("training").has("overlap_slowdown"))
     job.training.overlap_slowdown = sc.profile->compute.overlap_slowdown;
+  if (top.has("job")) job.job = std::make_shared<const JobSpec>(read_job_spec(top.object("job")));
   return job;
 }
 
@@ -179,7 +181,7 @@ void read_fleet_policies(const JsonObject& so, ServingJob& job, const Cluster& c
 
 ServingJob read_serving_job(const JsonObject& top, const Json& root, const ScenarioCatalogs& catalogs,
                             const Scenario& sc) {
-  require_kind_keys(top, sc, {"serving", "traffic"}, {"training"});
+  require_kind_keys(top, sc, {"serving", "traffic"}, {"training", "job"});
   ServingJob job;
   job.model = read_model(root, top.file(), catalogs.models);
   const JsonObject so = top.object("serving");

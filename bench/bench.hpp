@@ -22,5 +22,6 @@ nlohmann::ordered_json bench_training(const BenchOptions& o);  // bench/bench_tr
 nlohmann::ordered_json bench_serving(const BenchOptions& o);   // bench/bench_serving.cpp
 // The 1,024-GPU fleet case of bench_serving (bench/bench_serving_fleet.cpp), reported as its "fleet".
 nlohmann::ordered_json bench_serving_fleet(const BenchOptions& o);
+nlohmann::ordered_json bench_job(const BenchOptions& o);  // bench/bench_job.cpp
 
 }  // namespace ctwin

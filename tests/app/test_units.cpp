@@ -223,8 +223,9 @@ TEST_CASE("every bandwidth key names its unit: _gbit_per_s is Gb/s, _gbyte_per_s
     }
   }
   // cluster: 6 + 5 deprecated; GPU: 3 + 3 deprecated; /serving/disaggregation: 2; /serving:
-  // lora_load_gbyte_per_s; /serving/autoscaling: 1; /training/offload: nvme_gbyte_per_s
-  CHECK(bandwidths == 22);
+  // lora_load_gbyte_per_s; /serving/autoscaling: 1; /training/offload: nvme_gbyte_per_s;
+  // /job/storage: 3; /job/data_loader: 1
+  CHECK(bandwidths == 26);
 }
 
 TEST_CASE("ctwin params shows each bandwidth key with its unit") {

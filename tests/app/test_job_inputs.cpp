@@ -1,0 +1,143 @@
+// What `ctwin run` hands the job engine (app/job_step_model.hpp, app/job_report.hpp): checkpoint
+// bytes from the memory model, the layout of a shrunk configuration, the cluster's NICs and PCIe,
+// the NIC share a background write leaves to training; each against a hand-worked value.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "job_report.hpp"
+#include "job_step_model.hpp"
+#include "scenario.hpp"
+#include "tolerance.hpp"
+#include "workloads/model.hpp"
+
+using ctwin::test::rel_approx;
+
+namespace ctwin {
+namespace {
+
+// A training scenario of `model` on `nodes` DGX H100 with the layout and batch given.
+Scenario scenario(const std::string& model, int nodes, const std::string& parallelism, int global_batch, int seq = 4096,
+                  const std::string& job = "") {
+  const std::string text = R"({"name": "t", "cluster": {"preset": "dgx-h100", "nodes": )" + std::to_string(nodes) +
+                           R"(}, "model": ")" + model + R"(", "training": {"micro_batch": 1, "global_batch": )" +
+                           std::to_string(global_batch) + R"(, "seq_len": )" + std::to_string(seq) +
+                           R"(, "parallelism": )" + parallelism + "}" + (job.empty() ? "" : ", \"job\": " + job) + "}";
+  return parse_scenario(text, "t.json");
+}
+
+double ckpt_bytes(const Scenario& sc) {
+  const TrainingJob& j = training_job(sc);
+  return checkpoint_bytes_per_gpu(j.model, j.training, 80e9);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint bytes: BF16 weights + FP32 master + two FP32 Adam moments, 14 bytes a parameter, written once") {
+  // Llama-3-8B (untied embeddings) on 8 GPUs, data parallel: the whole model state is 14 N bytes
+  // (2 weight + 4 master + 8 moments per parameter, mixed-precision Adam), split over the 8 ranks
+  // whatever ZeRO shards: a sharded checkpoint writes each replicated tensor once.
+  for (const int zero : {0, 1, 2, 3}) {
+    CAPTURE(zero);
+    const Scenario sc =
+        scenario("llama3-8b", 1, R"({"tp": 1, "pp": 1, "dp": 8, "zero_stage": )" + std::to_string(zero) + "}", 8);
+    const double n = count_parameters(training_job(sc).model).total;
+    CHECK(ckpt_bytes(sc) * 8 == rel_approx(14 * n, 1e-9));
+  }
+  // TP 2 x PP 2 x DP 2: each of the 4 model-parallel slices' state is written by its 2 replicas;
+  // the mean over stages times the GPUs is the whole state (the embedding and head counted once).
+  const Scenario tp = scenario("llama3-8b", 1, R"({"tp": 2, "pp": 2, "dp": 2, "zero_stage": 1})", 8);
+  const double n = count_parameters(training_job(tp).model).total;
+  CHECK(ckpt_bytes(tp) * 8 == rel_approx(14 * n, 0.01));  // TP replicates the norms: within 1%
+}
+
+TEST_CASE("a shrunk configuration is the same layout with fewer replicas on just their nodes") {
+  // Llama-3-70B, TP8 PP4 DP32 (4 nodes a replica), 512 sequences a step, interleaved schedule.
+  const Scenario sc = scenario(
+      "llama3-70b", 128, R"({"tp": 8, "pp": 4, "dp": 32, "schedule": "interleaved", "virtual_stages": 5})", 512, 8192);
+  const TrainingJob& j = training_job(sc);
+  const TrainingOptions opt = training_options(sc);
+  // Kept batch at DP 31: ceil(512 / 31) = 17 micro-batches, rounded up to 20 (a multiple of pp 4).
+  StepModelRun kept = step_model_run(j.training, sc.cluster, opt, {.dp = 31, .keep_global_batch = true});
+  CHECK(kept.cfg.parallel.dp == 31);
+  CHECK(kept.cfg.parallel.tp == 8);
+  CHECK(kept.cfg.parallel.pp == 4);
+  CHECK(kept.cluster.nodes == 31 * 4);
+  CHECK(kept.cfg.global_batch == 20 * 31);
+  // 1F1B needs no rounding: 17 x 31.
+  TrainingConfig one_f = j.training;
+  one_f.parallel.schedule = PipelineSchedule::one_f_one_b;
+  one_f.parallel.virtual_stages = 1;
+  CHECK(step_model_run(one_f, sc.cluster, opt, {.dp = 31, .keep_global_batch = true}).cfg.global_batch == 17 * 31);
+  // Shrunk batch: the same 16 micro-batches per replica, 16 x 31 sequences.
+  const StepModelRun shrunk = step_model_run(j.training, sc.cluster, opt, {.dp = 31, .keep_global_batch = false});
+  CHECK(shrunk.cfg.global_batch == 16 * 31);
+  CHECK(shrunk.cluster.nodes == 124);
+  // The full configuration is the scenario's own.
+  const StepModelRun full = step_model_run(j.training, sc.cluster, opt, {.dp = 32});
+  CHECK(full.cfg.global_batch == 512);
+  CHECK(full.cluster.nodes == 128);
+  // A background write leaves its fraction of the NICs; a slow GPU swaps in a slowed cost model.
+  const StepModelRun bg = step_model_run(j.training, sc.cluster, opt, {.dp = 32, .nic_fraction = 0.75});
+  CHECK(bg.cluster.nic_gbyte_per_s == rel_approx(0.75 * sc.cluster.nic_gbyte_per_s, 1e-12));
+  CHECK(step_model_run(j.training, sc.cluster, opt, {.dp = 32, .slow_gpus = 1, .slowdown = 1.5}).opt.cost_model);
+}
+
+TEST_CASE("a slow GPU's step is the step with every kernel slowdown times longer, re-simulated") {
+  // Data parallel Llama-3.2-1B on one node: compute and exposed communication; at 1.5x every kernel
+  // the compute part grows by half, the communication does not: between 1x and 1.5x the step.
+  const Scenario sc = scenario("llama3.2-1b", 1, R"({"tp": 1, "pp": 1, "dp": 8})", 16);
+  const TrainingJob& j = training_job(sc);
+  const double base = simulate_step_s(j.model, j.training, sc.cluster, training_options(sc), {.dp = 8});
+  const double slow = simulate_step_s(j.model, j.training, sc.cluster, training_options(sc),
+                                      {.dp = 8, .slow_gpus = 1, .slowdown = 1.5});
+  CHECK(slow > 1.3 * base);
+  CHECK(slow <= 1.5 * base * (1 + 1e-9));
+}
+
+TEST_CASE("job inputs: the layout's replicas, the memory model's bytes, DGX H100's 8 x 400 Gb/s NICs and PCIe Gen5") {
+  const Scenario sc =
+      scenario("llama3-8b", 4, R"({"tp": 8, "pp": 2, "dp": 2, "zero_stage": 1})", 64, 4096, R"({"train_steps": 10})");
+  TrainingResult r;
+  r.tokens_per_step = 64.0 * 4096;
+  r.memory.capacity = 80e9;
+  const JobInputs in = job_inputs(sc, r);
+  CHECK(in.gpus == 32);
+  CHECK(in.gpus_per_node == 8);
+  CHECK(in.dp == 2);
+  CHECK(in.nodes_per_replica == 2);  // TP8 x PP2 = 16 GPUs = 2 nodes
+  CHECK(in.tokens_per_step == 64.0 * 4096);
+  CHECK(in.samples_per_step == 64);
+  CHECK(in.checkpoint_bytes_per_gpu == rel_approx(ckpt_bytes(sc), 1e-12));
+  CHECK(in.nic_bytes_per_s_per_node == rel_approx(8 * 50e9, 1e-12));  // ConnectX-7: 400 Gb/s = 50 GB/s each
+  CHECK(in.pcie_bytes_per_s_per_gpu == rel_approx(64e9, 1e-12));      // H100 SXM: PCIe Gen5 x16
+  // A replica smaller than a node: 0 nodes per replica.
+  const Scenario small =
+      scenario("llama3.2-1b", 1, R"({"tp": 2, "pp": 1, "dp": 4})", 8, 4096, R"({"train_steps": 10})");
+  CHECK(job_inputs(small, r).nodes_per_replica == 0);
+}
+
+TEST_CASE("a background write leaves training the NIC bandwidth its writer does not take, at least half") {
+  JobInputs in;
+  in.gpus = 16;
+  in.gpus_per_node = 8;
+  in.checkpoint_bytes_per_gpu = 1e9;
+  in.nic_bytes_per_s_per_node = 400e9;
+  JobSpec spec;
+  spec.checkpoint.mode = CheckpointMode::async;
+  spec.storage.write_bytes_per_s = 100e9;
+  spec.storage.per_client_bytes_per_s = 1e9;
+  // Each rank writes 1 GB at 1 GB/s (16 GB over 100 GB/s aggregate is 0.16 s): 1 s, 8 GB/s a node,
+  // 2% of its 400 GB/s.
+  CHECK(background_nic_fraction(spec, in) == rel_approx(0.98, 1e-12));
+  // The aggregate binds: 16 GB at 4 GB/s is 4 s, 2 GB/s a node, 0.5%.
+  spec.storage.write_bytes_per_s = 4e9;
+  CHECK(background_nic_fraction(spec, in) == rel_approx(0.995, 1e-12));
+  // In memory: the peer copy wants the whole NIC; max-min fairness gives it half.
+  spec.checkpoint.mode = CheckpointMode::in_memory;
+  CHECK(background_nic_fraction(spec, in) == rel_approx(0.5, 1e-12));
+  spec.checkpoint.mode = CheckpointMode::sync;
+  CHECK(background_nic_fraction(spec, in) == 1);
+}
+
+}  // namespace ctwin
