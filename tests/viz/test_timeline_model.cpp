@@ -327,8 +327,40 @@ TEST_CASE("format_time picks the unit that keeps one to three integer digits") {
   CHECK(format_time(12'500) == "12.5 ns");
   CHECK(format_time(3'250'000'000.0) == "3.25 ms");
   CHECK(format_time(1.2e12) == "1.2 s");
+  // A job's times: minutes, hours, days.
+  CHECK(format_time(90e12) == "1.5 min");
+  CHECK(format_time(5400e12) == "1.5 h");
+  CHECK(format_time(54 * 86400e12) == "54 d");
   CHECK(format_bytes(1536) == "1.5 KiB");
   CHECK(format_flops(3.4e12) == "3.4 TFLOP");
+}
+
+TEST_CASE("the time axis: 1-2-5 steps up to a minute, clock steps above, labels in days, hours and minutes") {
+  constexpr double s = 1e12, min = 60 * s, h = 60 * min, d = 24 * h;
+  // Below a minute: the smallest 1, 2 or 5 x 10^k ps at least the spacing.
+  CHECK(axis_tick_step_ps(0.5) == 1);
+  CHECK(axis_tick_step_ps(1.3e6) == 2e6);
+  CHECK(axis_tick_step_ps(4.1e9) == 5e9);
+  CHECK(axis_tick_step_ps(30 * s) == 50 * s);
+  CHECK(axis_tick_step_ps(55 * s) == 1 * min);  // 100 s would not be a clock step
+  // Clock steps: 90 s -> 2 min, 20 min -> 30, 40 min -> 1 h, 4 h -> 6 h, 13 h -> 1 d.
+  CHECK(axis_tick_step_ps(90 * s) == 2 * min);
+  CHECK(axis_tick_step_ps(20 * min) == 30 * min);
+  CHECK(axis_tick_step_ps(40 * min) == 1 * h);
+  CHECK(axis_tick_step_ps(4 * h) == 6 * h);
+  CHECK(axis_tick_step_ps(13 * h) == 1 * d);
+  // Days: 1, 2, 5 x 10^k (54 days over ~10 ticks: 5 d).
+  CHECK(axis_tick_step_ps(3 * d) == 5 * d);
+  CHECK(axis_tick_step_ps(15 * d) == 20 * d);
+  // Labels: the step's unit below a minute, clock time from it.
+  CHECK(axis_tick_label(250e6, 50e6) == "250 us");
+  CHECK(axis_tick_label(-1e-3, 50e6) == "0 us");
+  CHECK(axis_tick_label(12 * s, 2 * s) == "12 s");
+  CHECK(axis_tick_label(45 * min, 15 * min) == "45m");
+  CHECK(axis_tick_label(90 * min, 30 * min) == "1h 30m");
+  CHECK(axis_tick_label(30 * h, 6 * h) == "1d 6h");
+  CHECK(axis_tick_label(10 * d, 5 * d) == "10d");
+  CHECK(axis_tick_label(0, 5 * d) == "0");
 }
 
 TEST_CASE("kind colours: fixed and distinct for every kind the simulator emits, stable for others") {

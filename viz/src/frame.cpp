@@ -40,13 +40,8 @@ void TimelineModel::build_frame(const View& v, const Canvas& c, const FrameOptio
 
   // Grid lines at the axis ticks, under the events.
   const double t0 = v.t0_ps, t1 = v.t1_ps(c);
-  // Tick step: the smallest 1, 2 or 5 x 10^k picoseconds at least 90 pixels apart.
-  double step = 1;
-  if (const double target = 90 * v.ps_per_px; target > 1) {
-    const double p = std::pow(10.0, std::floor(std::log10(target)));
-    const double m = target / p;
-    step = (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
-  }
+  // Tick step: the smallest nice step (axis_tick_step_ps) at least 90 pixels apart.
+  const double step = axis_tick_step_ps(90 * v.ps_per_px);
   const double first_tick = std::ceil(t0 / step) * step;
   for (double t = first_tick; t <= t1; t += step) {
     const float x = std::floor(v.x_at(c, t));
@@ -89,24 +84,13 @@ void TimelineModel::build_frame(const View& v, const Canvas& c, const FrameOptio
 
   // Axis on top.
   out.rects.push_back(DrawRect{c.x, c.y, xr, c.y + kAxisHeight, palette::kAxisBackground, ItemKind::axis});
-  // Tick labels in the unit of the step, with as many digits as the time needs.
-  const char* unit = "ps";
-  double div = 1;
-  if (step >= 1e12)
-    unit = "s", div = 1e12;
-  else if (step >= 1e9)
-    unit = "ms", div = 1e9;
-  else if (step >= 1e6)
-    unit = "us", div = 1e6;
-  else if (step >= 1e3)
-    unit = "ns", div = 1e3;
+  // Tick labels in the unit of the step (clock time from a minute up).
   char buf[64];
   for (double t = first_tick; t <= t1; t += step) {
     const float x = std::floor(v.x_at(c, t));
     out.rects.push_back(DrawRect{x, c.y + kAxisHeight - 7, x + 1, c.y + kAxisHeight, palette::kText, ItemKind::axis});
-    const double shown = std::fabs(t) < step * 1e-6 ? 0.0 : t / div;  // no "-0"
-    int n = std::snprintf(buf, sizeof buf, "%.0f %s", shown, unit);
-    if (n > 0) out.add_text(x + 3, c.y + 4, palette::kText, xl, xr, std::string_view(buf, static_cast<std::size_t>(n)));
+    const std::size_t n = axis_tick_label(t, step, buf, sizeof buf);
+    out.add_text(x + 3, c.y + 4, palette::kText, xl, xr, std::string_view(buf, n));
   }
   if (!opt.title.empty()) {
     out.add_text(c.x + 4, c.y + 4, palette::kText, c.x, xl - 2, opt.title);

@@ -21,8 +21,14 @@ std::size_t format_time(double ps, char* buf, std::size_t size) {
     v = ps / 1e6, unit = "us";
   } else if (a < 1e12) {
     v = ps / 1e9, unit = "ms";
-  } else {
+  } else if (a < 60e12) {
     v = ps / 1e12, unit = "s";
+  } else if (a < 3600e12) {
+    v = ps / 60e12, unit = "min";
+  } else if (a < 86400e12) {
+    v = ps / 3600e12, unit = "h";
+  } else {
+    v = ps / 86400e12, unit = "d";
   }
   int n = std::snprintf(buf, size, "%.4g %s", v, unit);
   return n < 0 ? 0 : std::min(static_cast<std::size_t>(n), size ? size - 1 : 0);
@@ -32,6 +38,69 @@ std::string format_time(double ps) {
   char buf[48];
   auto n = format_time(ps, buf, sizeof buf);
   return std::string(buf, n);
+}
+
+double axis_tick_step_ps(double min_ps) {
+  if (!(min_ps > 1)) return 1;
+  constexpr double kSecond = 1e12, kMinute = 60 * kSecond, kHour = 60 * kMinute, kDay = 24 * kHour;
+  if (min_ps <= kMinute) {
+    const double p = std::pow(10.0, std::floor(std::log10(min_ps)));
+    const double m = min_ps / p;
+    return std::min(kMinute, (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p);
+  }
+  static constexpr double kClock[] = {1,  2,  5,  10, 15, 30,  // minutes
+                                      60, 120, 180, 360, 720};  // hours, in minutes
+  for (double m : kClock) {
+    if (m * kMinute >= min_ps) return m * kMinute;
+  }
+  // Days: 1, 2, 5 x 10^k.
+  const double days = min_ps / kDay;
+  const double p = std::pow(10.0, std::floor(std::log10(days)));
+  const double m = days / p;
+  return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p * kDay;
+}
+
+std::size_t axis_tick_label(double t_ps, double step_ps, char* buf, std::size_t size) {
+  const bool zero = std::fabs(t_ps) < step_ps * 1e-6;  // no "-0"
+  int n = 0;
+  if (step_ps < 60e12) {
+    const char* unit = "ps";
+    double div = 1;
+    if (step_ps >= 1e12)
+      unit = "s", div = 1e12;
+    else if (step_ps >= 1e9)
+      unit = "ms", div = 1e9;
+    else if (step_ps >= 1e6)
+      unit = "us", div = 1e6;
+    else if (step_ps >= 1e3)
+      unit = "ns", div = 1e3;
+    n = std::snprintf(buf, size, "%.0f %s", zero ? 0.0 : t_ps / div, unit);
+  } else if (zero) {
+    n = std::snprintf(buf, size, "0");
+  } else {
+    // Whole minutes since the start (ticks fall on whole minutes), as days, hours and minutes,
+    // the zero parts left out.
+    const long long minutes = std::llround(t_ps / 60e12);
+    const long long m = std::llabs(minutes);
+    const long long d = m / 1440, h = m / 60 % 24, mm = m % 60;
+    n = std::snprintf(buf, size, "%s", minutes < 0 ? "-" : "");
+    const char* sep = "";
+    auto part = [&](long long v, const char* unit) {
+      if (v <= 0 || n < 0 || static_cast<std::size_t>(n) >= size) return;
+      const int k = std::snprintf(buf + n, size - static_cast<std::size_t>(n), "%s%lld%s", sep, v, unit);
+      n = k < 0 ? -1 : n + k;
+      sep = " ";
+    };
+    part(d, "d");
+    part(h, "h");
+    part(mm, "m");
+  }
+  return n < 0 ? 0 : std::min(static_cast<std::size_t>(n), size ? size - 1 : 0);
+}
+
+std::string axis_tick_label(double t_ps, double step_ps) {
+  char buf[64];
+  return std::string(buf, axis_tick_label(t_ps, step_ps, buf, sizeof buf));
 }
 
 std::string format_bytes(double bytes) {
