@@ -4,7 +4,7 @@
 // Source: Llama Team, AI @ Meta 2024, "The Llama 3 Herd of Models" (arXiv 2407.21783), Section
 // 3.3.4 and Table 5: during a 54-day snapshot, 466 job interruptions, 47 planned and 419
 // unexpected, on 16,384 H100 (2,048 nodes); effective training time higher than 90%. Table 5's
-// rows grouped into ClusterTwin's causes (/tmp/h/job-sources.md, L3b/L3c; the counts, not the
+// rows grouped into ClusterTwin's causes (docs/validation-job-sources.md, L3b/L3c; the counts, not the
 // printed percentages, whose first row disagrees with its count): gpu = faulty GPU 148 + SRAM 19 +
 // GPU system processor 17 + silent data corruption 6 + thermal interface and sensor 6 = 196;
 // hbm 72; nic 7; host = host maintenance 32 + SSD 3 + power supply 3 + chassis 2 + IO board 2 +

@@ -185,7 +185,7 @@ TEST_CASE("the job's MTTF falls as 1 / (nodes x r_f): Kokolis et al.'s curve at 
   // Kokolis et al., "Revisiting Reliability in Large-Scale Machine Learning Research Clusters"
   // (HPCA 2025): RSC-1's r_f = 6.50 failures per 1,000 node-days projects an MTTF of 1.8 h at
   // 16,384 GPUs and 0.23 h at 131,072 (figures through secondary transcriptions, see
-  // /tmp/h/job-sources.md K1); compared within half the printed last digit.
+  // docs/validation-job-sources.md K1); compared within half the printed last digit.
   JobSpec s;
   for (auto& c : s.causes) c.rate = 0;
   s.causes[static_cast<int>(FailureCause::host)].rate = 6.5e-3;

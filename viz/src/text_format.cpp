@@ -48,8 +48,8 @@ double axis_tick_step_ps(double min_ps) {
     const double m = min_ps / p;
     return std::min(kMinute, (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p);
   }
-  static constexpr double kClock[] = {1,  2,  5,  10, 15, 30,  // minutes
-                                      60, 120, 180, 360, 720};  // hours, in minutes
+  static constexpr double kClock[] = {1,  2,   5,   10,  15, 30,  // minutes
+                                      60, 120, 180, 360, 720};    // hours, in minutes
   for (double m : kClock) {
     if (m * kMinute >= min_ps) return m * kMinute;
   }

@@ -13,7 +13,7 @@ namespace {
 
 // Llama 3 405B's 54-day snapshot: 16,384 H100 GPUs in 2,048 nodes of 8 (The Llama 3 Herd of
 // Models, 2024, Section 3.3.4 and Table 5: 466 interruptions, 47 planned and 419 unexpected;
-// the grouping is /tmp/h/job-sources.md's L3b, Table 5's counts used, not its percentages, whose
+// the grouping is docs/validation-job-sources.md's L3b, Table 5's counts used, not its percentages, whose
 // first row disagrees with its count).
 constexpr double kLlamaDays = 54;
 constexpr double kLlamaGpuDays = 16384 * kLlamaDays;
