@@ -46,15 +46,7 @@ nlohmann::ordered_json bench_job(const BenchOptions& o) {
   m.ffn_hidden = 53248;
   m.vocab = 128256;
   m.max_seq = 8192;
-  TrainingConfig c;
-  c.parallel.tp = 8;
-  c.parallel.pp = o.quick ? 4 : 16;
-  c.parallel.dp = o.quick ? 4 : 128;
-  c.parallel.sequence_parallel = true;
-  c.parallel.zero_stage = 1;
-  c.micro_batch = 1;
-  c.seq_len = 8192;
-  c.global_batch = o.quick ? 16 : 2048;
+  const TrainingConfig c = bench_llama3_405b_layout(o.quick);
   const int gpus = c.parallel.tp * c.parallel.pp * c.parallel.dp;
   const Cluster cl = build_cluster(bench_dgx_h100(gpus / 8));
   if (o.progress) std::fprintf(stderr, "bench job: the training step ...\n");

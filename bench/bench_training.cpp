@@ -130,15 +130,7 @@ nlohmann::ordered_json bench_training(const BenchOptions& o) {
   // we simulate 128 layers (2 more) to keep stages equal.
   ModelSpec big = llama(126, 16384, 128, 53248);
   big.layers = 128;
-  TrainingConfig c;
-  c.parallel.tp = 8;
-  c.parallel.pp = o.quick ? 4 : 16;
-  c.parallel.dp = o.quick ? 4 : 128;
-  c.parallel.sequence_parallel = true;
-  c.parallel.zero_stage = 1;
-  c.micro_batch = 1;
-  c.seq_len = 8192;
-  c.global_batch = o.quick ? 16 : 2048;
+  const TrainingConfig c = bench_llama3_405b_layout(o.quick);
   const int gpus = c.parallel.tp * c.parallel.pp * c.parallel.dp;
   const Cluster cl = h100(gpus);
   const auto folded = timed(big, c, cl, true, o.progress, "405B folded");
