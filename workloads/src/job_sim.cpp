@@ -112,6 +112,8 @@ class JobRun {
   void advance(double t);
   void start_period();
   void begin_stall(Stall k, double dur);
+  // Training stops for `why`: a background write is abandoned, and a full save runs first.
+  void stop_and_save(StopReason why);
   void begin_checkpoint();
   void end_stall();
   void commit(const Buckets& b);
@@ -381,16 +383,20 @@ void JobRun::begin_stall(Stall k, double dur) {
   phase_end_ = t_ + dur;
 }
 
+void JobRun::stop_and_save(StopReason why) {
+  stop_ = why;
+  bg_ = false;
+  bg_end_ = kInf;
+  in_flight_ = false;
+  restorable_at_ = kInf;
+  begin_stall(Stall::stop_save, save_s());
+}
+
 void JobRun::begin_checkpoint() {
   ++r_.checkpoints;
   if (pending_evict_ || pending_rejoin_) {
     // A lemon eviction or a rejoin replaces this checkpoint: a full save, then a restart.
-    stop_ = StopReason::checkpoint;
-    bg_ = false;
-    bg_end_ = kInf;
-    in_flight_ = false;
-    restorable_at_ = kInf;
-    begin_stall(Stall::stop_save, save_s());
+    stop_and_save(StopReason::checkpoint);
     return;
   }
   switch (s_.checkpoint.mode) {
@@ -563,12 +569,7 @@ void JobRun::fail(int cause, int first_node, int nodes) {
     ++r_.interruptions;
     ++r_.interruptions_by_cause[static_cast<std::size_t>(cause)];
     if (phase_ == Phase::train) {
-      stop_ = StopReason::planned;
-      bg_ = false;
-      bg_end_ = kInf;
-      in_flight_ = false;
-      restorable_at_ = kInf;
-      begin_stall(Stall::stop_save, save_s());
+      stop_and_save(StopReason::planned);
     } else {
       pending_planned_ = true;
     }
@@ -733,12 +734,7 @@ JobResult JobRun::run() {
     }
     if (phase_ == Phase::train && pending_planned_) {
       pending_planned_ = false;
-      stop_ = StopReason::planned;
-      bg_ = false;
-      bg_end_ = kInf;
-      in_flight_ = false;
-      restorable_at_ = kInf;
-      begin_stall(Stall::stop_save, save_s());
+      stop_and_save(StopReason::planned);
     }
     // The next event of each kind.
     const int fail_cause = first_fail_;
