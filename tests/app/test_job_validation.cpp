@@ -41,10 +41,11 @@ TEST_CASE("Llama 3 405B, 54 days on 16,384 H100: interruptions by cause within 1
   // Means over 200 replications, scaled to the snapshot's 54 days.
   const std::map<std::string, double> published = {{"gpu", 196},   {"hbm", 72},      {"nic", 7},     {"host", 46},
                                                    {"switch", 35}, {"software", 63}, {"planned", 47}};
-  for (const auto& [cause, n] : published) {
+  for (const auto& entry : published) {
+    const std::string& cause = entry.first;  // named: clang 14 cannot CAPTURE a structured binding
     CAPTURE(cause);
     const double simulated = job["interruptions"]["by_cause"][cause].get<double>() * 54 / days;
-    CHECK(simulated == rel_approx(n, 0.15));
+    CHECK(simulated == rel_approx(entry.second, 0.15));
   }
   CHECK(job["interruptions"]["total"].get<double>() * 54 / days == rel_approx(466, 0.15));
   CHECK(job["effective_training_time_ratio"].get<double>() > 0.90);
