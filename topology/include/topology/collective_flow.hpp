@@ -25,7 +25,7 @@ class CollectiveFlows {
   void start(const CollectiveCall& call, std::function<void()> on_done);
 
  private:
-  Engine& engine_;
+  [[maybe_unused]] Engine& engine_;  // flows schedule through net_; kept for callers that pass it
   FlowNetwork& net_;
   const ClusterNetwork& routes_;
   const Cluster& cluster_;
