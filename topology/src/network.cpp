@@ -30,13 +30,52 @@ struct ClusterNetwork::Impl {
 
   explicit Impl(const Cluster& c) : cl(c) {}
 
-  // Names for the busiest-link report: each vertex's, and each link's two ends.
-  std::vector<std::string> label;
-  std::unordered_map<std::uint32_t, std::pair<Vertex, Vertex>> ends;
+  // What each vertex is, for link names (formatted only when asked: a flow run builds the graph
+  // once per step), and each link's two ends by link id from first_link on.
+  enum class Kind : std::uint8_t { gpu, nvswitch, cpu, pcie_switch, nic, single_switch, spine, core, leaf };
+  struct Tag {
+    Kind kind;
+    int outer, inner;  // node (pod for a leaf) and index within it
+  };
+  std::vector<Tag> tags;
+  std::uint32_t first_link = 0;
+  std::vector<std::pair<Vertex, Vertex>> ends;
 
-  Vertex add(std::string name) {
-    label.push_back(std::move(name));
+  Vertex add(Kind kind, int outer = 0, int inner = 0) {
+    tags.push_back({kind, outer, inner});
     return boost::add_vertex(g);
+  }
+
+  std::string name(Vertex v) const {
+    const Tag& t = tags[v];
+    const std::string node = "node" + std::to_string(t.outer);
+    switch (t.kind) {
+      case Kind::gpu:
+        return node + ".gpu" + std::to_string(t.inner);
+      case Kind::nvswitch:
+        return node + ".nvswitch";
+      case Kind::cpu:
+        return node + ".cpu" + std::to_string(t.inner);
+      case Kind::pcie_switch:
+        return node + ".pcie_switch" + std::to_string(t.inner);
+      case Kind::nic:
+        return node + ".nic" + std::to_string(t.inner);
+      case Kind::single_switch:
+        return "switch";
+      case Kind::spine:
+        return "spine" + std::to_string(t.inner);
+      case Kind::core:
+        return "core" + std::to_string(t.inner);
+      case Kind::leaf:
+        return "pod" + std::to_string(t.outer) + ".leaf" + std::to_string(t.inner);
+    }
+    return "?";
+  }
+  // The link's name, or empty for a link this graph did not add.
+  std::string link_name(LinkId link) const {
+    if (link.value < first_link || link.value - first_link >= ends.size()) return {};
+    const auto& [a, b] = ends[link.value - first_link];
+    return name(a) + " -> " + name(b);
   }
 
   const std::vector<int>& distances(Vertex dst) const {
@@ -106,11 +145,11 @@ ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_
   // Degraded links (ClusterSpec::degraded_links) by name, after the graph is whole.
   for (const DegradedLink& d : cluster.spec.degraded_links) {
     bool found = false;
-    for (const auto& [id, ends] : impl_->ends) {
-      if (impl_->label[ends.first] + " -> " + impl_->label[ends.second] != d.link) continue;
-      net.set_capacity(LinkId(id), net.link_capacity(LinkId(id)) * d.bandwidth_fraction);
+    for (std::size_t i = 0; i < impl_->ends.size() && !found; ++i) {
+      const LinkId id(impl_->first_link + static_cast<std::uint32_t>(i));
+      if (impl_->link_name(id) != d.link) continue;
+      net.set_capacity(id, net.link_capacity(id) * d.bandwidth_fraction);
       found = true;
-      break;
     }
     if (!found) throw std::invalid_argument("ClusterNetwork: no link named \"" + d.link + "\"");
   }
@@ -119,8 +158,8 @@ ClusterNetwork::ClusterNetwork(const Cluster& cluster, FlowNetwork& net) : impl_
 std::vector<std::string> ClusterNetwork::link_names() const {
   std::vector<std::string> out;
   out.reserve(impl_->ends.size());
-  for (const auto& [id, ends] : impl_->ends)
-    out.push_back(impl_->label[ends.first] + " -> " + impl_->label[ends.second]);
+  for (std::size_t i = 0; i < impl_->ends.size(); ++i)
+    out.push_back(impl_->link_name(LinkId(impl_->first_link + static_cast<std::uint32_t>(i))));
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -131,13 +170,14 @@ void ClusterNetwork::build(FlowNetwork& net) {
   Impl& m = *impl_;
   const int gpus = cluster.gpu_count(), gpn = s.gpus_per_node, k = std::min(s.nics(), gpn);
   // GPUs first, so a GPU's vertex is its id.
-  for (int i = 0; i < gpus; ++i) m.add("node" + std::to_string(i / gpn) + ".gpu" + std::to_string(i % gpn));
+  for (int i = 0; i < gpus; ++i) m.add(Impl::Kind::gpu, i / gpn, i % gpn);
   auto both = [&](Vertex a, Vertex b, double gbps) {
     const LinkId ab = net.add_link(gbps * 1e9), ba = net.add_link(gbps * 1e9);
     boost::add_edge(a, b, EdgeProps{ab}, m.g);
     boost::add_edge(b, a, EdgeProps{ba}, m.g);
-    m.ends.emplace(ab.value, std::pair{a, b});
-    m.ends.emplace(ba.value, std::pair{b, a});
+    if (m.ends.empty()) m.first_link = ab.value;  // this graph's links are consecutive ids
+    m.ends.emplace_back(a, b);
+    m.ends.emplace_back(b, a);
     m.edges += 2;
   };
   const double pcie = s.gpu.pcie_gbyte_per_s > 0 ? s.gpu.pcie_gbyte_per_s : 32;
@@ -147,12 +187,11 @@ void ClusterNetwork::build(FlowNetwork& net) {
   const int per_switch = std::max(1, s.gpus_per_pcie_switch);
   const int switches = (gpn + per_switch - 1) / per_switch;
   for (int node = 0; node < s.nodes; ++node) {
-    const std::string here = "node" + std::to_string(node);
     const auto gpu_v = [&](int local) { return static_cast<Vertex>(node * gpn + local); };
     std::vector<Vertex> nic_attach(static_cast<std::size_t>(gpn));  // where a GPU's NIC would plug in
     if (s.intra == IntraNodeFabric::nvswitch) {
       // The node fabric at the rate NCCL's protocol actually moves over it.
-      const Vertex sw = m.add(here + ".nvswitch");
+      const Vertex sw = m.add(Impl::Kind::nvswitch, node);
       for (int l = 0; l < gpn; ++l) {
         both(gpu_v(l), sw, s.intra_gbyte_per_s * eff);
         nic_attach[static_cast<std::size_t>(l)] = gpu_v(l);
@@ -160,13 +199,13 @@ void ClusterNetwork::build(FlowNetwork& net) {
     } else {
       // PCIe tree: GPUs under switches, switches under the CPU of their socket, CPUs joined.
       std::vector<Vertex> cpu;
-      for (int c = 0; c < sockets; ++c) cpu.push_back(m.add(here + ".cpu" + std::to_string(c)));
+      for (int c = 0; c < sockets; ++c) cpu.push_back(m.add(Impl::Kind::cpu, node, c));
       for (int c = 1; c < sockets; ++c) {
         both(cpu[static_cast<std::size_t>(c - 1)], cpu[static_cast<std::size_t>(c)],
              s.inter_socket_gbyte_per_s > 0 ? s.inter_socket_gbyte_per_s : 4 * pcie);  // an effective rate
       }
       for (int sw = 0; sw < switches; ++sw) {
-        const Vertex v = m.add(here + ".pcie_switch" + std::to_string(sw));
+        const Vertex v = m.add(Impl::Kind::pcie_switch, node, sw);
         const int socket = sw * sockets / switches;
         both(v, cpu[static_cast<std::size_t>(socket)],
              (s.pcie_uplink_gbyte_per_s > 0 ? s.pcie_uplink_gbyte_per_s : pcie) * eff);
@@ -187,7 +226,7 @@ void ClusterNetwork::build(FlowNetwork& net) {
     }
     if (!multi) continue;
     for (int r = 0; r < k; ++r) {
-      const Vertex v = m.add(here + ".nic" + std::to_string(r));
+      const Vertex v = m.add(Impl::Kind::nic, node, r);
       // NIC r belongs to the first GPU of its share (GPU r*gpn/k).
       both(nic_attach[static_cast<std::size_t>(r * gpn / k)], v, pcie);
       m.nic.push_back(v);
@@ -204,7 +243,7 @@ void ClusterNetwork::build(FlowNetwork& net) {
   m.leaf.resize(m.nic.size());
   auto nic_at = [&](int node, int r) { return static_cast<std::size_t>(node * k + r); };
   if (s.fabric == InterNodeFabric::single_switch) {
-    const Vertex sw = m.add("switch");
+    const Vertex sw = m.add(Impl::Kind::single_switch);
     for (std::size_t i = 0; i < m.nic.size(); ++i) {
       both(m.nic[i], sw, nic_bw);
       m.leaf[i] = sw;
@@ -217,14 +256,14 @@ void ClusterNetwork::build(FlowNetwork& net) {
   std::vector<Vertex> spine_v, core_v;
   // Two tiers: one spine layer for the whole fabric. Three: spines per pod, cores above them.
   const int spine_count = three ? pods * spines : spines;
-  for (int i = 0; i < spine_count; ++i) spine_v.push_back(m.add("spine" + std::to_string(i)));
+  for (int i = 0; i < spine_count; ++i) spine_v.push_back(m.add(Impl::Kind::spine, 0, i));
   if (three) {
-    for (int i = 0; i < std::max(1, s.core_switches); ++i) core_v.push_back(m.add("core" + std::to_string(i)));
+    for (int i = 0; i < std::max(1, s.core_switches); ++i) core_v.push_back(m.add(Impl::Kind::core, 0, i));
   }
   for (int pod = 0; pod < pods; ++pod) {
     const int first = pod * per_pod, here = std::min(per_pod, s.nodes - first);
     for (int l = 0; l < leaves_per_pod; ++l) {
-      const Vertex lv = m.add("pod" + std::to_string(pod) + ".leaf" + std::to_string(l));
+      const Vertex lv = m.add(Impl::Kind::leaf, pod, l);
       const int nics_on_leaf = here * (rails ? 1 : k);
       for (int node = first; node < first + here; ++node) {
         for (int r = 0; r < k; ++r) {
@@ -301,9 +340,8 @@ std::vector<LinkId> ClusterNetwork::route_from_leaf(GpuId a, int nic) const {
 }
 
 std::string ClusterNetwork::link_name(LinkId link) const {
-  const auto it = impl_->ends.find(link.value);
-  if (it == impl_->ends.end()) return "link " + std::to_string(link.value);
-  return impl_->label[it->second.first] + " -> " + impl_->label[it->second.second];
+  std::string name = impl_->link_name(link);
+  return name.empty() ? "link " + std::to_string(link.value) : name;
 }
 
 std::size_t ClusterNetwork::vertex_count() const { return boost::num_vertices(impl_->g); }
