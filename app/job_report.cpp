@@ -78,7 +78,7 @@ JobInputs job_inputs(const Scenario& sc, const TrainingResult& r) {
   in.nodes_per_replica = slice % c.gpus_per_node == 0 ? slice / c.gpus_per_node : 0;
   in.tokens_per_step = r.tokens_per_step;
   in.samples_per_step = cfg.global_batch;
-  in.checkpoint_bytes_per_gpu = checkpoint_bytes_per_gpu(job.model, cfg, r.memory.capacity);
+  in.checkpoint_bytes_per_gpu = checkpoint_bytes_per_gpu(job.model, cfg);
   // The node's NICs (nic_gbyte_per_s is per GPU; GPUs sharing a NIC share its bandwidth) and a
   // GPU's PCIe link (the x16 rate; 32 GB/s where the catalog has none, as topology/network.cpp).
   in.nic_bytes_per_s_per_node = c.nic_gbyte_per_s * 1e9 * std::min(c.gpus_per_node, c.nics());

@@ -10,31 +10,22 @@
 namespace ctwin {
 namespace {
 
-// Every kernel of the step `factor` times slower: a GPU whose clocks dropped (thermal or power
-// throttling, a degraded HBM stack) runs its compute and its memory-bound kernels alike slower.
-class SlowedCostModel final : public CostModel {
- public:
-  SlowedCostModel(CostModelPtr base, double factor) : base_(std::move(base)), factor_(factor) {}
-  double op_seconds(const OpCost& op) const override { return base_->op_seconds(op) * factor_; }
-
- private:
-  CostModelPtr base_;
-  double factor_;
-};
-
 }  // namespace
 
-double checkpoint_bytes_per_gpu(const ModelSpec& m, const TrainingConfig& cfg, double capacity_bytes) {
+double checkpoint_bytes_per_gpu(const ModelSpec& m, const TrainingConfig& cfg) {
   const Parallelism& p = cfg.parallel;
-  const double dp = std::max(1, p.dp);
+  const Precision& pr = cfg.precision;
+  // Every replica of a tensor is written once: dense tensors are held by dp x cp GPUs, routed
+  // experts by dp x cp / ep. What is checkpointed per parameter: the weight, the FP32 master and
+  // the optimizer states, whatever ZeRO or offloading does with them in memory (the FP8 weight
+  // cache is rebuilt from the master, not saved).
+  const double holders = static_cast<double>(std::max(1, p.dp)) * std::max(1, p.cp);
+  const double per_param = pr.weight_bytes + pr.master_bytes + pr.optimizer_state_bytes;
   double sum = 0;
   for (int s = 0; s < p.pp; ++s) {
-    const MemoryBreakdown mb = estimate_stage_memory(m, cfg, capacity_bytes, s);
-    // ZeRO-3 shards the weights over the replicas; below it each replica holds them whole.
-    const double weights = p.zero_stage >= 3 ? mb.weights : mb.weights / dp;
-    // ZeRO-1 and up shard the optimizer states (FP32 master weights and Adam's moments).
-    const double optimizer = p.zero_stage >= 1 ? mb.optimizer : mb.optimizer / dp;
-    sum += weights + optimizer;
+    const double params = stage_params(m, cfg, s);
+    const double experts = stage_expert_params(m, cfg, s);
+    sum += ((params - experts) / holders + experts / expert_data_parallel(p)) * per_param;
   }
   return sum / std::max(1, p.pp);
 }
@@ -67,8 +58,11 @@ StepModelRun step_model_run(const TrainingConfig& cfg, const ClusterSpec& cluste
   run.opt.trace = false;
   run.opt.progress = nullptr;
   if (c.slow_gpus > 0 && c.slowdown != 1) {
-    CostModelPtr base = opt.cost_model ? opt.cost_model : default_cost_model(cluster.gpu, cfg.precision.compute);
-    run.opt.cost_model = std::make_shared<SlowedCostModel>(std::move(base), c.slowdown);
+    // One slow GPU's stage of the simulated replica; the other replicas wait for it at the
+    // data-parallel reduction.
+    if (c.slow_stage < 0 || c.slow_stage >= p.pp) throw std::invalid_argument("step_model_run: no such slow stage");
+    run.opt.stage_slowdown.assign(static_cast<std::size_t>(p.pp), 1.0);
+    run.opt.stage_slowdown[static_cast<std::size_t>(c.slow_stage)] = c.slowdown;
   }
   return run;
 }

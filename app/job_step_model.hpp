@@ -12,13 +12,12 @@
 
 namespace ctwin {
 
-// Checkpoint bytes one GPU writes: the unique model state of its slice (its stage's weights and
-// optimizer states, FP32 master weights included, as estimate_stage_memory sizes them), each
-// replicated tensor split over the data-parallel replicas that hold it, as a sharded checkpoint
-// (PyTorch DCP, Megatron's distributed checkpoint) writes every tensor once. ZeRO's shards are
-// already per rank: ZeRO-1/2 shard the optimizer states, ZeRO-3 the weights too. The mean over
+// Checkpoint bytes one GPU writes: the unique model state of its slice (its stage's weights, FP32
+// master weights and optimizer states), each tensor split over the GPUs that hold a replica of
+// it, as a sharded checkpoint (PyTorch DCP, Megatron's distributed checkpoint) writes every
+// tensor once: dense tensors over dp x cp, routed experts over dp x cp / ep. The mean over
 // pipeline stages (stages hold different layer counts), so bytes x GPUs is the whole checkpoint.
-double checkpoint_bytes_per_gpu(const ModelSpec& m, const TrainingConfig& cfg, double capacity_bytes);
+double checkpoint_bytes_per_gpu(const ModelSpec& m, const TrainingConfig& cfg);
 
 // What a configuration changes in the scenario's step.
 struct StepModelConfig {
@@ -26,6 +25,7 @@ struct StepModelConfig {
   bool keep_global_batch = true;  // fewer replicas run more accumulation (else the batch shrinks)
   int slow_gpus = 0;              // GPUs running slow (stragglers)
   double slowdown = 1;            // a slow GPU's kernel time factor
+  int slow_stage = 0;             // the pipeline stage holding it
   double nic_fraction = 1;        // of each NIC's bandwidth left to training (a background write takes the rest)
 };
 
@@ -33,9 +33,9 @@ struct StepModelConfig {
 // just the nodes they need; the global batch kept (micro-batches per replica rounded up: the
 // step waits for the replica with the most; the interleaved schedule's micro-batches rounded up to
 // a multiple of pp, as it needs) or shrunk with the replicas (the same accumulation).
-// A slow GPU: every kernel's time scaled by `slowdown` (the training simulation times one
-// representative replica, so the slow GPU's stage sets the pace of every stage: an upper bound
-// on one slow GPU, exact when every stage holds one). A background write: the NICs'
+// A slow GPU: the kernels of its pipeline stage, in the simulated replica, `slowdown` times longer
+// (its TP and CP peers wait for it at every collective, the other stages at its pipeline
+// transfers, the other replicas at the gradient reduction). A background write: the NICs'
 // bandwidth times nic_fraction.
 struct StepModelRun {
   TrainingConfig cfg;

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "job_report.hpp"
 #include "job_step_model.hpp"
@@ -30,7 +31,7 @@ Scenario scenario(const std::string& model, int nodes, const std::string& parall
 
 double ckpt_bytes(const Scenario& sc) {
   const TrainingJob& j = training_job(sc);
-  return checkpoint_bytes_per_gpu(j.model, j.training, 80e9);
+  return checkpoint_bytes_per_gpu(j.model, j.training);
 }
 
 }  // namespace
@@ -51,6 +52,18 @@ TEST_CASE("checkpoint bytes: BF16 weights + FP32 master + two FP32 Adam moments,
   const Scenario tp = scenario("llama3-8b", 1, R"({"tp": 2, "pp": 2, "dp": 2, "zero_stage": 1})", 8);
   const double n = count_parameters(training_job(tp).model).total;
   CHECK(ckpt_bytes(tp) * 8 == rel_approx(14 * n, 0.01));  // TP replicates the norms: within 1%
+}
+
+TEST_CASE("checkpoint bytes: context-parallel ranks and expert-data-parallel groups write each tensor once too") {
+  // Llama-3-8B at CP 2 x DP 4 without ZeRO: the 8 GPUs hold 8 replicas of the model, 14 N bytes.
+  const Scenario cp = scenario("llama3-8b", 1, R"({"tp": 1, "pp": 1, "cp": 2, "dp": 4})", 8);
+  const double n = count_parameters(training_job(cp).model).total;
+  CHECK(ckpt_bytes(cp) * 8 == rel_approx(14 * n, 1e-9));
+  // Mixtral 8x7B at TP1 EP8 PP4 DP16 (the Megatron-Core reference mapping): each expert lives on
+  // 16 / 8 = 2 GPUs, the dense part on 16; written once, the whole checkpoint is 14 N.
+  const Scenario moe = scenario("mixtral-8x7b", 8, R"({"tp": 1, "ep": 8, "pp": 4, "dp": 16, "zero_stage": 1})", 256);
+  const double nm = count_parameters(training_job(moe).model).total;
+  CHECK(ckpt_bytes(moe) * 64 == rel_approx(14 * nm, 1e-9));
 }
 
 TEST_CASE("a shrunk configuration is the same layout with fewer replicas on just their nodes") {
@@ -79,10 +92,12 @@ TEST_CASE("a shrunk configuration is the same layout with fewer replicas on just
   const StepModelRun full = step_model_run(j.training, sc.cluster, opt, {.dp = 32});
   CHECK(full.cfg.global_batch == 512);
   CHECK(full.cluster.nodes == 128);
-  // A background write leaves its fraction of the NICs; a slow GPU swaps in a slowed cost model.
+  // A background write leaves its fraction of the NICs; a slow GPU slows its one stage.
   const StepModelRun bg = step_model_run(j.training, sc.cluster, opt, {.dp = 32, .nic_fraction = 0.75});
   CHECK(bg.cluster.nic_gbyte_per_s == rel_approx(0.75 * sc.cluster.nic_gbyte_per_s, 1e-12));
-  CHECK(step_model_run(j.training, sc.cluster, opt, {.dp = 32, .slow_gpus = 1, .slowdown = 1.5}).opt.cost_model);
+  const StepModelRun slow =
+      step_model_run(j.training, sc.cluster, opt, {.dp = 32, .slow_gpus = 1, .slowdown = 1.5, .slow_stage = 2});
+  CHECK(slow.opt.stage_slowdown == std::vector<double>{1, 1, 1.5, 1});
 }
 
 TEST_CASE("a slow GPU's step is the step with every kernel slowdown times longer, re-simulated") {
@@ -154,7 +169,7 @@ TEST_CASE("a published checkpoint save at scale: MT-NLG 530B's model states over
   // = 2.5 GB/s, here far below every rank's own limit.
   const Scenario sc = load_scenario(test::source_dir() + "/scenarios/mt-nlg-530b-560xa100.json");
   const TrainingJob& j = training_job(sc);
-  const double per_rank = checkpoint_bytes_per_gpu(j.model, j.training, sc.cluster.gpu.hbm_bytes);
+  const double per_rank = checkpoint_bytes_per_gpu(j.model, j.training);
   const int ranks = 560;
   const double save_s = storage_transfer_s(per_rank, ranks, 2.5e9, 5e9, 25e9);
   // Our checkpoint holds 14 bytes a parameter (BF16 weights, FP32 master, two Adam moments) as

@@ -134,3 +134,30 @@ TEST_CASE("a MoE layer keeps SwiGLU intermediates for top_k routed experts and e
   CHECK(activation_bytes_per_layer(m, c, true) ==
         rel_approx(activation_bytes_per_layer(dense, c, false) + extra, 1e-12));
 }
+
+TEST_CASE("ZeRO shards routed experts over dp / ep: 8 experts at ep 4 leave 2 copies of each, not 8") {
+  // Every layer MoE, 8 SwiGLU experts of width 48: 3 x 64 x 48 = 9,216 parameters each, 2 layers
+  // x 8 experts = 147,456, of which a GPU at ep 4 holds 36,864. Megatron-Core's distributed
+  // optimizer shards them over the expert-data-parallel group (dp / ep = 2 GPUs), the rest of
+  // the layer over all dp = 8.
+  ModelSpec m = tiny_llama();
+  m.moe.experts = 8;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn_hidden = 48;
+  TrainingConfig c = cfg_with(Recompute::none);
+  c.parallel.dp = 8;
+  c.parallel.ep = 4;
+  c.parallel.zero_stage = 1;
+  c.global_batch = 16;
+  const double experts = 2 * 8 * 3 * 64 * 48 / 4.0;
+  REQUIRE(stage_expert_params(m, c, 0) == rel_approx(experts, 1e-12));
+  const double params = stage_params(m, c, 0);
+  const double per_param = c.precision.master_bytes + c.precision.optimizer_state_bytes;  // 12: FP32 + 2 moments
+  const MemoryBreakdown mb = estimate_stage_memory(m, c, 80e9, 0);
+  CHECK(mb.optimizer == rel_approx((params - experts) * per_param / 8 + experts * per_param / 2, 1e-12));
+  // ZeRO-3: the weights too; a dense model is unaffected.
+  c.parallel.zero_stage = 3;
+  CHECK(estimate_stage_memory(m, c, 80e9, 0).weights ==
+        rel_approx((params - experts) * c.precision.weight_bytes / 8 + experts * c.precision.weight_bytes / 2, 1e-12));
+  CHECK(stage_expert_params(tiny_llama(), c, 0) == 0);
+}

@@ -132,6 +132,22 @@ double stage_params(const ModelSpec& m, const TrainingConfig& cfg, int stage) {
   return params;
 }
 
+double stage_expert_params(const ModelSpec& m, const TrainingConfig& cfg, int stage) {
+  if (m.is_generic() || !m.moe.enabled()) return 0;
+  const auto& p = cfg.parallel;
+  const PipelineSplit split = pipeline_split(m.layers, p);
+  int moe_layers = 0;
+  for (int c = 0; c < split.v; ++c) {
+    const auto vs = static_cast<std::size_t>(c * split.pp + stage);
+    moe_layers += moe_layers_in(m, split.first[vs], split.layers[vs]);
+  }
+  return moe_layers * model_dims(m).expert_params * m.moe.experts / p.ep / p.tp;
+}
+
+double expert_data_parallel(const Parallelism& p) {
+  return std::max(1.0, static_cast<double>(p.dp) * std::max(1, p.cp) / std::max(1, p.ep));
+}
+
 double inflight_microbatches(const TrainingConfig& cfg, int stage) {
   const auto& p = cfg.parallel;
   const int m = std::max(1, cfg.grad_accum());
@@ -152,9 +168,16 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
   const double params = stage_params(m, cfg, stage);
   // ZeRO / Megatron's distributed optimizer shard over the data-parallel ranks that hold the
   // same weights: dp x cp (context-parallel ranks hold the same layers and reduce gradients
-  // together, as the step program's gradient collectives do).
+  // together, as the step program's gradient collectives do). Routed experts are held by only
+  // dp x cp / ep of them (the expert-data-parallel group): their shards are ep times larger.
   const double dp = static_cast<double>(p.dp) * std::max(1, p.cp);
-  mb.weights = params * pr.weight_bytes / (p.zero_stage >= 3 ? dp : 1);
+  const double experts = stage_expert_params(m, cfg, stage);
+  // Bytes per GPU of `bytes_per_param` state sharded over its holders: `shard` false keeps it whole.
+  const auto state = [&](double bytes_per_param, bool shard) {
+    if (!shard) return params * bytes_per_param;
+    return (params - experts) * bytes_per_param / dp + experts * bytes_per_param / expert_data_parallel(p);
+  };
+  mb.weights = state(pr.weight_bytes, p.zero_stage >= 3);
   if (pr.compute == Dtype::fp8 && p.zero_stage < 3 && !m.is_generic()) {
     // Transformer Engine caches each linear layer's FP8 weight and its transpose (1 byte each)
     // for the step; embedding, LM head and norms stay BF16 (docs/fidelity-fp8.md).
@@ -164,8 +187,8 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
     if (stage == p.pp - 1) linear -= model_dims(m).norm_params + ((!m.tied_embeddings || p.pp > 1) ? vocab_shard : 0);
     mb.weights += 2 * std::max(0.0, linear);
   }
-  mb.grads = params * pr.grad_bytes / (p.zero_stage >= 2 ? dp : 1);
-  mb.optimizer = params * (pr.master_bytes + pr.optimizer_state_bytes) / (p.zero_stage >= 1 ? dp : 1);
+  mb.grads = state(pr.grad_bytes, p.zero_stage >= 2);
+  mb.optimizer = state(pr.master_bytes + pr.optimizer_state_bytes, p.zero_stage >= 1);
   // Offloading (docs/training.md, "Offloading"). ZeRO-Offload keeps the FP32 master weights, the
   // Adam moments and this GPU's gradient partition on the host (Ren et al. Sec. 3.5, 4.2); the
   // GPU keeps only what is in flight: ZeRO-2 its reduce bucket (reduce_bucket_size), ZeRO-3 the
@@ -175,7 +198,7 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
   if (off.optimizer != Offload::Device::none) {
     (off.optimizer == Offload::Device::cpu ? mb.host_bytes : mb.nvme_bytes) += mb.optimizer;
     mb.optimizer = 0;
-    mb.host_bytes += params * pr.grad_bytes / dp;
+    mb.host_bytes += state(pr.grad_bytes, true);
     if (p.zero_stage >= 3) mb.grads = 0;
     if (p.zero_stage == 2) mb.grads = std::min(p.sharding.reduce_bucket_elements, params) * pr.grad_bytes;
   }

@@ -875,7 +875,10 @@ class Builder {
     }
     // Optimizer step on this GPU's shard, once every gradient has been reduced.
     double params = stage_params(m_, cfg_, stage);
-    const double shard = zero >= 1 ? params / (par_.dp * par_.cp) : params;
+    // ZeRO's shard: routed experts over the expert-data-parallel ranks only (workloads/memory.hpp).
+    const double experts = stage_expert_params(m_, cfg_, stage);
+    const double shard =
+        zero >= 1 ? (params - experts) / (par_.dp * par_.cp) + experts / expert_data_parallel(par_) : params;
     const auto& pr = cfg_.precision;
     OpCost opt{OpKind::optimizer, 0,
                shard * (pr.grad_bytes + 2 * pr.master_bytes + pr.optimizer_state_bytes * 2 + pr.weight_bytes)};

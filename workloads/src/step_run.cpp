@@ -1,5 +1,6 @@
 #include "workloads/step_run.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -97,15 +98,19 @@ StepRun run_step(const StepProgram& p, const LoweredStep& lowered, const Trainin
   }
   const double slow = cfg.overlap_slowdown;
   const auto& noise = cfg.noise;
-  if (slow > 0 || noise.active()) {
+  const auto& stage_slow = opt.stage_slowdown;
+  const bool slow_stages = std::any_of(stage_slow.begin(), stage_slow.end(), [](double f) { return f != 1.0; });
+  if (slow > 0 || noise.active() || slow_stages) {
     // A counter-based generator, so a kernel's noise depends only on (seed, step, task).
     const auto mix = mix64;
     const auto uniform = uniform01;
     const std::uint64_t base = mix(cfg.seed * 0x100000001b3ull + static_cast<std::uint64_t>(step));
     std::vector<double> gpu_factor(p.gpus.size(), 1.0);
     for (std::size_t g = 0; g < gpu_factor.size(); ++g) {
+      const auto stage = static_cast<std::size_t>(p.gpus[g].pp);
+      if (stage < stage_slow.size()) gpu_factor[g] = stage_slow[stage];
       if (noise.straggler_probability > 0 && uniform(base ^ mix(g + 1)) < noise.straggler_probability) {
-        gpu_factor[g] = noise.straggler_slowdown;
+        gpu_factor[g] *= noise.straggler_slowdown;
       }
     }
     const auto& streams = lowered.streams;

@@ -54,6 +54,14 @@ double persistent_bytes(const MemoryBreakdown& mb);
 // Parameters held by one GPU of pipeline stage `stage` (of cfg.parallel.pp), before ZeRO sharding.
 double stage_params(const ModelSpec& m, const TrainingConfig& cfg, int stage);
 
+// The routed experts' parameters among them (0 for a dense model): each GPU holds experts / ep
+// of every MoE layer of its stage, TP-split.
+double stage_expert_params(const ModelSpec& m, const TrainingConfig& cfg, int stage);
+
+// GPUs holding the same routed experts, over which ZeRO shards their states and a checkpoint
+// splits them: dp x cp / ep (Megatron-Core's expert-data-parallel group; at least 1).
+double expert_data_parallel(const Parallelism& p);
+
 // Micro-batches whose activations pipeline stage `stage` holds at the peak of the schedule: the
 // most forwards of its order (workloads/pipeline_schedule.hpp) whose backward has not run, in
 // whole-stage micro-batches (an interleaved chunk forward counts 1/v). Zero-bubble keeps

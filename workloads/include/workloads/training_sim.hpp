@@ -54,6 +54,11 @@ struct TrainingOptions {
   std::shared_ptr<const std::vector<MeasuredCollective>> measured_collectives;
   // Called now and then with the fraction of work done (0..1), for a progress line.
   std::function<void(double)> progress;
+  // The compute and optimizer kernels of pipeline stage i take stage_slowdown[i] times longer: a
+  // slow GPU (thermal or power capping), which gates its TP and CP peers at every collective and
+  // so sets its whole stage's pace (the whole job's straggler, app/job_step_model.hpp). Stages
+  // past the end, or an empty vector: 1. In every replica that is simulated (folded: the one).
+  std::vector<double> stage_slowdown;
 };
 
 // One collective (or pipeline send/receive) as one simulated GPU issued it during the step:
