@@ -112,6 +112,16 @@ class JobRun {
            0;
   }
   double healthy_nodes() const { return std::max(0.0, active_nodes() - active_slow_); }
+  // The diurnal factor of the clock hour holding t_ (cached per hour: the loop asks every event).
+  double hour_factor() {
+    if (!(s_.stragglers.diurnal_amplitude > 0)) return 1;
+    const double hour = std::floor(t_ / 3600);
+    if (hour != factor_hour_) {
+      factor_hour_ = hour;
+      factor_ = diurnal_factor(s_.stragglers, t_);
+    }
+    return factor_;
+  }
   double restart_time_s() const {
     return s_.restart.container_start_s + s_.restart.nccl_init_s(static_cast<int>(std::lround(active_gpus())));
   }
@@ -203,6 +213,7 @@ class JobRun {
   // exposed since, the next onset's time, the draw indices.
   double onset_rem_ = kInf, onset_t_ = 0, onset_units_ = 0, onset_at_ = kInf;
   std::uint64_t onset_idx_ = 0, onset_picks_ = 0;
+  double factor_hour_ = -1, factor_ = 1;
 };
 
 const StepSplit& JobRun::split(const JobConfiguration& c) {
@@ -340,18 +351,28 @@ void JobRun::set_onset(double rem) {
 
 // A healthy node in the job turns slow (picked uniformly); the next onset is drawn.
 void JobRun::slow_onset() {
-  std::size_t healthy = 0;
-  for (std::size_t node = 0; node < slow_.size(); ++node) healthy += !slow_[node] && node_in_job(node) ? 1 : 0;
-  if (healthy > 0) {
+  // Rejection sampling: a node drawn uniformly, kept when healthy and in the job (uniform over
+  // those); after 64 misses (nearly all slow or out), a scan picks among them.
+  const std::size_t nodes = slow_.size();
+  std::size_t pick = nodes;
+  for (int tries = 0; tries < 64 && pick == nodes; ++tries) {
     const double u = draw(s_.monte_carlo.seed, rep_, kSlowOnsetPick, onset_picks_++);
-    std::size_t k = std::min(healthy - 1, static_cast<std::size_t>(u * static_cast<double>(healthy)));
-    for (std::size_t node = 0; node < slow_.size(); ++node) {
-      if (slow_[node] || !node_in_job(node)) continue;
-      if (k-- == 0) {
-        slow_[node] = 1;
-        break;
+    const std::size_t node = std::min(nodes - 1, static_cast<std::size_t>(u * static_cast<double>(nodes)));
+    if (!slow_[node] && node_in_job(node)) pick = node;
+  }
+  if (pick == nodes) {
+    std::size_t healthy = 0;
+    for (std::size_t node = 0; node < nodes; ++node) healthy += !slow_[node] && node_in_job(node) ? 1 : 0;
+    if (healthy > 0) {
+      const double u = draw(s_.monte_carlo.seed, rep_, kSlowOnsetPick, onset_picks_++);
+      std::size_t k = std::min(healthy - 1, static_cast<std::size_t>(u * static_cast<double>(healthy)));
+      for (std::size_t node = 0; node < nodes && pick == nodes; ++node) {
+        if (!slow_[node] && node_in_job(node) && k-- == 0) pick = node;
       }
     }
+  }
+  if (pick < nodes) {
+    slow_[pick] = 1;
     if (active_slow_ == 0) slow_steps_ = 0;  // the first slow node in the job: its count starts
     ++active_slow_;
     ++r_.slow_onsets;
@@ -369,7 +390,7 @@ void JobRun::advance(double t) {
     const StepSplit& sp = split(cfg);
     // The stretch lies within one clock hour (an event at every hour while training with a
     // diurnal amplitude): one factor.
-    const double f = diurnal_factor(s_.stragglers, t_);
+    const double f = hour_factor();
     double n = dt / wall_s(sp, f);
     if (cache_.per_step) {
       // The reference: step_fn asked again for every step (whole or part) of the stretch.
@@ -813,7 +834,7 @@ JobResult JobRun::run() {
     double t_phase = phase_end_;
     if (phase_ == Phase::train) {
       const StepSplit& sp = split(config());
-      const double wall = wall_s(sp, diurnal_factor(s_.stragglers, t_));  // a step's wall time this hour
+      const double wall = wall_s(sp, hour_factor());  // a step's wall time this hour
       t_phase = kInf;
       const double to_end = (total_tokens_ - tokens_) / sp.tokens;
       const double to_ck = ck_target_ - since_ck_;
