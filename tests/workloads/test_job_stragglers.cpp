@@ -312,3 +312,46 @@ TEST_CASE("slow-node onset draws its own random stream: with slowdown 1 the fail
   CHECK(again.time_to_train_s == r.time_to_train_s);
   check_tiles(run_job(s, in, step));
 }
+
+TEST_CASE("diurnal: the factor slows the step, not the data stall (a loader without prefetch)") {
+  // 2 nodes, 64 samples per step (32 a node), 4 workers at 0.5 s a sample: 8 samples/s a node,
+  // 4 s to load a batch; without prefetch a step takes 100 f_0 + 4 s. 10 steps end in hour 0.
+  JobSpec s = plain_spec();
+  s.train_steps = 10;
+  s.data_loader.workers = 4;
+  s.data_loader.decode_s_per_sample = 0.5;
+  s.data_loader.prefetch_batches = 0;
+  s.stragglers.diurnal_amplitude = 0.1;
+  JobInputs in = nodes_inputs(2);
+  in.samples_per_step = 64;
+  const double f0 = hour_factor(0.1, 15, 0);
+  const JobResult r = run_job(s, in, hundred_s);
+  CHECK(r.time_to_train_s == rel_approx(10 * (100 * f0 + 4), 1e-12));
+  CHECK(r.lost.data_stall_s == rel_approx(40, 1e-12));
+  CHECK(r.lost.straggler_s == rel_approx(1000 * (f0 - 1), 1e-9));
+  check_accounting(r);
+}
+
+TEST_CASE("diurnal and slow-node onset: the per-step baseline gives the segment engine's answer") {
+  JobSpec s = plain_spec();
+  JobInputs in = nodes_inputs(2);
+  in.checkpoint_bytes_per_gpu = 1e9;
+  s.checkpoint.mode = CheckpointMode::async;
+  s.checkpoint.interval_steps = 50;
+  s.causes[static_cast<int>(FailureCause::gpu)].rate = 0.5;
+  s.train_steps = 3000;  // 3.5 days of 100 s steps
+  s.stragglers.diurnal_amplitude = 0.02;
+  s.stragglers.slow_onset_per_node_day = 0.5;
+  s.stragglers.evict_after_slow_steps = 200;
+  const StepTimeFn step = straggler_step_fn(
+      [](const JobConfiguration& c) { return c.background_write ? 110.0 : 100.0; }, 1.2);
+  const JobResult a = run_job_replication(s, in, step, 2);
+  const JobResult b = run_job_replication_per_step(s, in, step, 2);
+  CHECK(a.slow_onsets > 0);
+  CHECK(a.interruptions > 0);
+  CHECK(b.time_to_train_s == rel_approx(a.time_to_train_s, 1e-9));
+  CHECK(b.lost.straggler_s == rel_approx(a.lost.straggler_s, 1e-9));
+  CHECK(b.slow_onsets == a.slow_onsets);
+  check_accounting(a);
+  check_tiles(a);
+}
