@@ -2,6 +2,7 @@
 // checkpoint milestones, background writes ending, recovery stages ending), advancing training
 // in closed form between them. Job time is double seconds (see job.hpp).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <queue>
@@ -94,6 +95,7 @@ class JobRun {
   // Configuration and derived values.
   JobConfiguration config() const { return {.dp = active_dp_, .slow_gpus = active_slow_, .background_write = bg_}; }
   const StepSplit& split(const JobConfiguration& c);
+  const StepSplit& split_uncached(const JobConfiguration& c);
   double active_gpus() const { return static_cast<double>(active_dp_) * gpus_per_replica_; }
   double active_nodes() const { return active_gpus() / in_.gpus_per_node; }
   double units(const FailureCauseSpec& c) const;
@@ -213,10 +215,24 @@ class JobRun {
   // exposed since, the next onset's time, the draw indices.
   double onset_rem_ = kInf, onset_t_ = 0, onset_units_ = 0, onset_at_ = kInf;
   std::uint64_t onset_idx_ = 0, onset_picks_ = 0;
+  std::array<std::pair<JobConfiguration, const StepSplit*>, 2> recent_{};
+  int recent_next_ = 0;
   double factor_hour_ = -1, factor_ = 1;
 };
 
 const StepSplit& JobRun::split(const JobConfiguration& c) {
+  // The last two configurations asked (training with and without a background write): the
+  // cache's linear search grows with the slow-GPU counts that onset brings.
+  for (const auto& [k, v] : recent_) {
+    if (v != nullptr && k == c) return *v;
+  }
+  const StepSplit& sp = split_uncached(c);
+  recent_[recent_next_] = {c, &sp};
+  recent_next_ ^= 1;
+  return sp;
+}
+
+const StepSplit& JobRun::split_uncached(const JobConfiguration& c) {
   if (const StepSplit* hit = cache_.split(c)) return *hit;
   StepSplit sp;
   sp.step_s = cache_.step(c);
