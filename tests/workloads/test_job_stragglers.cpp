@@ -83,7 +83,7 @@ void check_tiles(const JobResult& r) {
 TEST_CASE("diurnal factor: 1 + A at the peak hour, 1 twelve hours later, 1 + A/2 six hours away, period 24 h") {
   JobStragglers s;
   s.diurnal_amplitude = 0.02;
-  s.diurnal_peak_hour = 14.5;  // the midpoint of hour 14 (14:00 to 15:00)
+  s.diurnal_peak_hour = 14.5;                                               // the midpoint of hour 14 (14:00 to 15:00)
   CHECK(diurnal_factor(s, 14 * 3600.0) == rel_approx(1.02, 1e-15));         // cos 0 = 1
   CHECK(diurnal_factor(s, 15 * 3600.0 - 1e-3) == rel_approx(1.02, 1e-15));  // still hour 14
   CHECK(diurnal_factor(s, 2 * 3600.0 + 1800) == rel_approx(1.0, 1e-15));    // 2.5 h: cos(-pi) = -1
@@ -229,7 +229,7 @@ TEST_CASE("slow-node onset: nodes turned slow by time T follow Binomial(N, 1 - e
     sum += static_cast<double>(r.slow_onsets);
   }
   const double p = 1 - std::exp(-1.0);
-  const double mean = 16 * p;                            // 10.11
+  const double mean = 16 * p;                                    // 10.11
   const double sd_of_mean = std::sqrt(16 * p * (1 - p) / reps);  // 0.136
   const double seen = sum / reps;
   CAPTURE(seen);
@@ -252,8 +252,7 @@ TEST_CASE("slow-node onset at a very high rate: the whole job runs at the slow s
   JobSpec s = plain_spec();
   s.train_steps = 100;
   s.stragglers.slow_onset_per_node_day = 1e6;
-  const JobResult r =
-      run_job(s, nodes_inputs(4), straggler_step_fn([](const JobConfiguration&) { return 2.0; }, 1.5));
+  const JobResult r = run_job(s, nodes_inputs(4), straggler_step_fn([](const JobConfiguration&) { return 2.0; }, 1.5));
   CHECK(r.time_to_train_s == abs_approx(300, 0.1));  // seconds: the healthy start is < 0.3 s
   CHECK(r.lost.straggler_s == abs_approx(100, 0.1));
   CHECK(r.slow_onsets == 4);
@@ -273,8 +272,7 @@ TEST_CASE("slow-node onset: lemon eviction replaces onset nodes at the checkpoin
   s.checkpoint.interval_steps = 10;
   s.stragglers.slow_onset_per_node_day = 1e6;
   s.stragglers.evict_after_slow_steps = 5;
-  const JobResult r =
-      run_job(s, nodes_inputs(4), straggler_step_fn([](const JobConfiguration&) { return 2.0; }, 1.5));
+  const JobResult r = run_job(s, nodes_inputs(4), straggler_step_fn([](const JobConfiguration&) { return 2.0; }, 1.5));
   CHECK(r.evictions == 9);
   CHECK(r.interruptions == 0);
   CHECK(r.lost.reschedule_s == rel_approx(900, 1e-12));
@@ -284,8 +282,7 @@ TEST_CASE("slow-node onset: lemon eviction replaces onset nodes at the checkpoin
   check_tiles(r);
   // A rate of 0 evicts nothing and runs healthy.
   s.stragglers.slow_onset_per_node_day = 0;
-  const JobResult h =
-      run_job(s, nodes_inputs(4), straggler_step_fn([](const JobConfiguration&) { return 2.0; }, 1.5));
+  const JobResult h = run_job(s, nodes_inputs(4), straggler_step_fn([](const JobConfiguration&) { return 2.0; }, 1.5));
   CHECK(h.evictions == 0);
   CHECK(h.time_to_train_s == rel_approx(200, 1e-12));
 }
@@ -343,8 +340,8 @@ TEST_CASE("diurnal and slow-node onset: the per-step baseline gives the segment 
   s.stragglers.diurnal_amplitude = 0.02;
   s.stragglers.slow_onset_per_node_day = 0.5;
   s.stragglers.evict_after_slow_steps = 200;
-  const StepTimeFn step = straggler_step_fn(
-      [](const JobConfiguration& c) { return c.background_write ? 110.0 : 100.0; }, 1.2);
+  const StepTimeFn step =
+      straggler_step_fn([](const JobConfiguration& c) { return c.background_write ? 110.0 : 100.0; }, 1.2);
   const JobResult a = run_job_replication(s, in, step, 2);
   const JobResult b = run_job_replication_per_step(s, in, step, 2);
   CHECK(a.slow_onsets > 0);

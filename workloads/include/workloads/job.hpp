@@ -199,7 +199,7 @@ struct JobStragglers {
   double slowdown = 1;  // for the caller's StepTimeFn (straggler_step_fn); the engine does not read it
   std::int64_t evict_after_slow_steps = 0;
   double slow_onset_per_node_day = 0;
-  double diurnal_amplitude = 0;  // a fraction of the step time
+  double diurnal_amplitude = 0;   // a fraction of the step time
   double diurnal_peak_hour = 15;  // hours after midnight
 };
 
