@@ -352,3 +352,46 @@ TEST_CASE("diurnal and slow-node onset: the per-step baseline gives the segment 
   check_accounting(a);
   check_tiles(a);
 }
+
+TEST_CASE("diurnal and onset across policies, modes and replica sizes: every second accounted, the timeline tiled") {
+  // 3 policies x 3 checkpoint modes x 2 replica sizes (2 nodes; half a node), random failures,
+  // initial and onset slow nodes, eviction, a data loader: productive + lost = time to train.
+  const ElasticPolicy policies[] = {ElasticPolicy::wait, ElasticPolicy::hot_spare, ElasticPolicy::shrink};
+  const CheckpointMode modes[] = {CheckpointMode::sync, CheckpointMode::async, CheckpointMode::in_memory};
+  int runs = 0;
+  for (const ElasticPolicy p : policies) {
+    for (const CheckpointMode m : modes) {
+      for (const int gpus_per_replica : {16, 4}) {
+        JobSpec s = plain_spec();
+        s.causes = default_failure_causes();
+        s.causes[static_cast<int>(FailureCause::gpu)].rate = 0.05;  // per GPU-day: ~3 a day on 64 GPUs
+        s.elasticity.policy = p;
+        s.elasticity.spare_nodes = 2;
+        s.restart.repair_s = 7200;
+        s.checkpoint.mode = m;
+        s.checkpoint.interval_steps = 0;
+        s.checkpoint.interval_s = 1800;
+        s.train_steps = 4000;  // ~5 days
+        s.stragglers.slow_node_fraction = 0.125;
+        s.stragglers.slow_onset_per_node_day = 0.2;
+        s.stragglers.evict_after_slow_steps = 300;
+        s.stragglers.diurnal_amplitude = 0.02;
+        s.data_loader.workers = 4;
+        s.data_loader.decode_s_per_sample = 0.5;
+        JobInputs in = nodes_inputs(8);
+        in.dp = in.gpus / gpus_per_replica;
+        in.nodes_per_replica = gpus_per_replica / 8;
+        in.checkpoint_bytes_per_gpu = 1e9;
+        in.samples_per_step = 4096;
+        const JobResult r =
+            run_job(s, in, straggler_step_fn([](const JobConfiguration& c) { return 8.0 * 100 / c.dp; }, 1.3));
+        CAPTURE(runs);
+        check_accounting(r);
+        check_tiles(r);
+        CHECK(r.slow_onsets > 0);
+        ++runs;
+      }
+    }
+  }
+  CHECK(runs == 18);
+}
