@@ -5,8 +5,8 @@
 // Time: job time is double seconds throughout (a job may run past int64 picoseconds' ~106 days;
 // a double keeps 1e-9 s resolution past 4,000 days). The engine never steps one training step at
 // a time: between two events (a failure, a checkpoint, a background write ending, a repair, an
-// eviction, the end) the step time is constant, so a segment's progress is computed in closed
-// form. The step time comes from the caller (StepTimeFn), asked once per distinct
+// eviction, a node turning slow, a clock hour under diurnal variation, the end) the step time is
+// constant, so a segment's progress is computed in closed form. The step time comes from the caller (StepTimeFn), asked once per distinct
 // JobConfiguration and cached.
 //
 // Failures: each cause is a renewal process in exposure (GPU-days, node-days or job-days, by the
