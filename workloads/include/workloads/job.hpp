@@ -6,8 +6,8 @@
 // a double keeps 1e-9 s resolution past 4,000 days). The engine never steps one training step at
 // a time: between two events (a failure, a checkpoint, a background write ending, a repair, an
 // eviction, a node turning slow, a clock hour under diurnal variation, the end) the step time is
-// constant, so a segment's progress is computed in closed form. The step time comes from the caller (StepTimeFn), asked once per distinct
-// JobConfiguration and cached.
+// constant, so a segment's progress is computed in closed form. The step time comes from the
+// caller (StepTimeFn), asked once per distinct JobConfiguration and cached.
 //
 // Failures: each cause is a renewal process in exposure (GPU-days, node-days or job-days, by the
 // cause's rate unit): its n-th failure comes when the job's allocated units have accumulated the
