@@ -374,6 +374,7 @@ Trace job_trace(const Scenario& sc, const JobReport& j, const Trace* step) {
         name = "resize to DP " + std::to_string(e.dp);
         break;
       case JobEventKind::eviction:
+      case JobEventKind::slow_node:
         l = elastic;
         break;
       case JobEventKind::data_stall:

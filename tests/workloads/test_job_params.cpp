@@ -59,6 +59,9 @@ TEST_CASE("/job: the declared defaults are the engine's defaults") {
   CHECK(d.storage.per_client_bytes_per_s == decl_default(job_storage_params, "per_client_gbyte_per_s") * 1e9);
   CHECK(d.elasticity.spare_nodes == decl_default(job_elasticity_params, "spare_nodes"));
   CHECK(d.elasticity.min_dp == decl_default(job_elasticity_params, "min_dp"));
+  CHECK(d.stragglers.slow_onset_per_node_day == decl_default(job_straggler_params, "slow_onset_per_node_day"));
+  CHECK(d.stragglers.diurnal_amplitude == decl_default(job_straggler_params, "diurnal_amplitude"));
+  CHECK(d.stragglers.diurnal_peak_hour == decl_default(job_straggler_params, "diurnal_peak_hour"));
   CHECK(d.data_loader.prefetch_batches == decl_default(job_data_loader_params, "prefetch_batches"));
   CHECK(d.monte_carlo.replications == decl_default(job_monte_carlo_params, "replications"));
   CHECK(d.monte_carlo.search_points == decl_default(job_monte_carlo_params, "search_points"));
@@ -85,7 +88,8 @@ TEST_CASE("/job: every key read into the JobSpec") {
       "checkpoint": {"interval_steps": 100, "interval_s": 900, "mode": "in_memory", "storage_every": 5},
       "storage": {"write_gbyte_per_s": 1000, "read_gbyte_per_s": 3000, "per_client_gbyte_per_s": 2},
       "elasticity": {"policy": "shrink", "spare_nodes": 4, "keep_global_batch": false, "min_dp": 2},
-      "stragglers": {"slow_node_fraction": 0.01, "slowdown": 1.3, "evict_after_slow_steps": 50},
+      "stragglers": {"slow_node_fraction": 0.01, "slowdown": 1.3, "evict_after_slow_steps": 50,
+                     "slow_onset_per_node_day": 0.002, "diurnal_amplitude": 0.015, "diurnal_peak_hour": 13.5},
       "data_loader": {"workers": 8, "decode_s_per_sample": 0.01, "read_gbyte_per_s": 2, "bytes_per_sample": 1e6,
                       "prefetch_batches": 0},
       "monte_carlo": {"replications": 100, "seed": 42, "search_points": 5, "search_replications": 8}})");
@@ -136,6 +140,9 @@ TEST_CASE("/job: every key read into the JobSpec") {
   CHECK(s.stragglers.slow_node_fraction == 0.01);
   CHECK(s.stragglers.slowdown == 1.3);
   CHECK(s.stragglers.evict_after_slow_steps == 50);
+  CHECK(s.stragglers.slow_onset_per_node_day == 0.002);
+  CHECK(s.stragglers.diurnal_amplitude == 0.015);
+  CHECK(s.stragglers.diurnal_peak_hour == 13.5);
   CHECK(s.data_loader.workers == 8);
   CHECK(s.data_loader.decode_s_per_sample == 0.01);
   CHECK(s.data_loader.read_bytes_per_s == rel_approx(2e9, 1e-15));
@@ -169,6 +176,16 @@ TEST_CASE("/job: each bad value is an InputError at its JSON pointer") {
   CHECK(error_path([] { job(R"({"train_steps": 10, "stragglers": {"slowdown": 0.5}})"); }) ==
         "/job/stragglers/slowdown");
   CHECK(error_path([] { job(R"({"train_steps": 10, "data_loader": {"workers": 4}})"); }) == "/job/data_loader");
+  CHECK(error_path([] { job(R"({"train_steps": 10, "stragglers": {"diurnal_amplitude": 1.5}})"); }) ==
+        "/job/stragglers/diurnal_amplitude");
+  CHECK(error_path([] { job(R"({"train_steps": 10, "stragglers": {"diurnal_amplitude": -0.01}})"); }) ==
+        "/job/stragglers/diurnal_amplitude");
+  CHECK(error_path([] { job(R"({"train_steps": 10, "stragglers": {"diurnal_peak_hour": 25}})"); }) ==
+        "/job/stragglers/diurnal_peak_hour");
+  CHECK(error_path([] { job(R"({"train_steps": 10, "stragglers": {"slow_onset_per_node_day": -1}})"); }) ==
+        "/job/stragglers/slow_onset_per_node_day");
+  CHECK(error_path([] { job(R"({"train_steps": 10, "stragglers": {"slow_onset_per_node_day": "often"}})"); }) ==
+        "/job/stragglers/slow_onset_per_node_day");
 }
 
 TEST_CASE("/job's tables name every path the reader reads") {

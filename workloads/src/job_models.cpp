@@ -101,6 +101,14 @@ StepTimeFn straggler_step_fn(StepTimeFn base, double slowdown) {
   };
 }
 
+double diurnal_factor(const JobStragglers& s, double t_s) {
+  if (!(s.diurnal_amplitude > 0)) return 1;
+  constexpr double kPi = 3.14159265358979323846;
+  // The clock hour holding t (t = 0 is midnight), its midpoint in hours of the day.
+  const double hour = std::fmod(std::floor(t_s / 3600), 24.0) + 0.5;
+  return 1 + s.diurnal_amplitude * (1 + std::cos(2 * kPi * (hour - s.diurnal_peak_hour) / 24)) / 2;
+}
+
 double JobLostTime::total() const {
   return lost_work_s + detection_s + reschedule_s + restart_s + load_s + checkpoint_s + straggler_s + link_retry_s +
          data_stall_s + elastic_s;

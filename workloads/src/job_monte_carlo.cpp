@@ -52,7 +52,7 @@ JobMonteCarloResult run_job_monte_carlo(const JobSpec& spec, const JobInputs& in
   quiet.timeline = false;
   // Means: counts are summed as doubles and rounded at the end.
   std::array<double, kFailureCauses> by_cause{};
-  double total_int = 0, flaps = 0, evictions = 0, checkpoints = 0, resizes = 0, steps = 0;
+  double total_int = 0, flaps = 0, evictions = 0, checkpoints = 0, resizes = 0, steps = 0, onsets = 0;
   const double w = 1.0 / n;
   for (int rep = 0; rep < n; ++rep) {
     JobResult r = run_replication(rep == 0 ? spec : quiet, in, cache, rep);
@@ -79,6 +79,7 @@ JobMonteCarloResult run_job_monte_carlo(const JobSpec& spec, const JobInputs& in
     total_int += w * static_cast<double>(r.interruptions);
     flaps += w * static_cast<double>(r.link_flaps_absorbed);
     evictions += w * static_cast<double>(r.evictions);
+    onsets += w * static_cast<double>(r.slow_onsets);
     checkpoints += w * static_cast<double>(r.checkpoints);
     resizes += w * static_cast<double>(r.resizes);
     steps += w * static_cast<double>(r.steps);
@@ -89,6 +90,7 @@ JobMonteCarloResult run_job_monte_carlo(const JobSpec& spec, const JobInputs& in
   m.interruptions = std::llround(total_int);
   m.link_flaps_absorbed = std::llround(flaps);
   m.evictions = std::llround(evictions);
+  m.slow_onsets = std::llround(onsets);
   m.checkpoints = std::llround(checkpoints);
   m.resizes = std::llround(resizes);
   m.steps = std::llround(steps);

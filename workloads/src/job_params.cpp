@@ -139,6 +139,9 @@ JobSpec read_job_spec(const JsonObject& o) {
     s.stragglers.slow_node_fraction = d.number("slow_node_fraction");
     s.stragglers.slowdown = d.number("slowdown");
     s.stragglers.evict_after_slow_steps = d.integer("evict_after_slow_steps");
+    s.stragglers.slow_onset_per_node_day = d.number("slow_onset_per_node_day");
+    s.stragglers.diurnal_amplitude = d.number("diurnal_amplitude");
+    s.stragglers.diurnal_peak_hour = d.number("diurnal_peak_hour");
   }
   if (o.has("data_loader")) {
     const ParamReader d(o.object("data_loader"), job_data_loader_params);

@@ -2,6 +2,7 @@
 // checkpoint milestones, background writes ending, recovery stages ending), advancing training
 // in closed form between them. Job time is double seconds (see job.hpp).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <queue>
@@ -29,6 +30,8 @@ enum Purpose : std::uint64_t {
   kNodePick = 32,
   kNodeInReplica = 33,
   kSlowInit = 34,
+  kSlowOnset = 35,      // the exposure (healthy node-days) to the next node turning slow
+  kSlowOnsetPick = 36,  // which healthy node
 };
 
 double draw(std::uint64_t seed, std::uint64_t rep, std::uint64_t purpose, std::uint64_t index) {
@@ -92,6 +95,7 @@ class JobRun {
   // Configuration and derived values.
   JobConfiguration config() const { return {.dp = active_dp_, .slow_gpus = active_slow_, .background_write = bg_}; }
   const StepSplit& split(const JobConfiguration& c);
+  const StepSplit& split_uncached(const JobConfiguration& c);
   double active_gpus() const { return static_cast<double>(active_dp_) * gpus_per_replica_; }
   double active_nodes() const { return active_gpus() / in_.gpus_per_node; }
   double units(const FailureCauseSpec& c) const;
@@ -103,6 +107,23 @@ class JobRun {
   double peer_s() const;
   double save_s() const;  // a stop's full save: durable before the job stops
   double load_time_s() const { return s_.checkpoint.mode == CheckpointMode::in_memory ? peer_s() : read_s(); }
+  // The wall time of one step at diurnal factor f: the step slowed by f, the data stall not.
+  static double wall_s(const StepSplit& sp, double f) { return f == 1 ? sp.eff_s : sp.eff_s + (f - 1) * sp.step_s; }
+  bool node_in_job(std::size_t node) const {
+    return in_job_[node * static_cast<std::size_t>(in_.gpus_per_node) / static_cast<std::size_t>(gpus_per_replica_)] !=
+           0;
+  }
+  double healthy_nodes() const { return std::max(0.0, active_nodes() - active_slow_); }
+  // The diurnal factor of the clock hour holding t_ (cached per hour: the loop asks every event).
+  double hour_factor() {
+    if (!(s_.stragglers.diurnal_amplitude > 0)) return 1;
+    const double hour = std::floor(t_ / 3600);
+    if (hour != factor_hour_) {
+      factor_hour_ = hour;
+      factor_ = diurnal_factor(s_.stragglers, t_);
+    }
+    return factor_;
+  }
   double restart_time_s() const {
     return s_.restart.container_start_s + s_.restart.nccl_init_s(static_cast<int>(std::lround(active_gpus())));
   }
@@ -125,6 +146,10 @@ class JobRun {
   void repair(const Repair& r);
   void set_active_replicas();
   void emit(JobEventKind k, double start, double end, int cause = 0, int nodes = -1);
+  // Slow-node onset: exposure in healthy node-days, as the failure causes'.
+  double next_onset();
+  void set_onset(double rem);
+  void slow_onset();
 
   const JobSpec& s_;
   const JobInputs& in_;
@@ -185,9 +210,29 @@ class JobRun {
   void find_first_failure();
   std::vector<ScheduledFailure> scheduled_;
   std::size_t next_sched_ = 0;
+
+  // Slow-node onset: the exposure left (healthy node-days) as of onset_t_, the healthy nodes
+  // exposed since, the next onset's time, the draw indices.
+  double onset_rem_ = kInf, onset_t_ = 0, onset_units_ = 0, onset_at_ = kInf;
+  std::uint64_t onset_idx_ = 0, onset_picks_ = 0;
+  std::array<std::pair<JobConfiguration, const StepSplit*>, 2> recent_{};
+  int recent_next_ = 0;
+  double factor_hour_ = -1, factor_ = 1;
 };
 
 const StepSplit& JobRun::split(const JobConfiguration& c) {
+  // The last two configurations asked (training with and without a background write): the
+  // cache's linear search grows with the slow-GPU counts that onset brings.
+  for (const auto& [k, v] : recent_) {
+    if (v != nullptr && k == c) return *v;
+  }
+  const StepSplit& sp = split_uncached(c);
+  recent_[recent_next_] = {c, &sp};
+  recent_next_ ^= 1;
+  return sp;
+}
+
+const StepSplit& JobRun::split_uncached(const JobConfiguration& c) {
   if (const StepSplit* hit = cache_.split(c)) return *hit;
   StepSplit sp;
   sp.step_s = cache_.step(c);
@@ -307,6 +352,51 @@ void JobRun::emit(JobEventKind k, double start, double end, int cause, int nodes
                          .step = static_cast<std::int64_t>(std::floor(steps_ + 1e-9))});
 }
 
+double JobRun::next_onset() {
+  const double rate = s_.stragglers.slow_onset_per_node_day;
+  if (!(rate > 0)) return kInf;
+  return -std::log(draw(s_.monte_carlo.seed, rep_, kSlowOnset, onset_idx_++)) / rate;  // node-days
+}
+
+void JobRun::set_onset(double rem) {
+  onset_rem_ = rem;
+  onset_t_ = t_;
+  onset_units_ = healthy_nodes();
+  onset_at_ = onset_units_ > 0 && rem < kInf ? t_ + rem * kDay / onset_units_ : kInf;
+}
+
+// A healthy node in the job turns slow (picked uniformly); the next onset is drawn.
+void JobRun::slow_onset() {
+  // Rejection sampling: a node drawn uniformly, kept when healthy and in the job (uniform over
+  // those); after 64 misses (nearly all slow or out), a scan picks among them.
+  const std::size_t nodes = slow_.size();
+  std::size_t pick = nodes;
+  for (int tries = 0; tries < 64 && pick == nodes; ++tries) {
+    const double u = draw(s_.monte_carlo.seed, rep_, kSlowOnsetPick, onset_picks_++);
+    const std::size_t node = std::min(nodes - 1, static_cast<std::size_t>(u * static_cast<double>(nodes)));
+    if (!slow_[node] && node_in_job(node)) pick = node;
+  }
+  if (pick == nodes) {
+    std::size_t healthy = 0;
+    for (std::size_t node = 0; node < nodes; ++node) healthy += !slow_[node] && node_in_job(node) ? 1 : 0;
+    if (healthy > 0) {
+      const double u = draw(s_.monte_carlo.seed, rep_, kSlowOnsetPick, onset_picks_++);
+      std::size_t k = std::min(healthy - 1, static_cast<std::size_t>(u * static_cast<double>(healthy)));
+      for (std::size_t node = 0; node < nodes && pick == nodes; ++node) {
+        if (!slow_[node] && node_in_job(node) && k-- == 0) pick = node;
+      }
+    }
+  }
+  if (pick < nodes) {
+    slow_[pick] = 1;
+    if (active_slow_ == 0) slow_steps_ = 0;  // the first slow node in the job: its count starts
+    ++active_slow_;
+    ++r_.slow_onsets;
+    emit(JobEventKind::slow_node, t_, t_, 0, 1);
+  }
+  set_onset(next_onset());
+}
+
 // Moves time to t: exposure for the failure processes, training progress, the stage buckets.
 void JobRun::advance(double t) {
   const double dt = t - t_;
@@ -314,16 +404,20 @@ void JobRun::advance(double t) {
   if (phase_ == Phase::train) {
     const JobConfiguration cfg = config();
     const StepSplit& sp = split(cfg);
-    double n = dt / sp.eff_s;
+    // The stretch lies within one clock hour (an event at every hour while training with a
+    // diurnal amplitude): one factor.
+    const double f = hour_factor();
+    double n = dt / wall_s(sp, f);
     if (cache_.per_step) {
       // The reference: step_fn asked again for every step (whole or part) of the stretch.
       double sum = 0;
       const auto whole = static_cast<std::int64_t>(std::ceil(n - 1e-12));
       for (std::int64_t i = 0; i < whole; ++i) sum += cache_.fn(cfg);
-      if (whole > 0) n = dt / (sum / static_cast<double>(whole) + sp.data_s);
+      if (whole > 0) n = dt / (sum / static_cast<double>(whole) * f + sp.data_s);
     }
     emit(JobEventKind::train, t_, t);  // before the progress: the segment's first step
     acc_s_.add(sp, n);
+    if (f != 1) acc_s_.straggler_s += (f - 1) * sp.step_s * n;  // the diurnal slowdown
     tokens_ += n * sp.tokens;
     steps_ += n;
     since_ck_ += n;
@@ -711,6 +805,7 @@ JobResult JobRun::run() {
     set_failure(c, next_interarrival(c));
   }
   find_first_failure();
+  set_onset(next_onset());
   scheduled_ = s_.failures;
   std::stable_sort(scheduled_.begin(), scheduled_.end(),
                    [](const ScheduledFailure& a, const ScheduledFailure& b) { return a.at_s < b.at_s; });
@@ -736,28 +831,39 @@ JobResult JobRun::run() {
       pending_planned_ = false;
       stop_and_save(StopReason::planned);
     }
+    if (onset_rem_ < kInf && healthy_nodes() != onset_units_) {
+      // The healthy nodes changed (an onset, a failure's replacement, an eviction, a resize):
+      // the exposure left is what it was less what the old count used up.
+      const double used = onset_units_ * (t_ - onset_t_) / kDay;
+      set_onset(std::max(0.0, onset_rem_ - used));
+    }
     // The next event of each kind.
     const int fail_cause = first_fail_;
     const double t_fail = fail_cause >= 0 ? std::max(t_, fail_at_[fail_cause]) : kInf;
     const double t_sched = next_sched_ < scheduled_.size() ? std::max(t_, scheduled_[next_sched_].at_s) : kInf;
     const double t_repair = repairs_.empty() ? kInf : std::max(t_, repairs_.top().at_s);
+    const double t_onset = std::max(t_, onset_at_);
+    // The next clock hour while training with a diurnal factor (the factor changes there).
+    const double t_hour =
+        phase_ == Phase::train && s_.stragglers.diurnal_amplitude > 0 ? (std::floor(t_ / 3600) + 1) * 3600 : kInf;
     enum class Milestone { none, checkpoint, end, evict } milestone = Milestone::none;
     double t_phase = phase_end_;
     if (phase_ == Phase::train) {
       const StepSplit& sp = split(config());
+      const double wall = wall_s(sp, hour_factor());  // a step's wall time this hour
       t_phase = kInf;
       const double to_end = (total_tokens_ - tokens_) / sp.tokens;
       const double to_ck = ck_target_ - since_ck_;
       if (to_end <= to_ck) {
-        t_phase = t_ + std::max(0.0, to_end) * sp.eff_s;
+        t_phase = t_ + std::max(0.0, to_end) * wall;
         milestone = Milestone::end;
       } else {
-        t_phase = t_ + std::max(0.0, to_ck) * sp.eff_s;
+        t_phase = t_ + std::max(0.0, to_ck) * wall;
         milestone = Milestone::checkpoint;
       }
       if (s_.stragglers.evict_after_slow_steps > 0 && active_slow_ > 0 && !pending_evict_) {
         const double to_evict = static_cast<double>(s_.stragglers.evict_after_slow_steps) - slow_steps_;
-        const double te = t_ + std::max(0.0, to_evict) * sp.eff_s;
+        const double te = t_ + std::max(0.0, to_evict) * wall;
         if (te < t_phase) {
           t_phase = te;
           milestone = Milestone::evict;
@@ -766,8 +872,9 @@ JobResult JobRun::run() {
     }
     const double t_restorable = in_flight_ ? restorable_at_ : kInf;
     const double t_bg = bg_ ? bg_end_ : kInf;
-    // The earliest; ties: the background write, the phase, repairs, scheduled, then random failures.
-    double t_next = std::min({t_restorable, t_bg, t_phase, t_repair, t_sched, t_fail});
+    // The earliest; ties: the background write, the phase, repairs, scheduled, slow-node onset,
+    // the clock hour, then random failures.
+    double t_next = std::min({t_restorable, t_bg, t_phase, t_repair, t_sched, t_onset, t_hour, t_fail});
     if (t_next == kInf) throw std::logic_error("job engine: no next event");
     advance(t_next);
     if (t_restorable == t_next) {
@@ -826,6 +933,11 @@ JobResult JobRun::run() {
       fail(cause, first, count);
       continue;
     }
+    if (t_onset == t_next) {
+      slow_onset();
+      continue;
+    }
+    if (t_hour == t_next) continue;  // training goes on at the new hour's factor
     // A random failure: its nodes among those in the job.
     const auto c = static_cast<std::size_t>(fail_cause);
     set_failure(fail_cause, next_interarrival(fail_cause));

@@ -5,9 +5,9 @@
 // Time: job time is double seconds throughout (a job may run past int64 picoseconds' ~106 days;
 // a double keeps 1e-9 s resolution past 4,000 days). The engine never steps one training step at
 // a time: between two events (a failure, a checkpoint, a background write ending, a repair, an
-// eviction, the end) the step time is constant, so a segment's progress is computed in closed
-// form. The step time comes from the caller (StepTimeFn), asked once per distinct
-// JobConfiguration and cached.
+// eviction, a node turning slow, a clock hour under diurnal variation, the end) the step time is
+// constant, so a segment's progress is computed in closed form. The step time comes from the
+// caller (StepTimeFn), asked once per distinct JobConfiguration and cached.
 //
 // Failures: each cause is a renewal process in exposure (GPU-days, node-days or job-days, by the
 // cause's rate unit): its n-th failure comes when the job's allocated units have accumulated the
@@ -183,11 +183,29 @@ struct JobElasticity {
 // with probability slow / nodes; replacements are healthy. evict_after_slow_steps > 0: after
 // that many steps with a slow GPU, the job evicts the slow nodes at its next checkpoint (a
 // restart onto replacements without lost work: lemon-node eviction).
+//
+// slow_onset_per_node_day > 0: healthy nodes in the job turn slow during the run (one slow GPU
+// each), a Poisson process of that rate per healthy node-day over the wall clock (every phase,
+// as failures), the node picked uniformly among the healthy ones in the job; from then on they
+// count in slow_gpus, are replaced healthy when lost, and are evicted as the initial ones.
+//
+// diurnal_amplitude A > 0: every step takes f(t) x its step time (the data stall unchanged), with
+// f = 1 + A (1 + cos(2 pi (h - diurnal_peak_hour) / 24)) / 2 at h = the clock hour's midpoint
+// (piecewise constant per hour; t = 0 is midnight): 1 + A at the peak, 1 twelve hours later, a
+// mean of 1 + A / 2 over a day. Llama 3 (2024, sec. 3.3.4) saw 1-2% from mid-day temperatures
+// acting on the GPUs' DVFS. The extra (f - 1) x step time goes to lost.straggler_s.
 struct JobStragglers {
   double slow_node_fraction = 0;
   double slowdown = 1;  // for the caller's StepTimeFn (straggler_step_fn); the engine does not read it
   std::int64_t evict_after_slow_steps = 0;
+  double slow_onset_per_node_day = 0;
+  double diurnal_amplitude = 0;   // a fraction of the step time
+  double diurnal_peak_hour = 15;  // hours after midnight
 };
+
+// The diurnal step-time factor of the clock hour holding t (seconds since the job's start, a
+// midnight): 1 + A (1 + cos(2 pi (hour + 1/2 - peak_hour) / 24)) / 2; exactly 1 when A = 0.
+double diurnal_factor(const JobStragglers& s, double t_s);
 
 // Per node: `workers` CPU processes decoding samples at decode_s_per_sample each, reading
 // bytes_per_sample from storage at read_bytes_per_s, produce min(workers / decode, read / bytes)
@@ -282,6 +300,7 @@ enum class JobEventKind : std::uint8_t {
   link_retry,        // an absorbed link flap: NCCL retries
   eviction,          // lemon nodes evicted (an instant)
   data_stall,        // (not emitted per step; the lost_s bucket holds it)
+  slow_node,         // a healthy node turned slow (an instant; nodes = 1)
 };
 inline constexpr auto job_event_kind_names =
     make_names<JobEventKind>({{JobEventKind::train, "train"},
@@ -295,7 +314,8 @@ inline constexpr auto job_event_kind_names =
                               {JobEventKind::resize, "resize"},
                               {JobEventKind::link_retry, "link_retry"},
                               {JobEventKind::eviction, "eviction"},
-                              {JobEventKind::data_stall, "data_stall"}});
+                              {JobEventKind::data_stall, "data_stall"},
+                              {JobEventKind::slow_node, "slow_node"}});
 
 struct JobEvent {
   JobEventKind kind = JobEventKind::train;
@@ -315,7 +335,7 @@ struct JobLostTime {
   double restart_s = 0;     // container start, NCCL init
   double load_s = 0;        // checkpoint load
   double checkpoint_s = 0;  // checkpoint stalls + steps slowed by background writes
-  double straggler_s = 0;   // steps slowed by slow GPUs
+  double straggler_s = 0;   // steps slowed by slow GPUs and by the diurnal factor
   double link_retry_s = 0;  // absorbed link flaps
   double data_stall_s = 0;  // steps waiting for the input pipeline
   double elastic_s = 0;     // steps slower per token at a shrunk dp than at the full one
@@ -331,6 +351,7 @@ struct JobResult {
   std::array<std::int64_t, kFailureCauses> interruptions_by_cause{};
   std::int64_t link_flaps_absorbed = 0;
   std::int64_t evictions = 0;    // lemon evictions (restarts without a failure)
+  std::int64_t slow_onsets = 0;  // healthy nodes that turned slow during the run
   std::int64_t checkpoints = 0;  // started
   std::int64_t resizes = 0;      // elastic shrinks and rejoins
   JobLostTime lost;

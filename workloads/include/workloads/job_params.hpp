@@ -341,6 +341,32 @@ inline constexpr ParamDecl job_straggler_params[] = {
      .unit = "steps",
      .doc = "lemon eviction: after this many slow steps, the slow nodes are replaced at the next checkpoint (0: "
             "never)"},
+    {.key = "slow_onset_per_node_day",
+     .type = ParamType::number,
+     .def = 0,
+     .min = 0,
+     .max = 1e6,
+     .unit = "per node-day",
+     .doc = "healthy nodes in the job turning slow (one slow GPU) during the run: a Poisson rate per healthy "
+            "node-day of wall time (0: slow nodes only from the start)"},
+    {.key = "diurnal_amplitude",
+     .type = ParamType::number,
+     .def = 0,
+     .min = 0,
+     .max = 1,
+     .unit = "fraction of the step time",
+     .doc = "time-of-day variation A: each step takes 1 + A (1 + cos(2 pi (hour - diurnal_peak_hour) / 24)) / 2 "
+            "times its step time, per clock hour (the job starts at midnight): 1 + A at the peak, a mean of 1 + A / 2",
+     .source = "The Llama 3 Herd of Models (2024), sec. 3.3.4: diurnal 1-2% throughput variation from mid-day "
+               "temperatures (GPU DVFS)"},
+    {.key = "diurnal_peak_hour",
+     .type = ParamType::number,
+     .def = 15,
+     .min = 0,
+     .max = 24,
+     .unit = "hours",
+     .doc = "the hour of the day (after the job's start at midnight) where the diurnal slowdown peaks",
+     .source = "ours (Llama 3 names mid-day; 15:00 assumed, the usual daily temperature peak)"},
 };
 
 inline constexpr ParamDecl job_data_loader_params[] = {
