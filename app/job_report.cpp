@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "job_step_model.hpp"
 #include "report_format.hpp"
@@ -29,7 +32,7 @@ std::vector<LostRow> lost_rows(const JobLostTime& l) {
           {"restart", "restart (containers, NCCL init)", l.restart_s},
           {"checkpoint_load", "checkpoint load", l.load_s},
           {"checkpoint", "checkpoint stalls and writes", l.checkpoint_s},
-          {"stragglers", "slow GPUs", l.straggler_s},
+          {"stragglers", "slow GPUs and diurnal heat", l.straggler_s},
           {"link_retry", "link flaps (NCCL retries)", l.link_retry_s},
           {"data_stall", "input pipeline stalls", l.data_stall_s},
           {"elastic", "fewer replicas (elastic)", l.elastic_s}};
@@ -106,16 +109,43 @@ double background_nic_fraction(const JobSpec& spec, const JobInputs& in) {
   return 1 - std::min(0.5, demand);
 }
 
+int shrink_memory_floor_dp(const Scenario& sc, const TrainingResult& r, std::string* why) {
+  const TrainingJob& job = training_job(sc);
+  const JobSpec& spec = *job.job;
+  const int dp = job.training.parallel.dp;
+  if (spec.elasticity.policy != ElasticPolicy::shrink || r.memory.oom) return 1;
+  const TrainingOptions opt = training_options(sc);
+  // ZeRO's shards grow as replicas leave (and with the batch kept, accumulation changes what a
+  // schedule holds): the first replica count down from the full one that no longer fits.
+  for (int d = dp - 1; d >= std::max(1, spec.elasticity.min_dp); --d) {
+    const StepModelRun run = step_model_run(job.training, sc.cluster, opt,
+                                            {.dp = d, .keep_global_batch = spec.elasticity.keep_global_batch});
+    const MemoryBreakdown mb = estimate_memory(job.model, run.cfg, r.memory.capacity);
+    if (mb.oom) {
+      if (why) *why = "at DP " + std::to_string(d) + " a GPU needs " + format_gib(mb.peak) + " of " + format_gib(mb.capacity);
+      return d + 1;
+    }
+  }
+  return 1;
+}
+
 JobReport run_scenario_job(const Scenario& sc, const TrainingResult& r, const std::function<void(int, int)>& progress) {
   const TrainingJob& job = training_job(sc);
   if (!job.job) throw std::logic_error("run_scenario_job: the scenario has no /job");
-  const JobSpec& spec = *job.job;
+  JobSpec spec = *job.job;
   JobReport out;
   out.inputs = job_inputs(sc, r);
   out.background_nic_fraction = background_nic_fraction(spec, out.inputs);
+  out.shrink_floor_dp = shrink_memory_floor_dp(sc, r, &out.shrink_floor_why);
+  if (out.shrink_floor_dp > spec.elasticity.min_dp) {
+    // Below the floor the job waits for repairs, as below min_dp: the shrunk layout would not fit.
+    spec.elasticity.min_dp = out.shrink_floor_dp;
+  }
   const TrainingOptions opt = training_options(sc);
   const double nic_fraction = out.background_nic_fraction;
   std::vector<JobStepRecord>* record = &out.steps;
+  // The step with a slow GPU on each stage, per (replicas, background write): simulated once.
+  std::map<std::pair<int, bool>, std::vector<double>> slow_stages;
   const StepTimeFn step = [&, nic_fraction, record](const JobConfiguration& c) {
     const StepModelConfig m{.dp = c.dp,
                             .keep_global_batch = spec.elasticity.keep_global_batch,
@@ -125,7 +155,18 @@ JobReport run_scenario_job(const Scenario& sc, const TrainingResult& r, const st
     // The scenario's own configuration is the step already simulated: the same figure (with
     // /training/noise, the mean of its steps, as simulate_step_s takes for the others).
     const bool full = c.dp == job.training.parallel.dp && c.slow_gpus == 0 && !c.background_write;
-    const double s = full ? mean_step_s(r) : simulate_step_s(job.model, job.training, sc.cluster, opt, m);
+    double s = 0;
+    if (full) {
+      s = mean_step_s(r);
+    } else if (c.slow_gpus > 0 && spec.stragglers.slowdown != 1) {
+      auto [it, fresh] = slow_stages.try_emplace({c.dp, c.background_write});
+      if (fresh) it->second = simulate_slow_stage_steps_s(job.model, job.training, sc.cluster, opt, m);
+      s = expected_slowest_step_s(it->second, c.slow_gpus);
+    } else {
+      s = simulate_step_s(job.model, job.training, sc.cluster, opt, {.dp = m.dp,
+                                                                      .keep_global_batch = m.keep_global_batch,
+                                                                      .nic_fraction = m.nic_fraction});
+    }
     record->push_back({c, s});
     return s;
   };
@@ -186,6 +227,8 @@ nlohmann::ordered_json job_report_json(const Scenario& sc, const JobReport& j) {
   ck["search"] = search;
   o["checkpoint"] = ck;
   o["resizes"] = m.resizes;
+  o["slow_onsets"] = m.slow_onsets;
+  o["shrink_memory_floor_dp"] = j.shrink_floor_dp;
   if (j.mc.replications > 1) {
     auto q = [](const JobQuantiles& x, double scale) {
       return J{{"p10", x.p10 / scale}, {"p50", x.p50 / scale}, {"p90", x.p90 / scale}, {"mean", x.mean / scale}};
@@ -252,8 +295,12 @@ std::string job_report_text(const Scenario& sc, const JobReport& j) {
   if (!causes.empty()) causes += ")";
   row("interruptions", std::to_string(m.interruptions) + causes);
   if (m.link_flaps_absorbed > 0) row("link flaps absorbed", std::to_string(m.link_flaps_absorbed));
+  if (m.slow_onsets > 0) row("nodes turned slow", std::to_string(m.slow_onsets));
   if (m.evictions > 0) row("lemon evictions", std::to_string(m.evictions));
   if (m.resizes > 0) row("elastic resizes", std::to_string(m.resizes));
+  if (j.shrink_floor_dp > spec.elasticity.min_dp) {
+    row("shrink floor (memory)", "DP " + std::to_string(j.shrink_floor_dp) + ": " + j.shrink_floor_why);
+  }
 
   o += "\n  time lost, by what it went to\n";
   for (const auto& r : lost_rows(m.lost)) {

@@ -28,7 +28,14 @@ struct JobReport {
   JobMonteCarloResult mc;  // mc.mean holds replication 0's timeline (and the means of counts and times)
   std::vector<JobStepRecord> steps;
   double background_nic_fraction = 1;  // of each NIC left to training beside a background write
+  int shrink_floor_dp = 1;             // shrink_memory_floor_dp: the fewest replicas that fit
+  std::string shrink_floor_why;        // what the next fewer would need
 };
+
+// With the shrink policy: the fewest data-parallel replicas whose shrunk layout still fits the
+// GPUs' memory (ZeRO's shards grow as replicas leave), 1 when every count down to min_dp fits or
+// the full layout itself does not; `why` says what one replica fewer would need.
+int shrink_memory_floor_dp(const Scenario& sc, const TrainingResult& r, std::string* why);
 
 // The engine's inputs from the scenario and its simulated step `r`: GPUs, nodes, DP replicas and
 // nodes per replica from the layout, tokens and samples per step, checkpoint bytes per GPU from

@@ -1,11 +1,11 @@
 #include "job_step_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <numeric>
 #include <stdexcept>
 
-#include "workloads/compute_model.hpp"
 
 namespace ctwin {
 namespace {
@@ -71,6 +71,29 @@ double simulate_step_s(const ModelSpec& m, const TrainingConfig& cfg, const Clus
                        const TrainingOptions& opt, const StepModelConfig& c) {
   const StepModelRun run = step_model_run(cfg, cluster, opt, c);
   return mean_step_s(simulate_training(m, run.cfg, build_cluster(run.cluster), run.opt));
+}
+
+std::vector<double> simulate_slow_stage_steps_s(const ModelSpec& m, const TrainingConfig& cfg,
+                                                const ClusterSpec& cluster, const TrainingOptions& opt,
+                                                StepModelConfig c) {
+  std::vector<double> out;
+  for (c.slow_stage = 0; c.slow_stage < cfg.parallel.pp; ++c.slow_stage) {
+    out.push_back(simulate_step_s(m, cfg, cluster, opt, c));
+  }
+  return out;
+}
+
+double expected_slowest_step_s(std::vector<double> stage_steps_s, int slow_gpus) {
+  if (stage_steps_s.empty() || slow_gpus < 1) throw std::invalid_argument("expected_slowest_step_s: nothing to draw");
+  std::sort(stage_steps_s.begin(), stage_steps_s.end());
+  const double n = static_cast<double>(stage_steps_s.size());
+  double sum = 0, below = 0;
+  for (std::size_t i = 0; i < stage_steps_s.size(); ++i) {
+    const double at_most = std::pow((static_cast<double>(i) + 1) / n, slow_gpus);
+    sum += stage_steps_s[i] * (at_most - below);
+    below = at_most;
+  }
+  return sum;
 }
 
 double mean_step_s(const TrainingResult& r) {

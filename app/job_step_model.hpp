@@ -4,6 +4,8 @@
 // sharing the NICs), never scaled from the full cluster's step.
 #pragma once
 
+#include <vector>
+
 #include "topology/cluster.hpp"
 #include "workloads/memory.hpp"
 #include "workloads/model.hpp"
@@ -51,5 +53,16 @@ double mean_step_s(const TrainingResult& r);
 // Seconds per step of the configuration: the mean of the simulated steps (one without noise).
 double simulate_step_s(const ModelSpec& m, const TrainingConfig& cfg, const ClusterSpec& cluster,
                        const TrainingOptions& opt, const StepModelConfig& c);
+
+// The step with a slow GPU on each pipeline stage in turn (c.slow_stage ignored): pp simulations.
+std::vector<double> simulate_slow_stage_steps_s(const ModelSpec& m, const TrainingConfig& cfg,
+                                                const ClusterSpec& cluster, const TrainingOptions& opt,
+                                                StepModelConfig c);
+
+// The step with `slow_gpus` slow GPUs, each on a stage drawn uniformly and in a different
+// replica, given the step with one on each stage (stage_steps_s): the slowest replica gates the
+// step, so the expectation of the largest of slow_gpus draws,
+// sum_i t_(i) ((i / pp)^k - ((i - 1) / pp)^k) over the sorted t_(1) <= ... <= t_(pp).
+double expected_slowest_step_s(std::vector<double> stage_steps_s, int slow_gpus);
 
 }  // namespace ctwin

@@ -23,7 +23,8 @@ namespace {
 Scenario scenario(const std::string& model, int nodes, const std::string& parallelism, int global_batch, int seq = 4096,
                   const std::string& job = "") {
   const std::string text = R"({"name": "t", "cluster": {"preset": "dgx-h100", "nodes": )" + std::to_string(nodes) +
-                           R"(}, "model": ")" + model + R"(", "training": {"micro_batch": 1, "global_batch": )" +
+                           R"(}, "model": )" + (model.front() == '{' ? model : '"' + model + '"') +
+                           R"(, "training": {"micro_batch": 1, "global_batch": )" +
                            std::to_string(global_batch) + R"(, "seq_len": )" + std::to_string(seq) +
                            R"(, "parallelism": )" + parallelism + "}" + (job.empty() ? "" : ", \"job\": " + job) + "}";
   return parse_scenario(text, "t.json");
@@ -110,6 +111,48 @@ TEST_CASE("a slow GPU's step is the step with every kernel slowdown times longer
                                       {.dp = 8, .slow_gpus = 1, .slowdown = 1.5});
   CHECK(slow > 1.3 * base);
   CHECK(slow <= 1.5 * base * (1 + 1e-9));
+}
+
+TEST_CASE("k slow GPUs on uniformly drawn stages: the expected slowest, by hand on three stages") {
+  // Stage steps {3, 1, 2}: one draw averages them (2); the larger of two draws is 1 with
+  // probability 1/9, 2 with 3/9 and 3 with 5/9: 22/9; many draws find the slowest, 3.
+  CHECK(expected_slowest_step_s({3, 1, 2}, 1) == rel_approx(2.0, 1e-12));
+  CHECK(expected_slowest_step_s({3, 1, 2}, 2) == rel_approx(22.0 / 9, 1e-12));
+  CHECK(expected_slowest_step_s({3, 1, 2}, 200) == rel_approx(3.0, 1e-12));
+  CHECK(expected_slowest_step_s({4}, 7) == rel_approx(4.0, 1e-12));
+}
+
+TEST_CASE("a slow GPU in one of 4 pipeline stages: 1F1B runs m micro-batches at its pace, the rest at the others'") {
+  // PP4 x DP2 on one node, 1F1B with m = 16 micro-batches. With every stage's forward and
+  // backward taking tau, the step is about (m + p - 1) tau; the last stage f times slower runs
+  // all its m forward-backward pairs back to back on the critical path: about
+  // (m + p - 1) tau + m (f - 1) tau. Earlier stages hide part of theirs in the warm-up and the
+  // drain, so they slow the step less; every stage slowed (the whole replica) slows it most.
+  // A GPT of 32 equal layers and a 256-token vocabulary: the embedding and the LM head are too
+  // small to unbalance the stages.
+  const Scenario sc = scenario(R"({"name": "gpt-even", "layers": 32, "hidden": 4096, "heads": 32, "ffn_hidden": 16384,
+                                   "activation": "gelu", "norm": "layernorm", "vocab": 256, "max_seq": 4096})",
+                               1, R"({"tp": 1, "pp": 4, "dp": 2})", 32);
+  const TrainingJob& j = training_job(sc);
+  const TrainingOptions opt = training_options(sc);
+  REQUIRE(j.training.grad_accum() == 16);
+  const double base = simulate_step_s(j.model, j.training, sc.cluster, opt, {.dp = 2});
+  const std::vector<double> stages =
+      simulate_slow_stage_steps_s(j.model, j.training, sc.cluster, opt, {.dp = 2, .slow_gpus = 1, .slowdown = 1.5});
+  REQUIRE(stages.size() == 4);
+  const double m = 16, p = 4, f = 1.5;
+  // The last stage: 0.421 of the step (communication and the optimizer, not slowed, leave a
+  // little less: within 5%).
+  CHECK(stages[3] / base - 1 == rel_approx(m * (f - 1) / (m + p - 1), 0.05));
+  TrainingOptions all = opt;
+  all.stage_slowdown = {f, f, f, f};
+  const double whole = simulate_step_s(j.model, j.training, sc.cluster, all, {.dp = 2});
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    CAPTURE(s);
+    CHECK(stages[s] > base * (1 + 0.7 * m * (f - 1) / (m + p - 1)));
+    CHECK(stages[s] < whole * 0.95);
+  }
+  CHECK(whole < f * base);
 }
 
 TEST_CASE("job inputs: the layout's replicas, the memory model's bytes, DGX H100's 8 x 400 Gb/s NICs and PCIe Gen5") {

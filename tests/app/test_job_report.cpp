@@ -14,8 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "ctwin_cli.hpp"
+#include "scenario.hpp"
 #include "sim/trace.hpp"
 #include "tolerance.hpp"
+#include "workloads/memory.hpp"
 
 using ctwin::test::abs_approx;
 using ctwin::test::cli;
@@ -333,3 +335,47 @@ TEST_CASE("slow GPUs: the job asks for the slow configuration, re-simulated slow
   CHECK(slow <= 1.2 * healthy * (1 + 1e-9));
   CHECK(j["job"]["lost_s"]["stragglers"].get<double>() == rel_approx(2000 * (slow - healthy), 1e-9));
 }
+
+namespace ctwin {
+TEST_CASE("shrink: the job never runs a replica count whose shrunk layout would not fit; below it, it waits") {
+  // Llama-3-70B, ZeRO-3, full recomputation on 4 nodes at DP 32 (one GPU a replica): the model
+  // state is 16 bytes a parameter over the replicas, 35 GB a GPU at DP 32, twice that at DP 16.
+  // Two nodes fail (8 replicas each): DP 24 fits, DP 16 would not, so the job waits there.
+  const std::string sets =
+      R"( --set /cluster/nodes=4 --set /model=\"llama3-70b\" --set /training/micro_batch=1)"
+      R"( --set /training/global_batch=32 --set /training/recompute=\"full\")"
+      R"( --set '/training/parallelism={"tp": 1, "pp": 1, "dp": 32, "zero_stage": 3}')"
+      R"( --set '/job/elasticity={"policy": "shrink", "min_dp": 1}' --set /job/restart/repair_s=1e6)"
+      R"( --set '/job/failures=[{"at_s": 290, "cause": "host", "first_node": 0}, {"at_s": 600, "cause": "host", "first_node": 1}]')";
+  const auto j = run_json(std::string(kOneFailure) + sets);
+  const int floor = j["job"]["shrink_memory_floor_dp"].get<int>();
+  CAPTURE(floor);
+  // The memory model at the floor and one below, on the shrunk layout (the batch kept: 32
+  // sequences over d replicas, ceil(32 / d) micro-batches each).
+  const Scenario sc = load_scenario(test::source_dir() + "/" + kOneFailure,
+                                    {parse_override("/cluster/nodes=4"), parse_override("/model=\"llama3-70b\""),
+                                     parse_override("/training/micro_batch=1"),
+                                     parse_override("/training/global_batch=32"),
+                                     parse_override("/training/recompute=\"full\""),
+                                     parse_override(R"(/training/parallelism={"tp": 1, "pp": 1, "dp": 32, "zero_stage": 3})")});
+  const TrainingJob& tj = training_job(sc);
+  const auto fits = [&](int d) {
+    TrainingConfig c = tj.training;
+    c.parallel.dp = d;
+    c.global_batch = (32 + d - 1) / d * d;
+    return !estimate_memory(tj.model, c, sc.cluster.gpu.hbm_bytes).oom;
+  };
+  CHECK(fits(32));
+  CHECK(fits(floor));
+  CHECK_FALSE(fits(floor - 1));
+  // 16 N bytes over d replicas beside ~20 GB of the rest: the floor lies between 16 and 24.
+  CHECK(floor > 16);
+  CHECK(floor <= 24);
+  bool at_24 = false;
+  for (const auto& c : j["job"]["configurations"]) {
+    CHECK(c["dp"].get<int>() >= floor);
+    at_24 = at_24 || c["dp"].get<int>() == 24;
+  }
+  CHECK(at_24);
+}
+}  // namespace ctwin
