@@ -161,3 +161,30 @@ TEST_CASE("ZeRO shards routed experts over dp / ep: 8 experts at ep 4 leave 2 co
         rel_approx((params - experts) * c.precision.weight_bytes / 8 + experts * c.precision.weight_bytes / 2, 1e-12));
   CHECK(stage_expert_params(tiny_llama(), c, 0) == 0);
 }
+
+TEST_CASE("the optimizer step updates the same shard: routed experts over dp / ep, the rest over dp") {
+  // The tiny MoE above at ep 4, dp 8, ZeRO-1: Adam streams each shard parameter's gradient,
+  // master weight (read and written), two moments (read and written) and BF16 weight once.
+  ModelSpec m = tiny_llama();
+  m.moe.experts = 8;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn_hidden = 48;
+  TrainingConfig c = cfg_with(Recompute::none);
+  c.micro_batch = 1;
+  c.parallel.dp = 8;
+  c.parallel.ep = 4;
+  c.parallel.zero_stage = 1;
+  c.global_batch = 8;
+  const double experts = 2 * 8 * 3 * 64 * 48 / 4.0;
+  const double params = stage_params(m, c, 0);
+  const auto& pr = c.precision;
+  const double per_param = pr.grad_bytes + 2 * pr.master_bytes + 2 * pr.optimizer_state_bytes + pr.weight_bytes;
+  TrainingOptions o;
+  o.fold = false;
+  const StepProgram p = build_training_step(m, c, ctwin::test::h100_node8(), o);
+  double bytes = 0;
+  for (const StepOp& op : p.ops) {
+    if (op.gpu == 0 && p.names.str(op.name) == "adam_step") bytes += p.costs[op.cost].bytes;
+  }
+  CHECK(bytes == rel_approx(((params - experts) / 8 + experts / 2) * per_param, 1e-9));
+}
