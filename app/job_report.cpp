@@ -122,7 +122,8 @@ int shrink_memory_floor_dp(const Scenario& sc, const TrainingResult& r, std::str
                                             {.dp = d, .keep_global_batch = spec.elasticity.keep_global_batch});
     const MemoryBreakdown mb = estimate_memory(job.model, run.cfg, r.memory.capacity);
     if (mb.oom) {
-      if (why) *why = "at DP " + std::to_string(d) + " a GPU needs " + format_gib(mb.peak) + " of " + format_gib(mb.capacity);
+      if (why)
+        *why = "at DP " + std::to_string(d) + " a GPU needs " + format_gib(mb.peak) + " of " + format_gib(mb.capacity);
       return d + 1;
     }
   }
@@ -163,9 +164,8 @@ JobReport run_scenario_job(const Scenario& sc, const TrainingResult& r, const st
       if (fresh) it->second = simulate_slow_stage_steps_s(job.model, job.training, sc.cluster, opt, m);
       s = expected_slowest_step_s(it->second, c.slow_gpus);
     } else {
-      s = simulate_step_s(job.model, job.training, sc.cluster, opt, {.dp = m.dp,
-                                                                      .keep_global_batch = m.keep_global_batch,
-                                                                      .nic_fraction = m.nic_fraction});
+      s = simulate_step_s(job.model, job.training, sc.cluster, opt,
+                          {.dp = m.dp, .keep_global_batch = m.keep_global_batch, .nic_fraction = m.nic_fraction});
     }
     record->push_back({c, s});
     return s;

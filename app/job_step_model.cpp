@@ -6,11 +6,8 @@
 #include <numeric>
 #include <stdexcept>
 
-
 namespace ctwin {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 double checkpoint_bytes_per_gpu(const ModelSpec& m, const TrainingConfig& cfg) {
   const Parallelism& p = cfg.parallel;

@@ -24,9 +24,9 @@ Scenario scenario(const std::string& model, int nodes, const std::string& parall
                   const std::string& job = "") {
   const std::string text = R"({"name": "t", "cluster": {"preset": "dgx-h100", "nodes": )" + std::to_string(nodes) +
                            R"(}, "model": )" + (model.front() == '{' ? model : '"' + model + '"') +
-                           R"(, "training": {"micro_batch": 1, "global_batch": )" +
-                           std::to_string(global_batch) + R"(, "seq_len": )" + std::to_string(seq) +
-                           R"(, "parallelism": )" + parallelism + "}" + (job.empty() ? "" : ", \"job\": " + job) + "}";
+                           R"(, "training": {"micro_batch": 1, "global_batch": )" + std::to_string(global_batch) +
+                           R"(, "seq_len": )" + std::to_string(seq) + R"(, "parallelism": )" + parallelism + "}" +
+                           (job.empty() ? "" : ", \"job\": " + job) + "}";
   return parse_scenario(text, "t.json");
 }
 

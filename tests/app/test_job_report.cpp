@@ -352,12 +352,12 @@ TEST_CASE("shrink: the job never runs a replica count whose shrunk layout would 
   CAPTURE(floor);
   // The memory model at the floor and one below, on the shrunk layout (the batch kept: 32
   // sequences over d replicas, ceil(32 / d) micro-batches each).
-  const Scenario sc = load_scenario(test::source_dir() + "/" + kOneFailure,
-                                    {parse_override("/cluster/nodes=4"), parse_override("/model=\"llama3-70b\""),
-                                     parse_override("/training/micro_batch=1"),
-                                     parse_override("/training/global_batch=32"),
-                                     parse_override("/training/recompute=\"full\""),
-                                     parse_override(R"(/training/parallelism={"tp": 1, "pp": 1, "dp": 32, "zero_stage": 3})")});
+  const Scenario sc =
+      load_scenario(test::source_dir() + "/" + kOneFailure,
+                    {parse_override("/cluster/nodes=4"), parse_override("/model=\"llama3-70b\""),
+                     parse_override("/training/micro_batch=1"), parse_override("/training/global_batch=32"),
+                     parse_override("/training/recompute=\"full\""),
+                     parse_override(R"(/training/parallelism={"tp": 1, "pp": 1, "dp": 32, "zero_stage": 3})")});
   const TrainingJob& tj = training_job(sc);
   const auto fits = [&](int d) {
     TrainingConfig c = tj.training;
