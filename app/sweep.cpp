@@ -6,6 +6,7 @@
 #include <limits>
 #include <thread>
 
+#include "job_report.hpp"
 #include "scenario_parts.hpp"
 #include "serving_fleet.hpp"
 #include "serving_report.hpp"
@@ -146,7 +147,14 @@ void set_at(Json& root, const std::string& pointer, const Json& value, const std
 }
 
 // "value" as a label shows it: strings bare, everything else as JSON.
-std::string value_text(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+// A value as a label shows it: an object as (key=value ...), so a policy block reads as one.
+std::string value_text(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (!v.is_object() || v.empty()) return v.dump();
+  std::string s;
+  for (const auto& [k, x] : v.items()) s += (s.empty() ? "(" : " ") + k + "=" + value_text(x);
+  return s + ")";
+}
 
 // A layout as the keys it sets; sweep_row_scenario drops the written stage split first.
 OrderedJson layout_sets(const TrainingConfig& c) {
@@ -183,6 +191,8 @@ double objective_value(const SweepObjective& obj, const OrderedJson& rep, double
   if (n == "cost_per_million_tokens") {
     return report_number(rep, "/gpus") * gpu_hour_usd / 3600 / report_number(rep, "/tokens_per_s") * 1e6;
   }
+  if (n == "time_to_train_days") return report_number(rep, "/job/time_to_train_days");
+  if (n == "effective_training_time_ratio") return report_number(rep, "/job/effective_training_time_ratio");
   const double gpus = report_number(rep, "/fleet/gpus");
   if (n == "goodput_per_gpu") return report_number(rep, "/goodput_requests_per_s") / gpus;
   if (n == "output_tokens_per_s_per_gpu") return report_number(rep, "/throughput/output_tokens_per_s") / gpus;
@@ -471,8 +481,24 @@ SweepResult run_sweep(const std::string& path, const std::vector<Override>& over
   const auto valid = std::find_if(variants.begin(), variants.end(), [](const auto& v) { return v.has_value(); });
   if (valid == variants.end()) throw *first_error;
   const JobKind kind = (*valid)->kind;
-  if (spec.objective.empty()) spec.objective = kind == JobKind::training ? "step_time_s" : "goodput_per_gpu";
+  const auto has_job = [](const std::optional<Scenario>& v) {
+    const auto* tj = v ? std::get_if<TrainingJob>(&v->job) : nullptr;
+    return tj && tj->job != nullptr;
+  };
+  if (spec.objective.empty()) {
+    spec.objective = kind != JobKind::training ? "goodput_per_gpu"
+                     : has_job(*valid)         ? "time_to_train_days"
+                                               : "step_time_s";
+  }
   const SweepObjective& objective = sweep_objective(spec.objective);
+  if (objective.job) {
+    for (const auto& v : variants) {
+      if (v && !has_job(v)) {
+        throw InputError(path, "/sweep/objective", "\"" + spec.objective + "\" with a variant that has no /job",
+                         "a /job block in the scenario (docs/jobs.md), or a step objective (step_time_s, ...)");
+      }
+    }
+  }
   if (objective.training != (kind == JobKind::training)) {
     throw InputError(path, "/sweep/objective",
                      "\"" + spec.objective + "\" for a " + job_kind_names.name(kind) + " scenario",
@@ -586,7 +612,8 @@ SweepResult run_sweep(const std::string& path, const std::vector<Override>& over
   for (std::size_t i : live) ++per_variant[cands[i].variant];
   // Exhaustive sweeps compute every bound too: the report counts any simulated step below its
   // bound (a bug that pruning would have turned into a wrong answer).
-  const bool pruning = !spec.exhaustive && kind == JobKind::training;
+  // A job objective is not monotone in the step time alone (checkpoint bytes differ by layout).
+  const bool pruning = !spec.exhaustive && kind == JobKind::training && !objective.job;
   std::vector<SweepRow*> bound_rows;
   for (std::size_t i : live) {
     const bool useful = per_variant[cands[i].variant] > static_cast<std::size_t>(spec.top) && !cands[i].written;
@@ -613,6 +640,8 @@ SweepResult run_sweep(const std::string& path, const std::vector<Override>& over
       const TrainingResult r =
           simulate_training(tj.model, tj.training, build_cluster(tsc->cluster), training_options(*tsc));
       row.report = training_report_json(*tsc, r);
+      // The whole job: every configuration it meets re-simulated from this layout's step.
+      if (objective.job) row.report["job"] = job_report_json(*tsc, run_scenario_job(*tsc, r));
     } else {
       const Scenario& sc = *variants[cands[i].variant];
       const ServingJob& job = serving_job(sc);

@@ -43,6 +43,7 @@ struct SweepObjective {
   bool minimize = true;
   bool training = true;  // read from a training report (else a serving one)
   std::string_view doc;
+  bool job = false;  // the whole job's (docs/jobs.md): each configuration also runs its /job
 };
 inline constexpr SweepObjective sweep_objectives[] = {
     {"step_time_s", true, true, "training step time"},
@@ -50,6 +51,8 @@ inline constexpr SweepObjective sweep_objectives[] = {
     {"tokens_per_s_per_gpu", false, true, "training tokens per second per GPU"},
     {"tflops_per_gpu", false, true, "model TFLOP/s per GPU"},
     {"cost_per_million_tokens", true, true, "USD per million training tokens (/sweep/gpu_hour_usd)"},
+    {"time_to_train_days", true, true, "whole job: mean time to train, failures and checkpoints included (/job)", true},
+    {"effective_training_time_ratio", false, true, "whole job: productive step time over wall time (/job)", true},
     {"goodput_per_gpu", false, false, "serving: requests per second meeting every SLO, per GPU"},
     {"output_tokens_per_s_per_gpu", false, false, "serving: output tokens per second per GPU"},
     {"ttft_p99_s", true, false, "serving: 99th percentile time to first token"},
@@ -103,7 +106,8 @@ inline constexpr ParamDecl sweep_params[] = {
     {.key = "objective",
      .type = ParamType::choice,
      .doc = "what the ranking optimizes (docs/sweep.md lists each)",
-     .computed = "step_time_s for training, goodput_per_gpu for serving",
+     .computed = "time_to_train_days for a training scenario with /job, step_time_s for training, goodput_per_gpu "
+                 "for serving",
      .choices = sweep_objective_choices},
     {.key = "top", .type = ParamType::integer, .def = 10, .min = 1, .max = 1000, .doc = "rows of the ranked table"},
     {.key = "gpu_hour_usd",

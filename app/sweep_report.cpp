@@ -57,7 +57,13 @@ std::string pad(std::string s, std::size_t w) {
 std::string figures(const SweepResult& r, const SweepRow& row) {
   const OrderedJson& j = row.report;
   char buf[200];
-  if (is_training(r)) {
+  if (r.objective.job) {
+    // The whole job's figures beside the step's.
+    std::snprintf(buf, sizeof buf, "%10.4f %8.1f %6.2f%% %10.0f %8.2f%% %9.2f", num(j, "/step_time_s"),
+                  num(j, "/job/time_to_train_days"), 100 * num(j, "/job/effective_training_time_ratio"),
+                  num(j, "/job/interruptions/total"), 100 * num(j, "/job/checkpoint_overhead_fraction"),
+                  num(j, "/job/checkpoint/bytes_per_gpu") / (1u << 30));
+  } else if (is_training(r)) {
     const double step = num(j, "/step_time_s");
     std::snprintf(buf, sizeof buf, "%10.4f %6.1f%% %8.1f %9.1f %7.1f%% %7.1f%% %7.1f%%", step, 100 * num(j, "/mfu"),
                   num(j, "/tflops_per_gpu"), num(j, "/memory/peak_bytes") / (1u << 30),
@@ -73,6 +79,7 @@ std::string figures(const SweepResult& r, const SweepRow& row) {
 }
 
 std::string header(const SweepResult& r) {
+  if (r.objective.job) return "step (s)     days    ETTR  interrupt.  ckpt ovh  ckpt GiB";
   if (is_training(r)) {
     return "step (s)    MFU  TFLOP/s  peak GiB  compute  exp.comm   bubble";
   }
@@ -145,9 +152,12 @@ std::string sweep_report_text(const SweepResult& r) {
        (c.invalid ? with_commas(c.invalid) + " invalid, " : std::string()) + with_commas(c.oom) + " out of memory, " +
        with_commas(c.pruned) + " pruned (cannot reach the top " + std::to_string(r.top) + "), " +
        with_commas(c.simulated) + " simulated\n\n";
-  const std::size_t label_w = 52;
-  s += "  rank  " + pad("configuration", label_w) + " " + pad("objective", 12) + " " + header(r) + "\n";
   const std::size_t shown = std::min<std::size_t>(static_cast<std::size_t>(r.top), r.ranking.size());
+  // 52 columns, wider (up to 80) when a shown label needs it.
+  std::size_t label_w = 52;
+  for (std::size_t k = 0; k < shown; ++k) label_w = std::max(label_w, r.rows[r.ranking[k]].label.size() + 1);
+  label_w = std::min<std::size_t>(label_w, 80);
+  s += "  rank  " + pad("configuration", label_w) + " " + pad("objective", 12) + " " + header(r) + "\n";
   auto line = [&](std::size_t rank, const SweepRow& row) {
     char head[16];
     std::snprintf(head, sizeof head, "  %4zu  ", rank);
@@ -286,7 +296,7 @@ std::string sweep_report_csv(const SweepResult& r) {
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
     }
   }
-  const std::vector<std::pair<std::string, const char*>> metrics =
+  std::vector<std::pair<std::string, const char*>> metrics =
       is_training(r)
           ? std::vector<std::pair<std::string, const char*>>{{"step_time_s", "/step_time_s"},
                                                              {"mfu", "/mfu"},
@@ -304,6 +314,13 @@ std::string sweep_report_csv(const SweepResult& r) {
                                                              {"output_tokens_per_s", "/throughput/output_tokens_per_s"},
                                                              {"kv_peak_utilization", "/kv_cache/peak_utilization"},
                                                              {"gpus", "/fleet/gpus"}};
+  if (r.objective.job) {
+    metrics.insert(metrics.end(), {{"time_to_train_days", "/job/time_to_train_days"},
+                                   {"effective_training_time_ratio", "/job/effective_training_time_ratio"},
+                                   {"interruptions", "/job/interruptions/total"},
+                                   {"checkpoint_overhead_fraction", "/job/checkpoint_overhead_fraction"},
+                                   {"checkpoint_bytes_per_gpu", "/job/checkpoint/bytes_per_gpu"}});
+  }
   std::vector<std::size_t> rank_of(r.rows.size(), 0);
   for (std::size_t k = 0; k < r.ranking.size(); ++k) rank_of[r.ranking[k]] = k + 1;
   std::string s = "index,rank,status,label," + std::string(r.objective.name);

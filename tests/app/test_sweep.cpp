@@ -280,3 +280,35 @@ TEST_CASE("serving sweeps of an MoE model try experts split over the TP ranks an
           (on ? row["sets"]["/serving/tensor_parallel_size"] : OJson(1)));
   }
 }
+
+TEST_CASE("sweep with /job ranks by the whole job's time to train, each row as `ctwin run` reports it") {
+  const std::string job = "tests/app/scenarios/job-one-failure.json";
+  const std::string j = (temp_dir() / "sweep-job.json").string();
+  // One scheduled failure at 290 s: checkpoints every 50, 100 or 200 steps trade stalls against
+  // lost work; the objective defaults to time_to_train_days when the scenario has a /job.
+  auto r = cli("sweep " + job + " --quiet --force --json " + j +
+               " --set '/sweep/axes=[{\"key\": \"/job/checkpoint/interval_steps\", \"values\": [50, 100, 200]}]'");
+  REQUIRE(r.status == 0);
+  const OJson out = read_json(j);
+  CHECK(out["objective"]["name"] == "time_to_train_days");
+  CHECK(out["pruned"] == 0);  // a job objective never prunes by the step's bound
+  REQUIRE(out["simulated"] == 3);
+  double previous = 0;
+  for (const auto& rank : out["ranking"]) {
+    const auto& row = out["rows"][rank.get<std::size_t>()];
+    const auto single = cli("run " + job + " --json --set /job/checkpoint/interval_steps=" +
+                            row["sets"]["/job/checkpoint/interval_steps"].dump());
+    REQUIRE(single.status == 0);
+    const double days = OJson::parse(single.out)["job"]["time_to_train_days"].get<double>();
+    CHECK(row["objective"].get<double>() == days);
+    CHECK(days >= previous);  // best first
+    previous = days;
+  }
+  // The three rows' times differ: the interval matters to the job, not to the step.
+  CHECK(out["rows"][0]["objective"] != out["rows"][2]["objective"]);
+  // A job objective on a scenario without /job is refused, naming the key.
+  r = cli("sweep " + kEightB + " --quiet --set /sweep/objective=\\\"effective_training_time_ratio\\\"");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("/sweep/objective") != std::string::npos);
+  CHECK(r.err.find("/job") != std::string::npos);
+}
