@@ -39,6 +39,15 @@ constexpr double kTokens = 2 * 32;
 // Attention core forward: 4 * s * h_q per token per layer = 4 * 32 * 64 = 8,192.
 constexpr double kAttentionPerTokenLayer = 4 * 32 * 64;
 
+// The tiny Llama with every layer MoE: 8 SwiGLU experts of width 48, top 2.
+ModelSpec tiny_moe() {
+  ModelSpec m = tiny_llama();
+  m.moe.experts = 8;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn_hidden = 48;
+  return m;
+}
+
 }  // namespace
 
 TEST_CASE("no recomputation costs no extra FLOPs") {
@@ -140,10 +149,7 @@ TEST_CASE("ZeRO shards routed experts over dp / ep: 8 experts at ep 4 leave 2 co
   // x 8 experts = 147,456, of which a GPU at ep 4 holds 36,864. Megatron-Core's distributed
   // optimizer shards them over the expert-data-parallel group (dp / ep = 2 GPUs), the rest of
   // the layer over all dp = 8.
-  ModelSpec m = tiny_llama();
-  m.moe.experts = 8;
-  m.moe.top_k = 2;
-  m.moe.expert_ffn_hidden = 48;
+  const ModelSpec m = tiny_moe();
   TrainingConfig c = cfg_with(Recompute::none);
   c.parallel.dp = 8;
   c.parallel.ep = 4;
@@ -165,10 +171,7 @@ TEST_CASE("ZeRO shards routed experts over dp / ep: 8 experts at ep 4 leave 2 co
 TEST_CASE("the optimizer step updates the same shard: routed experts over dp / ep, the rest over dp") {
   // The tiny MoE above at ep 4, dp 8, ZeRO-1: Adam streams each shard parameter's gradient,
   // master weight (read and written), two moments (read and written) and BF16 weight once.
-  ModelSpec m = tiny_llama();
-  m.moe.experts = 8;
-  m.moe.top_k = 2;
-  m.moe.expert_ffn_hidden = 48;
+  const ModelSpec m = tiny_moe();
   TrainingConfig c = cfg_with(Recompute::none);
   c.micro_batch = 1;
   c.parallel.dp = 8;
