@@ -177,6 +177,14 @@ TEST_CASE("hash blocks: a prompt ending inside its last hash block shares only t
       CHECK(c->cached_prefix_tokens(hashed(1, 1024, ids)) == 592);
     }
     {
+      // Output tokens are the request's own even inside a named block: a decodes to 700 tokens,
+      // filling page 37 (592..608) with 8 prompt and 8 output tokens; b still finds 592.
+      auto c = make_kv_cache(1000, 16, 0, mode);
+      REQUIRE(c->allocate(hashed(0, 600, ids), 600));
+      REQUIRE(c->allocate(hashed(0, 600, ids), 700));
+      CHECK(c->cached_prefix_tokens(hashed(1, 1024, ids)) == 592);
+    }
+    {
       // The long prompt first: the short one finds its 37 whole pages (592 tokens; its limit is
       // (600 - 1) / 16 = 37 pages too).
       auto c = make_kv_cache(1000, 16, 0, mode);
