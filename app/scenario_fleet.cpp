@@ -7,7 +7,6 @@
 #include "workloads/model_json.hpp"
 #include "workloads/serving_fleet_params.hpp"
 #include "workloads/serving_scheduler_params.hpp"
-#include "workloads/serving_traffic_params.hpp"
 
 namespace ctwin {
 namespace {
@@ -45,7 +44,6 @@ FleetPool read_pool(const JsonObject& po, const JsonObject& top, const ServingJo
   p.deployment = deployment_from_json(so, job.model, cluster, builtin_models());
   if (sc.profile && !own_gpu) p.deployment = with_profile(std::move(p.deployment), *sc.profile);
   p.scheduler = read_scheduler_config(so);
-  check_trace_block_tokens(job.traffic, top.object("traffic"), p.scheduler.block_size, po.path() + "/block_size");
   if (p.scheduler.max_model_len == 0) p.scheduler.max_model_len = job.model.max_seq;
   return p;
 }
