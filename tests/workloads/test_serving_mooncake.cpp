@@ -68,12 +68,13 @@ std::string read_text(const std::filesystem::path& p) {
 // most (L - 1) / bs pages), as the serving engines do. Returns (hit tokens, prompt tokens).
 std::pair<std::int64_t, std::int64_t> replay_pages(const MooncakeTrace& t, std::int64_t bs, std::size_t rows) {
   std::map<std::pair<std::int64_t, std::uint64_t>, std::int64_t> trie;  // (parent chain, id) -> chain
-  std::set<std::pair<std::int64_t, std::int64_t>> seen;                  // (chain, page)
+  std::set<std::pair<std::int64_t, std::int64_t>> seen;                 // (chain, page)
   std::int64_t hit = 0, total = 0;
   std::vector<std::int64_t> chain;
   for (std::size_t i = 0; i < rows; ++i) {
     const std::int64_t L = t.rows[i].context_tokens;
-    const auto b0 = static_cast<std::size_t>(t.blocks.offsets[i]), b1 = static_cast<std::size_t>(t.blocks.offsets[i + 1]);
+    const auto b0 = static_cast<std::size_t>(t.blocks.offsets[i]),
+               b1 = static_cast<std::size_t>(t.blocks.offsets[i + 1]);
     chain.clear();
     std::int64_t parent = -1;
     for (std::size_t b = b0; b < b1; ++b) {
@@ -116,8 +117,8 @@ double replay_blocks(const MooncakeTrace& t) {
 
 // The cache replaying the first `rows` requests of t one at a time (allocate the prompt, release):
 // hit tokens over prompt tokens from its stats.
-std::pair<std::int64_t, std::int64_t> replay_cache(const MooncakeTrace& t, int bs, std::size_t rows,
-                                                   PrefixCaching mode, std::int64_t num_blocks) {
+std::pair<std::int64_t, std::int64_t> replay_cache(const MooncakeTrace& t, int bs, std::size_t rows, PrefixCaching mode,
+                                                   std::int64_t num_blocks) {
   auto c = make_kv_cache(num_blocks, bs, 0, mode);
   for (std::size_t i = 0; i < rows; ++i) {
     Request r;
@@ -301,8 +302,7 @@ TEST_CASE("mooncake trace reader: each kind of bad line is an error naming its l
   CHECK(line2(R"({"timestamp": 9, "input_length": 1, "output_length": -1, "hash_ids": []})") ==
         "line 2, field output_length");
   CHECK(line2(R"({"timestamp": 9, "input_length": 1, "output_length": 1})") == "line 2, field hash_ids");
-  CHECK(line2(R"({"timestamp": 9, "input_length": 1, "output_length": 1, "hash_ids": 3})") ==
-        "line 2, field hash_ids");
+  CHECK(line2(R"({"timestamp": 9, "input_length": 1, "output_length": 1, "hash_ids": 3})") == "line 2, field hash_ids");
   // 513 tokens hold 2 blocks of 512: a third id is one too many; exactly 2 is fine.
   CHECK(line2(R"({"timestamp": 9, "input_length": 513, "output_length": 1, "hash_ids": [1, 2, 3]})") ==
         "line 2, field hash_ids");

@@ -286,8 +286,7 @@ class RadixKvCache final : public PrefixKvCache {
         used_ -= m - t;
         t = m;
       } else if (Node& nd = nodes_[static_cast<std::size_t>(n)];
-                 n != root && nd.owner == o && nd.children == 0 && nd.refs == 1 && nd.end == t &&
-                 continues_run(r, t)) {
+                 n != root && nd.owner == o && nd.children == 0 && nd.refs == 1 && nd.end == t && continues_run(r, t)) {
         nd.end = seg_end;
         nd.last_access = clock_;
         s.private_pages -= seg_end - t;

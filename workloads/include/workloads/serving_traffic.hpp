@@ -69,8 +69,8 @@ struct PrefixBlockPool {
 
 // A trace file's layout: the Azure LLM inference CSV, or the Mooncake release's JSON lines.
 enum class TraceFormat : std::uint8_t { azure_csv, mooncake_jsonl };
-inline constexpr auto trace_format_names = make_names<TraceFormat>(
-    {{TraceFormat::azure_csv, "azure_csv"}, {TraceFormat::mooncake_jsonl, "mooncake_jsonl"}});
+inline constexpr auto trace_format_names =
+    make_names<TraceFormat>({{TraceFormat::azure_csv, "azure_csv"}, {TraceFormat::mooncake_jsonl, "mooncake_jsonl"}});
 
 struct ArrivalSpec {
   ArrivalProcess process = ArrivalProcess::poisson;

@@ -139,8 +139,9 @@ inline constexpr ParamDecl traffic_arrival_params[] = {
      .doc = "closed_loop: from a response's last token to the user's next request"},
     {.key = "file",
      .type = ParamType::string,
-     .doc = "trace: the trace file, relative to the scenario; a CSV in the Azure LLM inference trace layout "
-            "(TIMESTAMP,ContextTokens,GeneratedTokens), or with format mooncake_jsonl the Mooncake release's JSON lines",
+     .doc =
+         "trace: the trace file, relative to the scenario; a CSV in the Azure LLM inference trace layout "
+         "(TIMESTAMP,ContextTokens,GeneratedTokens), or with format mooncake_jsonl the Mooncake release's JSON lines",
      .source = "github.com/Azure/AzurePublicDataset AzureLLMInferenceTrace",
      .required = true},
     {.key = "time_scale",
