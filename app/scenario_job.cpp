@@ -201,6 +201,7 @@ ServingJob read_serving_job(const JsonObject& top, const Json& root, const Scena
   if (job.scheduler.max_model_len == 0) job.scheduler.max_model_len = job.model.max_seq;
   job.traffic = traffic_from_json(top.object("traffic"), top.file(), std::filesystem::path(top.file()).parent_path());
   if (!top.object("traffic").has("seed")) job.traffic.seed = sc.seed;
+  check_trace_block_tokens(job.traffic, top.object("traffic"), job.scheduler.block_size, "/serving/block_size");
   // Multi-LoRA is on when the requests carry adapters; slots are sized for max_lora_rank.
   job.scheduler.enable_lora = job.traffic.lora.adapters > 0;
   job.scheduler.lora_adapter_rank = job.traffic.lora.rank;

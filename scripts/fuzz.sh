@@ -7,11 +7,11 @@
 #
 # usage: scripts/fuzz.sh TARGET SECONDS [extra libFuzzer flags]
 #        scripts/fuzz.sh --build            (only build build-fuzz)
-# targets: scenario hf_config cluster_json profile trace_binary chrome_trace request_trace measurements
+# targets: scenario hf_config cluster_json profile trace_binary chrome_trace request_trace mooncake_trace measurements
 # Environment: CTWIN_FUZZ_JOBS (default 1), CXX (default clang++-14), NICE (default 10).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(scenario hf_config cluster_json profile trace_binary chrome_trace request_trace measurements)
+targets=(scenario hf_config cluster_json profile trace_binary chrome_trace request_trace mooncake_trace measurements)
 
 build() {
   local launcher=()

@@ -48,7 +48,7 @@ if [ "${CTWIN_CI_SANITIZE:-1}" != 0 ]; then
   stage "sanitizer build (clang 14, ASan+UBSan+libFuzzer)"
   scripts/fuzz.sh --build
   stage "fuzz targets"
-  for target in scenario hf_config cluster_json profile trace_binary chrome_trace request_trace measurements; do
+  for target in scenario hf_config cluster_json profile trace_binary chrome_trace request_trace mooncake_trace measurements; do
     scripts/fuzz.sh "$target" "${CTWIN_CI_FUZZ_SECONDS:-10}"
   done
   stage "ctest under the sanitizers"

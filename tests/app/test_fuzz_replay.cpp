@@ -32,6 +32,7 @@ const std::map<std::string, Entry>& entries() {
       {"trace_binary", [](std::string_view b) { ctwin::fuzz::run_trace_binary(b); }},
       {"chrome_trace", [](std::string_view b) { ctwin::fuzz::run_chrome_trace(b); }},
       {"request_trace", [](std::string_view b) { ctwin::fuzz::run_request_trace(b); }},
+      {"mooncake_trace", [](std::string_view b) { ctwin::fuzz::run_mooncake_trace(b); }},
   };
   return e;
 }

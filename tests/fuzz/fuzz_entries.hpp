@@ -6,6 +6,7 @@
 #pragma once
 
 #include <unistd.h>
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -31,9 +32,11 @@
 #include "topology/cluster_json.hpp"
 #include "topology/collective.hpp"
 #include "viz/timeline_model.hpp"
+#include "workloads/kv_cache.hpp"
 #include "workloads/model_json.hpp"
 #include "workloads/profile.hpp"
 #include "workloads/serving_memory.hpp"
+#include "workloads/serving_router.hpp"
 #include "workloads/serving_run.hpp"
 #include "workloads/serving_traffic.hpp"
 #include "workloads/serving_traffic_params.hpp"
@@ -221,6 +224,37 @@ inline void run_request_trace(std::string_view bytes) {
   s.prefix.share_ratio = 0.5;
   const auto src = make_traffic(s);
   while (src->next_arrival()) (void)src->pop();
+}
+
+// A request trace in the Mooncake JSONL layout: parsed (at a block size from the first byte, so
+// the bound on hash ids per prompt moves), then replayed through both prefix caches and the
+// prefix-aware router for up to 20,000 requests: every page key and route is computed from the
+// hash views the source hands out.
+inline void run_mooncake_trace(std::string_view bytes) {
+  const std::int32_t block_tokens = bytes.empty() || bytes.front() == '{' ? 512 : 16 << (bytes[0] & 3);
+  auto t = parse_mooncake_trace(std::string(bytes), "fuzz.jsonl", block_tokens);
+  TrafficSpec s;
+  s.arrival.process = ArrivalProcess::trace;
+  s.arrival.trace = std::make_shared<const std::vector<TraceRow>>(std::move(t.rows));
+  s.arrival.trace_blocks = std::make_shared<const PrefixBlockPool>(std::move(t.blocks));
+  s.requests = 20000;
+  const auto src = make_traffic(s);
+  auto lru = make_kv_cache(4096, 16, 0, PrefixCaching::hash_lru);
+  auto radix = make_kv_cache(4096, 16, 0, PrefixCaching::radix);
+  RouterSpec rs{.policy = RouterPolicy::prefix_aware};
+  rs.max_tree_tokens = 1 << 16;
+  Router router(rs, -1, 1);
+  router.add_replica();
+  router.add_replica();
+  const std::vector<RouterReplicaView> views(2, {true, ReplicaLoad{}});
+  while (src->next_arrival()) {
+    const Request r = src->pop();
+    (void)router.route(r, views);
+    for (auto* c : {lru.get(), radix.get()}) {
+      const std::int64_t tokens = std::min<std::int64_t>(r.prompt_tokens, 4096 * 16 / 2);
+      if (c->allocate(r, tokens)) c->release(r);
+    }
+  }
 }
 
 // Open findings (tests/fuzz/regressions/*/*.known) that a fuzz run steps over, so it can look

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "flat_map.hpp"
+#include "prefix_blocks.hpp"
 #include "sim/random.hpp"
 
 namespace ctwin {
@@ -15,7 +16,9 @@ namespace ctwin {
 namespace {
 
 // A block's token identity: owner is 2*prefix_group+1 for a shared-prefix block, 2*request id
-// for a block of the request's own tokens; index is the block's position in the sequence.
+// for a block of the request's own tokens; index is the block's position in the sequence. A
+// block inside one of a trace's hash blocks (Request::prefix_blocks) is (hash_owner(id), its
+// offset in that hash block): the chain hash already stands for the position and all before.
 struct BlockKey {
   std::int64_t owner = 0;
   std::int64_t index = 0;
@@ -32,6 +35,11 @@ struct BlockKeyTraits {
 using BlockIndex = detail::FlatMap<BlockKey, std::int32_t, BlockKeyTraits>;
 
 BlockKey block_key(const Request& r, std::int64_t i, int block_size) {
+  if (r.prefix_block_count > 0) {
+    const detail::HashedPage h = detail::hashed_page(r, i, block_size);
+    if (h.hashed()) return {detail::hash_owner(r.prefix_blocks[h.block]), h.offset};
+    return {2 * r.id, i};
+  }
   if (r.prefix_group >= 0 && (i + 1) * block_size <= r.shared_prefix_tokens) return {2 * r.prefix_group + 1, i};
   return {2 * r.id, i};
 }

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "prefix_blocks.hpp"
 #include "sim/random.hpp"
 #include "workloads/kv_cache.hpp"
 
@@ -20,7 +21,7 @@ constexpr std::int32_t root = 0;
 constexpr std::int64_t unbounded = std::numeric_limits<std::int64_t>::max();
 
 struct Node {
-  std::int64_t owner = -1;          // 2*prefix_group+1 or 2*request id, as in kv_cache.cpp
+  std::int64_t owner = -1;          // 2*prefix_group+1, 2*request id or a hash's, as in kv_cache.cpp
   std::int64_t start = 0, end = 0;  // pages [start, end) of the sequence
   std::int32_t parent = root;
   std::int32_t refs = 0;  // requests whose path runs through this node
@@ -162,13 +163,27 @@ class RadixKvCache final : public PrefixKvCache {
   std::int64_t ceil_pages(std::int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }
   std::int64_t free_pages() const { return num_blocks_ - used_ - cached_; }
 
-  // The owner of r's page p, and the end of that owner's run of pages in r.
+  // The owner of r's page p, and the end of the run of pages from p with that owner in r. A
+  // trace's hash block is its own run: hash_owner(id) over the block's pages inside the prompt.
   std::int64_t owner(const Request& r, std::int64_t p) const {
+    if (r.prefix_block_count > 0) {
+      const detail::HashedPage h = detail::hashed_page(r, p, block_size_);
+      return h.hashed() ? detail::hash_owner(r.prefix_blocks[h.block]) : 2 * r.id;
+    }
     if (r.prefix_group >= 0 && (p + 1) * block_size_ <= r.shared_prefix_tokens) return 2 * r.prefix_group + 1;
     return 2 * r.id;
   }
-  std::int64_t run_end(const Request& r, std::int64_t owner_id) const {
-    return owner_id == 2 * r.id ? unbounded : r.shared_prefix_tokens / block_size_;
+  std::int64_t run_end(const Request& r, std::int64_t p, std::int64_t owner_id) const {
+    if (owner_id == 2 * r.id) return unbounded;
+    if (r.prefix_block_count > 0) return detail::hashed_page(r, p, block_size_).block_end;
+    return r.shared_prefix_tokens / block_size_;
+  }
+  // Whether page p continues the run of page p - 1 (same owner, same hash block): only then may
+  // a leaf ending at p grow over it.
+  bool continues_run(const Request& r, std::int64_t p) const {
+    if (r.prefix_block_count == 0 || p == 0) return true;
+    const detail::HashedPage h = detail::hashed_page(r, p, block_size_);
+    return !h.hashed() || h.offset > 0;
   }
   std::int32_t child(std::int32_t parent, std::int64_t owner_id) const {
     auto it = children_.find({parent, owner_id});
@@ -186,7 +201,7 @@ class RadixKvCache final : public PrefixKvCache {
       const std::int32_t c = child(n, o);
       if (c < 0) break;
       const Node& cn = nodes_[static_cast<std::size_t>(c)];
-      const std::int64_t m = std::min({cn.end, run_end(r, o), limit});
+      const std::int64_t m = std::min({cn.end, run_end(r, p, o), limit});
       if (cn.refs == 0) unreferenced += m - p;
       p = m;
       if (m < cn.end) break;
@@ -261,7 +276,7 @@ class RadixKvCache final : public PrefixKvCache {
     std::int64_t t = s.tree_pages;
     while (t < full) {
       const std::int64_t o = owner(r, t);
-      const std::int64_t seg_end = std::min(full, run_end(r, o));
+      const std::int64_t seg_end = std::min(full, run_end(r, t, o));
       std::int32_t c = child(n, o);
       if (c >= 0) {
         const std::int64_t m = std::min(nodes_[static_cast<std::size_t>(c)].end, seg_end);
@@ -271,7 +286,7 @@ class RadixKvCache final : public PrefixKvCache {
         used_ -= m - t;
         t = m;
       } else if (Node& nd = nodes_[static_cast<std::size_t>(n)];
-                 n != root && nd.owner == o && nd.children == 0 && nd.refs == 1 && nd.end == t) {
+                 n != root && nd.owner == o && nd.children == 0 && nd.refs == 1 && nd.end == t && continues_run(r, t)) {
         nd.end = seg_end;
         nd.last_access = clock_;
         s.private_pages -= seg_end - t;

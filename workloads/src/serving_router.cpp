@@ -4,6 +4,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "prefix_blocks.hpp"
 #include "sim/random.hpp"
 
 namespace ctwin {
@@ -38,7 +39,27 @@ void Router::forget(int replica) {
   trees_[static_cast<std::size_t>(replica)] = Tree{};
 }
 
+// A trace's hash blocks (Request::prefix_blocks) are nodes of their own, keyed by
+// hash_owner(id) apart from the groups (>= 0): a chain hash names its block and every one before,
+// so the match runs over the leading blocks found, each for the tokens seen of it.
+namespace {
+std::int64_t block_tokens_in_prompt(const Request& r, std::int64_t b) {
+  return std::min<std::int64_t>(r.prefix_block_tokens, r.prompt_tokens - b * r.prefix_block_tokens);
+}
+}  // namespace
+
 std::int64_t Router::Tree::match(const Request& r) const {
+  if (r.prefix_block_count > 0) {
+    std::int64_t m = 0;
+    for (std::int64_t b = 0; b < r.prefix_block_count; ++b) {
+      const auto it = nodes.find(detail::hash_owner(r.prefix_blocks[b]));
+      if (it == nodes.end()) break;
+      const std::int64_t want = block_tokens_in_prompt(r, b);
+      m += std::min(it->second.tokens, want);
+      if (it->second.tokens < want) break;
+    }
+    return m;
+  }
   if (r.prefix_group < 0 || r.shared_prefix_tokens == 0) return 0;
   const auto it = nodes.find(r.prefix_group);
   return it == nodes.end() ? 0 : std::min<std::int64_t>(it->second.tokens, r.shared_prefix_tokens);
@@ -48,17 +69,25 @@ std::int64_t Router::Tree::match(const Request& r) const {
 // a session's group is the conversation, of which the whole prompt is a prefix of later turns
 // (SGLang's router inserts the whole prompt text too).
 void Router::Tree::insert(const Request& r, std::int64_t seen, std::int64_t cap) {
-  if (r.prefix_group < 0 || seen == 0) return;
-  auto [it, fresh] = nodes.try_emplace(r.prefix_group);
-  Node& n = it->second;
-  if (fresh) {
-    n.at = lru.insert(lru.end(), r.prefix_group);
+  const auto touch = [&](std::int64_t key, std::int64_t key_seen) {
+    auto [it, fresh] = nodes.try_emplace(key);
+    Node& n = it->second;
+    if (fresh) {
+      n.at = lru.insert(lru.end(), key);
+    } else {
+      lru.splice(lru.end(), lru, n.at);
+    }
+    if (key_seen > n.tokens) {
+      tokens += key_seen - n.tokens;
+      n.tokens = key_seen;
+    }
+  };
+  if (r.prefix_block_count > 0) {  // every hash block of the prompt (the whole prompt is text)
+    for (std::int64_t b = 0; b < r.prefix_block_count && b * r.prefix_block_tokens < r.prompt_tokens; ++b)
+      touch(detail::hash_owner(r.prefix_blocks[b]), block_tokens_in_prompt(r, b));
   } else {
-    lru.splice(lru.end(), lru, n.at);
-  }
-  if (seen > n.tokens) {
-    tokens += seen - n.tokens;
-    n.tokens = seen;
+    if (r.prefix_group < 0 || seen == 0) return;
+    touch(r.prefix_group, seen);
   }
   while (tokens > cap && lru.size() > 1) {  // the newest stays even when it alone is too long
     const auto old = nodes.find(lru.front());

@@ -300,6 +300,15 @@ class Generated final : public TrafficSource {
       const TraceRow& row = (*s_.arrival.trace)[id];
       r.prompt_tokens = row.context_tokens;
       r.output_tokens = std::max(row.generated_tokens, 1);
+      if (const auto& pool = s_.arrival.trace_blocks) {  // a Mooncake trace: its hashes, no system prompt
+        const auto b = static_cast<std::size_t>(pool->offsets[id]);
+        r.prefix_blocks = pool->ids.data() + b;
+        r.prefix_block_count = static_cast<std::int32_t>(static_cast<std::size_t>(pool->offsets[id + 1]) - b);
+        r.prefix_block_tokens = pool->block_tokens;
+        r.cls = pick_class(id);
+        r.lora = pick_lora(id);
+        return;
+      }
       r.prefix_group = system_group(id);
       if (r.prefix_group >= 0) r.shared_prefix_tokens = std::min(s_.prefix.shared_tokens, r.prompt_tokens);
       r.cls = pick_class(id);

@@ -59,7 +59,7 @@ std::vector<std::string> arrival_keys(ArrivalProcess p) {
     case ArrivalProcess::closed_loop:
       return {"process", "users", "think_time_s"};
     case ArrivalProcess::trace:
-      return {"process", "file", "time_scale", "rate_per_s"};
+      return {"process", "file", "time_scale", "rate_per_s", "format", "block_tokens"};
   }
   return {};
 }
@@ -128,11 +128,22 @@ ArrivalSpec read_arrival(const JsonObject& o, const std::filesystem::path& base_
       a.think_time_s = r.number("think_time_s");
       break;
     case ArrivalProcess::trace: {
+      const auto format = r.choice("format", trace_format_names, TraceFormat::azure_csv);
       const std::string path = resolve(r.string("file"), base_dir);
-      const std::string text = read_input_file(path, trace_file, o.child("file"),
-                                               "a CSV with the header TIMESTAMP,ContextTokens,GeneratedTokens");
-      a.trace = std::make_shared<const std::vector<TraceRow>>(
-          parse_data_file(o, "file", [&] { return parse_request_trace(text, path); }));
+      if (format == TraceFormat::azure_csv) {
+        if (r.has("block_tokens")) o.fail("block_tokens", "given with format azure_csv", "none (mooncake_jsonl only)");
+        const std::string text = read_input_file(path, trace_file, o.child("file"),
+                                                 "a CSV with the header TIMESTAMP,ContextTokens,GeneratedTokens");
+        a.trace = std::make_shared<const std::vector<TraceRow>>(
+            parse_data_file(o, "file", [&] { return parse_request_trace(text, path); }));
+      } else {
+        const auto block_tokens = static_cast<std::int32_t>(r.integer("block_tokens"));
+        const std::string text = read_input_file(path, trace_file, o.child("file"),
+                                                 "a JSON-lines trace in the Mooncake layout (format mooncake_jsonl)");
+        auto t = parse_data_file(o, "file", [&] { return parse_mooncake_trace(text, path, block_tokens); });
+        a.trace = std::make_shared<const std::vector<TraceRow>>(std::move(t.rows));
+        a.trace_blocks = std::make_shared<const PrefixBlockPool>(std::move(t.blocks));
+      }
       if (r.has("rate_per_s") && r.has("time_scale")) {
         o.fail("rate_per_s", "found both rate_per_s and time_scale", "one of them");
       }
@@ -231,6 +242,18 @@ RequestClass read_class(const JsonObject& o) {
 
 }  // namespace
 
+void check_trace_block_tokens(const TrafficSpec& t, const JsonObject& traffic, int block_size,
+                              const std::string& block_size_key) {
+  const auto& pool = t.arrival.trace_blocks;
+  if (!pool || block_size < 1 || pool->block_tokens % block_size == 0) return;
+  const std::string bs = std::to_string(block_size);
+  traffic.object("arrival").fail(
+      "block_tokens",
+      "found " + std::to_string(pool->block_tokens) + ", not a multiple of " + block_size_key + " = " + bs,
+      "a multiple of " + block_size_key + " (" + bs + " tokens; a KV page must lie inside one hash block), or a " +
+          "block_size dividing it");
+}
+
 std::vector<std::int32_t> parse_length_samples(const std::string& text, const std::string& file) {
   std::vector<std::int32_t> out;
   std::size_t line = 1;
@@ -293,6 +316,10 @@ TrafficSpec traffic_from_json(const JsonObject& o, const std::string& file, cons
     s.output = read_length(o.object("output_tokens"), file, base_dir);
   }
   if (r.has("prefix")) {
+    if (s.arrival.trace_blocks) {
+      o.fail("prefix", "given with a mooncake_jsonl trace",
+             "none: the trace's hash_ids say which prompt blocks requests share");
+    }
     const JsonObject po = o.object("prefix");
     const ParamReader pr(po, traffic_prefix_params);
     s.prefix.shared_tokens = static_cast<std::int32_t>(pr.integer("shared_tokens"));

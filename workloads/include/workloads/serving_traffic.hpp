@@ -58,6 +58,20 @@ struct TraceRow {
   std::int32_t generated_tokens = 0;  // as written (may be 0; the request then generates 1)
 };
 
+// The per-block prefix identity of a replayed trace's rows (the Mooncake traces' hash_ids), flat
+// so memory stays two vectors whatever the row count: row i's ids are
+// ids[offsets[i] .. offsets[i+1]), block i of a prompt covering block_tokens tokens.
+struct PrefixBlockPool {
+  std::vector<std::uint64_t> ids;
+  std::vector<std::int64_t> offsets = {0};
+  std::int32_t block_tokens = 512;
+};
+
+// A trace file's layout: the Azure LLM inference CSV, or the Mooncake release's JSON lines.
+enum class TraceFormat : std::uint8_t { azure_csv, mooncake_jsonl };
+inline constexpr auto trace_format_names =
+    make_names<TraceFormat>({{TraceFormat::azure_csv, "azure_csv"}, {TraceFormat::mooncake_jsonl, "mooncake_jsonl"}});
+
 struct ArrivalSpec {
   ArrivalProcess process = ArrivalProcess::poisson;
   double rate_per_s = 1;        // poisson, gamma, constant; burst: the base rate
@@ -77,6 +91,8 @@ struct ArrivalSpec {
   // trace: the rows (arrivals after the first, non-decreasing) and a factor on their times
   std::shared_ptr<const std::vector<TraceRow>> trace;
   double time_scale = 1;
+  // trace: each row's prefix block hashes (Request::prefix_blocks point into it), or null
+  std::shared_ptr<const PrefixBlockPool> trace_blocks;
 };
 
 enum class LengthDist : std::uint8_t { fixed, uniform, lognormal, empirical };
@@ -143,5 +159,17 @@ std::int32_t draw_length(const LengthSpec& l, std::uint64_t seed, std::uint64_t 
 // row; timestamps must not decrease (the published traces are sorted). Errors are InputErrors at
 // `file` with path "row N, column NAME" (rows counted from 1 after the header).
 std::vector<TraceRow> parse_request_trace(const std::string& text, const std::string& file);
+
+// A request trace in the layout of the Mooncake FAST'25 release (github.com/kvcache-ai/Mooncake,
+// FAST25-release/traces/*.jsonl): one JSON object a line, {"timestamp": ms after the first line
+// (non-decreasing), "input_length": prompt tokens (>= 1), "output_length": tokens (>= 0; 0 then
+// generates 1), "hash_ids": [at most ceil(input_length / block_tokens) distinct ids, 0 to 2^53-1,
+// one per block of block_tokens prompt tokens]}; other fields are ignored. Errors are InputErrors
+// at `file` with path "line N, field NAME" (lines counted from 1).
+struct MooncakeTrace {
+  std::vector<TraceRow> rows;
+  PrefixBlockPool blocks;  // blocks.offsets has rows.size() + 1 entries
+};
+MooncakeTrace parse_mooncake_trace(const std::string& text, const std::string& file, std::int32_t block_tokens = 512);
 
 }  // namespace ctwin

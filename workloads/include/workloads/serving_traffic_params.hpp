@@ -59,7 +59,7 @@ inline constexpr ParamDecl traffic_arrival_params[] = {
      .type = ParamType::choice,
      .def_name = "poisson",
      .doc = "poisson, gamma, constant: renewal at rate_per_s; steps, diurnal, burst: Poisson with a rate curve "
-            "(time-rescaling); offline: all at t = 0; closed_loop: users and think time; trace: CSV replay",
+            "(time-rescaling); offline: all at t = 0; closed_loop: users and think time; trace: replay of a file",
      .choices = arrival_process_names.names},
     {.key = "rate_per_s",
      .type = ParamType::number,
@@ -139,8 +139,9 @@ inline constexpr ParamDecl traffic_arrival_params[] = {
      .doc = "closed_loop: from a response's last token to the user's next request"},
     {.key = "file",
      .type = ParamType::string,
-     .doc = "trace: a CSV in the Azure LLM inference trace layout (TIMESTAMP,ContextTokens,GeneratedTokens), "
-            "relative to the scenario",
+     .doc =
+         "trace: the trace file, relative to the scenario; a CSV in the Azure LLM inference trace layout "
+         "(TIMESTAMP,ContextTokens,GeneratedTokens), or with format mooncake_jsonl the Mooncake release's JSON lines",
      .source = "github.com/Azure/AzurePublicDataset AzureLLMInferenceTrace",
      .required = true},
     {.key = "time_scale",
@@ -150,6 +151,23 @@ inline constexpr ParamDecl traffic_arrival_params[] = {
      .max = 1e6,
      .doc = "trace: multiplies the arrival times (0.5: twice the rate)",
      .min_exclusive = true},
+    {.key = "format",
+     .type = ParamType::choice,
+     .def_name = "azure_csv",
+     .doc = "trace: the file's layout; azure_csv: TIMESTAMP,ContextTokens,GeneratedTokens rows; mooncake_jsonl: one "
+            "{\"timestamp\" (ms), \"input_length\", \"output_length\", \"hash_ids\"} object a line, the hash ids "
+            "naming each prompt block for prefix caching (not with /traffic/prefix)",
+     .source = "github.com/kvcache-ai/Mooncake FAST25-release/README.md (trace format)",
+     .choices = trace_format_names.names},
+    {.key = "block_tokens",
+     .type = ParamType::integer,
+     .def = 512,
+     .min = 1,
+     .max = 1 << 20,
+     .unit = "tokens",
+     .doc = "trace with format mooncake_jsonl: the prompt tokens one hash id stands for; a multiple of "
+            "/serving/block_size",
+     .source = "github.com/kvcache-ai/Mooncake FAST25-release/README.md: \"The block size is 512 tokens\""},
 };
 
 inline constexpr ParamDecl traffic_length_params[] = {
@@ -330,6 +348,12 @@ std::vector<ParamTable> traffic_param_tables();
 // scenario's directory) and read with read_input_file. Every bad value is an InputError at
 // `file` and its JSON pointer; a bad CSV row names the CSV, its row and column.
 TrafficSpec traffic_from_json(const JsonObject& o, const std::string& file, const std::filesystem::path& base_dir);
+
+// A Mooncake trace's block_tokens must be a multiple of the KV cache's block size (a cache page
+// then lies inside one hash block): else an InputError at /traffic/arrival/block_tokens naming
+// `block_size_key` (the JSON pointer of the block_size in force). Nothing without a trace's hashes.
+void check_trace_block_tokens(const TrafficSpec& t, const JsonObject& traffic, int block_size,
+                              const std::string& block_size_key);
 
 // A text of lengths (the empirical file format); errors name `file` and "line N".
 std::vector<std::int32_t> parse_length_samples(const std::string& text, const std::string& file);

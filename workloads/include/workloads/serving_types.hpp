@@ -48,6 +48,16 @@ struct Request {
   // tokens). A recompute preemption later recomputes prompt and output as for any request.
   bool prefilled = false;
   std::int32_t lora = -1;  // the LoRA adapter it runs with (serving_lora.hpp); -1: the base model
+  // A replayed trace's per-block prefix identity (the Mooncake traces' hash_ids): block b covers
+  // prompt tokens [b*prefix_block_tokens, (b+1)*prefix_block_tokens) and prefix_blocks[b] names
+  // it together with every block before it (a chain hash: equal ids at b mean equal tokens up to
+  // the end of block b). When present (prefix_block_count > 0) it replaces prefix_group: a cache
+  // page lying wholly inside both a hash block and the prompt is keyed by (that block's id, its
+  // offset in the block); every other page is the request's own. The ids live in a pool the
+  // traffic source owns, valid while it lives; prefix_block_tokens is a multiple of block_size.
+  const std::uint64_t* prefix_blocks = nullptr;
+  std::int32_t prefix_block_count = 0;
+  std::int32_t prefix_block_tokens = 0;
 };
 
 // Where requests come from, streamed in arrival order so memory stays flat in the request count.
