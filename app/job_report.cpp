@@ -164,8 +164,7 @@ JobReport run_scenario_job(const Scenario& sc, const TrainingResult& r, const st
       if (fresh) it->second = simulate_slow_stage_steps_s(job.model, job.training, sc.cluster, opt, m);
       s = expected_slowest_step_s(it->second, c.slow_gpus);
     } else {
-      s = simulate_step_s(job.model, job.training, sc.cluster, opt,
-                          {.dp = m.dp, .keep_global_batch = m.keep_global_batch, .nic_fraction = m.nic_fraction});
+      s = simulate_step_s(job.model, job.training, sc.cluster, opt, m);  // no slow GPU, or slowdown 1
     }
     record->push_back({c, s});
     return s;

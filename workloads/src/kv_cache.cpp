@@ -35,13 +35,8 @@ struct BlockKeyTraits {
 using BlockIndex = detail::FlatMap<BlockKey, std::int32_t, BlockKeyTraits>;
 
 BlockKey block_key(const Request& r, std::int64_t i, int block_size) {
-  if (r.prefix_block_count > 0) {
-    const detail::HashedPage h = detail::hashed_page(r, i, block_size);
-    if (h.hashed()) return {detail::hash_owner(r.prefix_blocks[h.block]), h.offset};
-    return {2 * r.id, i};
-  }
-  if (r.prefix_group >= 0 && (i + 1) * block_size <= r.shared_prefix_tokens) return {2 * r.prefix_group + 1, i};
-  return {2 * r.id, i};
+  const detail::PageKey k = detail::page_key(r, i, block_size);
+  return {k.owner, k.index};
 }
 
 constexpr std::int32_t nil = -1;

@@ -37,4 +37,22 @@ inline HashedPage hashed_page(const Request& r, std::int64_t p, int block_size) 
   return out;
 }
 
+// Page p's identity, for both KV caches: owner 2*prefix_group+1 inside the request's shared
+// prefix, hash_owner(id) inside one of its hash blocks (index: the page's offset in that block,
+// the chain hash standing for the position and all before), else 2*request id (index: p).
+struct PageKey {
+  std::int64_t owner = 0;
+  std::int64_t index = 0;
+};
+
+inline PageKey page_key(const Request& r, std::int64_t p, int block_size) {
+  if (r.prefix_block_count > 0) {
+    const HashedPage h = hashed_page(r, p, block_size);
+    if (h.hashed()) return {hash_owner(r.prefix_blocks[h.block]), h.offset};
+  } else if (r.prefix_group >= 0 && (p + 1) * block_size <= r.shared_prefix_tokens) {
+    return {2 * r.prefix_group + 1, p};
+  }
+  return {2 * r.id, p};
+}
+
 }  // namespace ctwin::detail

@@ -165,14 +165,7 @@ class RadixKvCache final : public PrefixKvCache {
 
   // The owner of r's page p, and the end of the run of pages from p with that owner in r. A
   // trace's hash block is its own run: hash_owner(id) over the block's pages inside the prompt.
-  std::int64_t owner(const Request& r, std::int64_t p) const {
-    if (r.prefix_block_count > 0) {
-      const detail::HashedPage h = detail::hashed_page(r, p, block_size_);
-      return h.hashed() ? detail::hash_owner(r.prefix_blocks[h.block]) : 2 * r.id;
-    }
-    if (r.prefix_group >= 0 && (p + 1) * block_size_ <= r.shared_prefix_tokens) return 2 * r.prefix_group + 1;
-    return 2 * r.id;
-  }
+  std::int64_t owner(const Request& r, std::int64_t p) const { return detail::page_key(r, p, block_size_).owner; }
   std::int64_t run_end(const Request& r, std::int64_t p, std::int64_t owner_id) const {
     if (owner_id == 2 * r.id) return unbounded;
     if (r.prefix_block_count > 0) return detail::hashed_page(r, p, block_size_).block_end;
