@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "flat_map.hpp"
+#include "kv_host_tier.hpp"
 #include "prefix_blocks.hpp"
 #include "sim/random.hpp"
 
@@ -56,8 +57,11 @@ struct Sequence {
 
 class BlockKvCache final : public PrefixKvCache {
  public:
-  BlockKvCache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks)
-      : block_size_(block_size), num_host_blocks_(num_host_blocks), blocks_(static_cast<std::size_t>(num_blocks)) {
+  BlockKvCache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks, KvOffload offload)
+      : block_size_(block_size),
+        num_host_blocks_(num_host_blocks),
+        blocks_(static_cast<std::size_t>(num_blocks)),
+        host_(std::move(offload)) {
     map_.reserve(blocks_.size());
     free_.reserve(blocks_.size());
     for (std::int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<std::int32_t>(b));
@@ -67,9 +71,8 @@ class BlockKvCache final : public PrefixKvCache {
   std::int64_t cached_prefix_tokens(const Request& r, std::int64_t context_tokens) const override {
     if (context_tokens <= 1) return 0;
     const std::int64_t limit = (context_tokens - 1) / block_size_;
-    std::int64_t n = 0;
-    while (n < limit && map_.find(block_key(r, n, block_size_))) ++n;
-    return n * block_size_;
+    const std::int64_t n = gpu_hits(r, limit);
+    return (n + host_.extend(r, n, limit, block_size_)) * block_size_;
   }
 
   bool allocate(const Request& r, std::int64_t tokens) override {
@@ -78,27 +81,31 @@ class BlockKvCache final : public PrefixKvCache {
     const std::int64_t have_tokens = it ? it->tokens : 0;
     if (tokens <= have_tokens) return true;
     const std::int64_t have = it ? static_cast<std::int64_t>(it->blocks.size()) : 0;
-    const std::int64_t want = ceil_blocks(tokens);
     // A first call takes the cached prefix: its blocks leave the LRU queue, so they cannot also
     // be counted as room for the new ones.
     scratch_.clear();
-    std::int64_t hit_blocks = 0, hit_unreferenced = 0;
+    std::int64_t hit_blocks = 0, host_hits = 0, hit_unreferenced = 0;
     const bool first = !it || have == 0;
     if (first) {
-      hit_blocks = cached_prefix_tokens(r, std::max<std::int64_t>(r.prompt_tokens, tokens)) / block_size_;
+      const std::int64_t context = std::max<std::int64_t>(r.prompt_tokens, tokens);
+      const std::int64_t limit = context > 1 ? (context - 1) / block_size_ : 0;
+      hit_blocks = gpu_hits(r, limit);
+      host_hits = host_.extend(r, hit_blocks, limit, block_size_);
       for (std::int64_t i = 0; i < hit_blocks; ++i) {
         const std::int32_t b = *map_.find(block_key(r, i, block_size_));
         scratch_.push_back(b);
         if (blocks_[static_cast<std::size_t>(b)].refs == 0) ++hit_unreferenced;
       }
     }
-    const std::int64_t fresh = std::max<std::int64_t>(0, want - have - hit_blocks);
+    // Pages loaded from the host tier take fresh GPU blocks.
+    const std::int64_t reach = std::max(tokens, (hit_blocks + host_hits) * block_size_);
+    const std::int64_t fresh = std::max<std::int64_t>(0, ceil_blocks(reach) - have - hit_blocks);
     if (fresh > static_cast<std::int64_t>(free_.size()) + cached_ - hit_unreferenced) return false;
 
     if (first) {
       stats_.prefix_queries += 1;
       stats_.prefix_query_tokens += std::max<std::int64_t>(r.prompt_tokens, tokens);
-      stats_.prefix_hit_tokens += hit_blocks * block_size_;
+      stats_.prefix_hit_tokens += (hit_blocks + host_hits) * block_size_;
     }
     Sequence& s = it ? *it : new_sequence(r.id);
     for (const std::int32_t b : scratch_) {
@@ -115,7 +122,7 @@ class BlockKvCache final : public PrefixKvCache {
     // Full blocks become findable as soon as they are allocated (vLLM caches full blocks when
     // they are scheduled); a key already held by another block keeps that one.
     const std::int64_t full_before = std::max(have_tokens / block_size_, hit_blocks);
-    const std::int64_t full_after = std::max(tokens, hit_blocks * block_size_) / block_size_;
+    const std::int64_t full_after = reach / block_size_;
     for (std::int64_t i = full_before; i < full_after; ++i) {
       const std::int32_t b = s.blocks[static_cast<std::size_t>(i)];
       const BlockKey key = block_key(r, i, block_size_);
@@ -124,7 +131,8 @@ class BlockKvCache final : public PrefixKvCache {
         blocks_[static_cast<std::size_t>(b)].key = key;
       }
     }
-    s.tokens = std::max(tokens, hit_blocks * block_size_);
+    s.tokens = reach;
+    host_.after_allocate(r, first, hit_blocks, host_hits, have_tokens / block_size_, full_after, block_size_, stats_);
     return true;
   }
 
@@ -179,8 +187,15 @@ class BlockKvCache final : public PrefixKvCache {
     return it ? static_cast<std::int64_t>(it->blocks.size()) : 0;
   }
   const KvCacheStats& stats() const override { return stats_; }
+  KvLoads take_loads() override { return host_.take_loads(); }
 
  private:
+  // Leading blocks of r found on the GPUs, at most limit.
+  std::int64_t gpu_hits(const Request& r, std::int64_t limit) const {
+    std::int64_t n = 0;
+    while (n < limit && map_.find(block_key(r, n, block_size_))) ++n;
+    return n;
+  }
   std::int64_t ceil_blocks(std::int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }
 
   Sequence& new_sequence(std::int64_t id) {
@@ -263,17 +278,21 @@ class BlockKvCache final : public PrefixKvCache {
   std::vector<std::int32_t> scratch_;
   std::int64_t used_ = 0, cached_ = 0, used_host_ = 0;
   KvCacheStats stats_;
+  detail::HostTierLink host_;
 };
 
 }  // namespace
 
 std::unique_ptr<PrefixKvCache> make_kv_cache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks,
-                                             PrefixCaching mode) {
+                                             PrefixCaching mode, KvOffload offload) {
   if (num_blocks < 0 || num_blocks > INT32_MAX || block_size < 1 || num_host_blocks < 0)
     throw std::invalid_argument("kv cache: needs 0 <= num_blocks < 2^31, block_size >= 1, num_host_blocks >= 0");
-  if (mode == PrefixCaching::radix) return detail::make_radix_kv_cache(num_blocks, block_size, num_host_blocks);
+  if (offload.tier && mode == PrefixCaching::none)
+    throw std::invalid_argument("kv cache: a host tier of KV needs prefix caching");
+  if (mode == PrefixCaching::radix)
+    return detail::make_radix_kv_cache(num_blocks, block_size, num_host_blocks, std::move(offload));
   if (mode == PrefixCaching::none) return detail::make_counting_kv_cache(num_blocks, block_size, num_host_blocks);
-  return std::make_unique<BlockKvCache>(num_blocks, block_size, num_host_blocks);
+  return std::make_unique<BlockKvCache>(num_blocks, block_size, num_host_blocks, std::move(offload));
 }
 
 }  // namespace ctwin

@@ -43,6 +43,7 @@ inline HashedPage hashed_page(const Request& r, std::int64_t p, int block_size) 
 struct PageKey {
   std::int64_t owner = 0;
   std::int64_t index = 0;
+  bool operator==(const PageKey&) const = default;
 };
 
 inline PageKey page_key(const Request& r, std::int64_t p, int block_size) {

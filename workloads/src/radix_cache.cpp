@@ -7,8 +7,10 @@
 #include <limits>
 #include <stdexcept>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "kv_host_tier.hpp"
 #include "prefix_blocks.hpp"
 #include "sim/random.hpp"
 #include "workloads/kv_cache.hpp"
@@ -62,8 +64,8 @@ struct Sequence {
 
 class RadixKvCache final : public PrefixKvCache {
  public:
-  RadixKvCache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks)
-      : block_size_(block_size), num_blocks_(num_blocks), num_host_blocks_(num_host_blocks) {
+  RadixKvCache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks, KvOffload offload)
+      : block_size_(block_size), num_blocks_(num_blocks), num_host_blocks_(num_host_blocks), host_(std::move(offload)) {
     nodes_.emplace_back();  // the root: no pages
     nodes_.reserve(1024);
     children_.reserve(1024);
@@ -72,7 +74,9 @@ class RadixKvCache final : public PrefixKvCache {
   std::int64_t cached_prefix_tokens(const Request& r, std::int64_t context_tokens) const override {
     if (context_tokens <= 1) return 0;
     std::int64_t unreferenced = 0;
-    return match(r, (context_tokens - 1) / block_size_, unreferenced) * block_size_;
+    const std::int64_t limit = (context_tokens - 1) / block_size_;
+    const std::int64_t n = match(r, limit, unreferenced);
+    return (n + host_.extend(r, n, limit, block_size_)) * block_size_;
   }
 
   bool allocate(const Request& r, std::int64_t tokens) override {
@@ -83,17 +87,23 @@ class RadixKvCache final : public PrefixKvCache {
     if (tokens <= have_tokens) return true;
     const bool first = it == seqs_.end();
     const std::int64_t context = std::max<std::int64_t>(r.prompt_tokens, tokens);
-    std::int64_t hit = 0, hit_unreferenced = 0;
-    if (first && context > 1) hit = match(r, (context - 1) / block_size_, hit_unreferenced);
+    std::int64_t hit = 0, host_hit = 0, hit_unreferenced = 0;
+    if (first && context > 1) {
+      const std::int64_t limit = (context - 1) / block_size_;
+      hit = match(r, limit, hit_unreferenced);
+      host_hit = host_.extend(r, hit, limit, block_size_);
+    }
     const std::int64_t have = first ? 0 : ceil_pages(have_tokens);
-    const std::int64_t fresh = std::max<std::int64_t>(0, ceil_pages(tokens) - have - hit);
+    // Pages loaded from the host tier come in as fresh private pages, then join the tree.
+    const std::int64_t reach = std::max(tokens, (hit + host_hit) * block_size_);
+    const std::int64_t fresh = std::max<std::int64_t>(0, ceil_pages(reach) - have - hit);
     if (fresh > free_pages() + cached_ - hit_unreferenced) return false;
 
     ++clock_;
     if (first) {
       stats_.prefix_queries += 1;
       stats_.prefix_query_tokens += context;
-      stats_.prefix_hit_tokens += hit * block_size_;
+      stats_.prefix_hit_tokens += (hit + host_hit) * block_size_;
     }
     Sequence& s = first ? seqs_[r.id] : it->second;
     if (first) {
@@ -103,8 +113,9 @@ class RadixKvCache final : public PrefixKvCache {
     evict_until(fresh);
     s.private_pages += fresh;
     used_ += fresh;
-    s.tokens = std::max(tokens, hit * block_size_);
+    s.tokens = reach;
     insert_full_pages(r, s);
+    host_.after_allocate(r, first, hit, host_hit, have_tokens / block_size_, reach / block_size_, block_size_, stats_);
     return true;
   }
 
@@ -158,6 +169,7 @@ class RadixKvCache final : public PrefixKvCache {
     return it == seqs_.end() ? 0 : it->second.tree_pages + it->second.private_pages;
   }
   const KvCacheStats& stats() const override { return stats_; }
+  KvLoads take_loads() override { return host_.take_loads(); }
 
  private:
   std::int64_t ceil_pages(std::int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }
@@ -375,13 +387,14 @@ class RadixKvCache final : public PrefixKvCache {
   std::int64_t used_ = 0, cached_ = 0, used_host_ = 0;
   std::int64_t clock_ = 0;
   KvCacheStats stats_;
+  detail::HostTierLink host_;
 };
 
 }  // namespace
 
 std::unique_ptr<PrefixKvCache> detail::make_radix_kv_cache(std::int64_t num_blocks, int block_size,
-                                                           std::int64_t num_host_blocks) {
-  return std::make_unique<RadixKvCache>(num_blocks, block_size, num_host_blocks);
+                                                           std::int64_t num_host_blocks, KvOffload offload) {
+  return std::make_unique<RadixKvCache>(num_blocks, block_size, num_host_blocks, std::move(offload));
 }
 
 }  // namespace ctwin

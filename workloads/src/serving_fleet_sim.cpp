@@ -15,6 +15,7 @@
 #include "sim/random.hpp"
 #include "workloads/kv_cache.hpp"
 #include "workloads/serving_cost.hpp"
+#include "workloads/serving_run.hpp"
 
 namespace ctwin {
 namespace {
@@ -84,6 +85,9 @@ struct PoolRuntime {
   std::vector<double> ttfts;  // first tokens since the last control tick (with a control hook)
   ReplicaSeconds replica_s;
   std::int64_t crashes = 0;
+  // KV offloading: every host tier the pool's replicas had (the one pooled tier, or one per
+  // incarnation), kept for the statistics.
+  std::vector<std::shared_ptr<KvHostTier>> offload_tiers;
 };
 
 // Nearest rank: the ceil(q n)-th smallest; nullopt for none.
@@ -179,6 +183,7 @@ class Fleet {
       if (p.gpu_blocks > 0) {
         rt.capacity.num_gpu_blocks = p.gpu_blocks;
         rt.capacity.tokens = p.gpu_blocks * p.scheduler.block_size;
+        rt.capacity.num_offload_blocks = p.offload_blocks;
       } else {
         rt.capacity = kv_capacity(p.deployment, p.scheduler);
       }
@@ -190,6 +195,11 @@ class Fleet {
     }
     if (!out.refusal.empty()) return out;
     for (std::size_t p = 0; p < spec_.pools.size(); ++p) {
+      // A pooled host tier: each of the pool's first replicas brings its share.
+      const FleetPool& fp = spec_.pools[p];
+      if (fp.scheduler.kv_offloading_scope == KvOffloadScope::pool && pools_[p].capacity.num_offload_blocks > 0)
+        pools_[p].offload_tiers.push_back(
+            make_kv_host_tier(pools_[p].capacity.num_offload_blocks * std::max(1, fp.replicas)));
       if (spec_.pools[p].cost) {
         pools_[p].cost = spec_.pools[p].cost;
       } else {
@@ -385,18 +395,21 @@ class Fleet {
   }
   void begin(Slot& s, int id, Time start) {
     const FleetPool& p = spec_.pools[static_cast<std::size_t>(s.pool)];
-    const PoolRuntime& rt = pools_[static_cast<std::size_t>(s.pool)];
+    PoolRuntime& rt = pools_[static_cast<std::size_t>(s.pool)];
     ++s.gen;
     s.queued = false;
     s.inc = std::make_unique<Incarnation>(*this, id, stream_->classes());
     Incarnation& in = *s.inc;
-    // As run_serving_replica builds one replica.
+    // As run_serving_replica builds one replica; a replica's own host tier starts empty with it.
+    KvOffload offload{nullptr, id};
+    if (rt.capacity.num_offload_blocks > 0) {
+      if (p.scheduler.kv_offloading_scope == KvOffloadScope::replica)
+        rt.offload_tiers.push_back(make_kv_host_tier(rt.capacity.num_offload_blocks));
+      offload.tier = rt.offload_tiers.back();
+    }
     in.kv = make_kv_cache(rt.capacity.num_gpu_blocks, p.scheduler.block_size, rt.capacity.num_cpu_blocks,
-                          p.scheduler.prefix_caching);
-    in.options.seed = info_.seed;
-    in.options.kv_block_bytes = rt.capacity.block_bytes * p.deployment.gpus();
-    in.options.host_link_bytes_per_s = p.deployment.cluster.spec.gpu.pcie_gbyte_per_s * 1e9 * p.deployment.gpus();
-    in.options.request_overhead = seconds(p.deployment.overhead.request_overhead_us * 1e-6);
+                          p.scheduler.prefix_caching, offload);
+    in.options = replica_options(p.deployment, p.scheduler, rt.capacity, info_.seed);
     if (spec_.control.interval_s > 0 || spec_.hooks.on_iteration)
       in.options.hooks.on_iteration = [this, id, &b = s.busy_s](const IterationRecord& it) {
         b += (it.end - it.start).seconds();
@@ -676,6 +689,14 @@ class Fleet {
       pr.merged = merge_serving_results(rs, h);
       pr.replica_s = pools_[p].replica_s;
       pr.crashes = pools_[p].crashes;
+      for (const auto& tier : pools_[p].offload_tiers) {
+        const KvHostTierStats t = host_tier_stats(*tier);
+        pr.offload.capacity_pages += t.capacity_pages;
+        pr.offload.used_pages += t.used_pages;
+        pr.offload.peak_pages += t.peak_pages;
+        pr.offload.stored_pages += t.stored_pages;
+        pr.offload.evicted_pages += t.evicted_pages;
+      }
     }
     for (const Slot& s : slots_) {
       all.insert(all.end(), s.results.begin(), s.results.end());

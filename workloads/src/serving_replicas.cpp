@@ -82,6 +82,8 @@ ServingResult merge_serving_results(const std::vector<ServingResult>& replicas,
     m.kv_stats.prefix_query_tokens += r.kv_stats.prefix_query_tokens;
     m.kv_stats.prefix_hit_tokens += r.kv_stats.prefix_hit_tokens;
     m.kv_stats.evicted_blocks += r.kv_stats.evicted_blocks;
+    m.kv_stats.offload_hit_tokens += r.kv_stats.offload_hit_tokens;
+    m.kv_stats.offload_remote_hit_tokens += r.kv_stats.offload_remote_hit_tokens;
     GpuTimeSplit& g = m.gpu_time;
     g.prefill_s += r.gpu_time.prefill_s;
     g.decode_s += r.gpu_time.decode_s;
@@ -91,6 +93,7 @@ ServingResult merge_serving_results(const std::vector<ServingResult>& replicas,
     g.swap_s += r.gpu_time.swap_s;
     g.lora_s += r.gpu_time.lora_s;
     g.lora_load_s += r.gpu_time.lora_load_s;
+    g.kv_load_s += r.gpu_time.kv_load_s;
     g.idle_s += r.gpu_time.idle_s;
     add_lora_stats(m.lora, r.lora);
   }

@@ -18,6 +18,11 @@ SchedulerConfig read_scheduler_config(const JsonObject& o) {
   if (prefix && c.prefix_caching == PrefixCaching::none)
     o.fail("prefix_cache", "\"none\" with enable_prefix_caching", "\"hash_lru\" or \"radix\"");
   c.swap_space_gib = r.number("swap_space");
+  c.kv_offloading_size_gib = r.number("kv_offloading_size");
+  c.kv_offloading_scope = r.choice("kv_offloading_scope", kv_offload_scope_names);
+  if (c.kv_offloading_size_gib > 0 && c.prefix_caching == PrefixCaching::none)
+    o.fail("kv_offloading_size", std::to_string(c.kv_offloading_size_gib) + " GiB without enable_prefix_caching",
+           "enable_prefix_caching: true (the host tier holds prefix-cache pages), or kv_offloading_size 0");
   c.max_model_len = r.integer("max_model_len");
   c.policy = r.choice("scheduling_policy", scheduling_policy_names);
   c.preemption = r.choice("preemption_mode", preemption_mode_names);

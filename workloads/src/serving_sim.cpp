@@ -425,13 +425,14 @@ class Replica {
         if (decode_now) schedule_decodes();
       }
     }
+    take_kv_loads();
     BatchShape b = shape(decode_now);
     if (lora_) add_lora(b, decode_now);
     if (b.prefill_seqs == 0 && b.decode_seqs == 0 && swap_s_ == 0) return false;
     load_ = {static_cast<std::int64_t>(waiting_.size()), static_cast<std::int64_t>(running_.size()), kv_.used_blocks(),
              kv_.num_blocks()};
     const IterationTime it = b.prefill_seqs + b.decode_seqs > 0 ? cost_.iteration(b) : IterationTime{};
-    const Time end = t + seconds(it.total_s) + seconds(swap_s_) + seconds(lora_load_s_);
+    const Time end = t + seconds(it.total_s) + seconds(swap_s_) + seconds(lora_load_s_) + seconds(kv_load_s_);
     const double used =
         static_cast<double>(kv_.used_blocks()) / static_cast<double>(std::max<std::int64_t>(1, kv_.num_blocks()));
     res_.kv_peak_utilization = std::max(res_.kv_peak_utilization, used);
@@ -445,7 +446,9 @@ class Replica {
     g.swap_s += swap_s_;
     g.lora_s += it.lora_s;
     g.lora_load_s += lora_load_s_;
-    g.idle_s += (end - t).seconds() - it.total_s - swap_s_ - lora_load_s_;  // rounding of the picosecond clock
+    g.kv_load_s += kv_load_s_;
+    // rounding of the picosecond clock
+    g.idle_s += (end - t).seconds() - it.total_s - swap_s_ - lora_load_s_ - kv_load_s_;
     res_.prefill_tokens_computed += b.prefill_tokens;
     ++res_.iterations;
     if (o_.hooks.on_iteration)
@@ -455,6 +458,19 @@ class Replica {
     apply(decode_now && b.decode_seqs > 0, end);
     t = end;
     return true;
+  }
+
+  // KV offloading: the pages this iteration's new requests found in the host tier are loaded
+  // before its forward pass, blocking it (each GPU reads its share over its own link at once):
+  // from this replica's host memory over PCIe, from another's (a pooled tier) over the network.
+  void take_kv_loads() {
+    const KvLoads l = kv_.take_loads();
+    kv_load_s_ = 0;
+    if (l.local_blocks == 0 && l.remote_blocks == 0) return;
+    kv_load_s_ = static_cast<double>(l.local_blocks) * o_.kv_block_bytes / o_.host_link_bytes_per_s +
+                 static_cast<double>(l.remote_blocks) * o_.kv_block_bytes / o_.remote_kv_bytes_per_s;
+    if (l.remote_blocks > 0 && !(o_.remote_kv_bytes_per_s > 0))
+      throw std::logic_error("serving: pages from a pooled host tier without ReplicaOptions::remote_kv_bytes_per_s");
   }
 
   void swap_in_waiting() {
@@ -760,6 +776,7 @@ class Replica {
   double swap_s_ = 0;
   std::optional<LoraAdapterCache> lora_;  // with enable_lora
   double lora_load_s_ = 0;                // this iteration's adapter loads
+  double kv_load_s_ = 0;                  // this iteration's loads from the host tier of KV
   std::int64_t lora_decoders_ = 0;        // decoding requests with an adapter
   std::vector<std::int32_t> lora_seen_;
   std::vector<Entry> lora_skipped_;  // waiting requests passed over this iteration (max_loras)

@@ -31,15 +31,41 @@ class PrefixKvCache : public KvCache {
   std::int64_t cached_prefix_tokens(const Request& r) const final { return cached_prefix_tokens(r, r.prompt_tokens); }
 };
 
-// num_blocks GPU blocks of block_size tokens and num_host_blocks host blocks for swapping.
-// Throws std::invalid_argument on num_blocks < 0, block_size < 1 or num_host_blocks < 0.
+// KV offloading: a host-memory tier of prefix-cache pages behind the GPU cache (kv_host_tier.cpp).
+// A lookup that stops on the GPUs goes on in the tier; the pages found there are loaded into
+// fresh GPU blocks (the caller times the transfer, KvCache::take_loads) and count as hits. Every
+// full prompt page a request allocates is written through to the tier (the prefill's KV, as
+// LMCache and Mooncake store it; generated tokens are not), the least recently used page evicted
+// when it is full. One tier may serve several caches (a pooled tier): each page remembers the
+// replica that stored it, so a load can tell a local read from a remote one.
+class KvHostTier;
+struct KvHostTierStats {
+  std::int64_t capacity_pages = 0;
+  std::int64_t used_pages = 0;
+  std::int64_t peak_pages = 0;
+  std::int64_t stored_pages = 0;   // pages written that it did not hold
+  std::int64_t evicted_pages = 0;  // least recently used first
+};
+// Throws std::invalid_argument on capacity_pages < 0.
+std::shared_ptr<KvHostTier> make_kv_host_tier(std::int64_t capacity_pages);
+KvHostTierStats host_tier_stats(const KvHostTier& tier);
+
+// A cache's host tier (none: tier null) and the replica it speaks for in a pooled tier.
+struct KvOffload {
+  std::shared_ptr<KvHostTier> tier;
+  std::int32_t replica = 0;
+};
+
+// num_blocks GPU blocks of block_size tokens and num_host_blocks host blocks for swapping, with
+// an optional host tier of KV (needs a prefix-caching mode). Throws std::invalid_argument on
+// num_blocks < 0, block_size < 1, num_host_blocks < 0 or a host tier with mode none.
 std::unique_ptr<PrefixKvCache> make_kv_cache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks,
-                                             PrefixCaching mode);
+                                             PrefixCaching mode, KvOffload offload = {});
 
 namespace detail {
 // The radix mode's cache (radix_cache.cpp); make_kv_cache checks the sizes before calling it.
 std::unique_ptr<PrefixKvCache> make_radix_kv_cache(std::int64_t num_blocks, int block_size,
-                                                   std::int64_t num_host_blocks);
+                                                   std::int64_t num_host_blocks, KvOffload offload);
 // The none mode's (kv_cache_counting.cpp): blocks counted, not named.
 std::unique_ptr<PrefixKvCache> make_counting_kv_cache(std::int64_t num_blocks, int block_size,
                                                       std::int64_t num_host_blocks);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sim/names.hpp"
+#include "workloads/kv_cache.hpp"
 #include "workloads/serving_admission.hpp"
 #include "workloads/serving_memory.hpp"
 #include "workloads/serving_replicas.hpp"
@@ -31,6 +32,7 @@ struct FleetPool {
   // deployment's ServingCostModel and kv_capacity).
   std::shared_ptr<const IterationCostModel> cost;
   std::int64_t gpu_blocks = 0;
+  std::int64_t offload_blocks = 0;  // with gpu_blocks: the host tier of KV (0: none)
   // The report's price of one of the pool's GPUs for an hour (< 0: the GPU's catalog price).
   // The simulation does not read it.
   double gpu_hour_usd = -1;
@@ -160,6 +162,9 @@ struct FleetPoolResult {
   ServingResult merged;              // over the pool's replicas (merge_serving_results)
   ReplicaSeconds replica_s;
   std::int64_t crashes = 0;  // scheduled and random
+  // KV offloading: the pool's host tier, or its replicas' tiers summed (every incarnation's; a
+  // restarted replica's tier starts empty, a pooled one outlives the replicas).
+  KvHostTierStats offload;
 };
 
 // One control tick, for the report's timeline: what the hook saw and what it asked for.

@@ -17,6 +17,8 @@ namespace ctwin {
 struct KvCapacity {
   std::int64_t num_gpu_blocks = 0;  // 0 with a refusal
   std::int64_t num_cpu_blocks = 0;  // swap space / block_bytes
+  // KV offloading: the replica's host tier in blocks, kv_offloading_size / (block_bytes x GPUs)
+  std::int64_t num_offload_blocks = 0;
   double block_bytes = 0;           // one block of block_size tokens on one GPU (its stage's layers)
   double weight_bytes = 0;          // per GPU, the most loaded stage
   double activation_bytes = 0;      // peak of the profile run, per GPU

@@ -17,6 +17,13 @@ struct ServingReplicaRun {
   ServingResult result;  // empty when refused
 };
 
+// What a replica's links and sizes give its simulation: a swap or a load from the host tier
+// moves one block from every GPU of the replica, each over its own PCIe link at once; a page
+// another replica stored in a pooled host tier comes over each GPU's share of the node's NICs
+// (at the NIC efficiency, RDMA into GPU memory), at most its PCIe rate.
+ReplicaOptions replica_options(const ServingDeployment& d, const SchedulerConfig& sched, const KvCapacity& capacity,
+                               std::uint64_t seed);
+
 enum class ServingLoop : std::uint8_t { fast, reference };
 
 // Sizes the KV cache, builds the cost model and the traffic, and simulates. Returns without

@@ -71,6 +71,25 @@ inline constexpr ParamDecl serving_scheduler_params[] = {
      .unit = "GiB",
      .doc = "host memory per GPU for swapped-out KV blocks",
      .source = "vLLM EngineArgs swap_space (default 4 GiB)"},
+    {.key = "kv_offloading_size",
+     .type = ParamType::number,
+     .def = 0,
+     .min = 0,
+     .max = 1 << 24,
+     .unit = "GiB",
+     .doc = "KV offloading: host memory for a tier of prefix-cache pages behind the GPUs, over all the replica's "
+            "GPUs (summed over TP ranks); a lookup that stops on the GPUs goes on there and loads what it finds "
+            "(PCIe, blocking the iteration); full prompt pages are written through, LRU; needs "
+            "enable_prefix_caching; 0: off",
+     .source = "vLLM EngineArgs kv_offloading_size (GiB, summed over TP ranks); LMCache max_local_cpu_size"},
+    {.key = "kv_offloading_scope",
+     .type = ParamType::choice,
+     .def_name = "replica",
+     .doc = "replica: each replica's own tier (vLLM native, LMCache local CPU; lost when it restarts); pool: one "
+            "tier for the pool, each first replica adding kv_offloading_size, any replica finding any page (a page "
+            "another replica stored comes over the NICs): Mooncake's store, LMCache's shared remote backend",
+     .source = "ours, after Mooncake (Qin et al., FAST'25) and LMCache",
+     .choices = kv_offload_scope_names.names},
     {.key = "max_model_len",
      .type = ParamType::integer,
      .def = 0,

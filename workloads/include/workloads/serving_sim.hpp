@@ -49,6 +49,9 @@ struct ReplicaOptions {
   std::uint64_t seed = 1;            // speculative acceptance draws
   double kv_block_bytes = 0;         // one KV block over all the replica's GPUs (swap transfers)
   double host_link_bytes_per_s = 0;  // GPU <-> host rate for swap (PCIe); > 0 with swap preemption
+  // KV offloading: the rate at which the replica's GPUs read pages another replica stored in a
+  // pooled host tier (over the network); > 0 with a pooled tier. Its own pages come over the host link.
+  double remote_kv_bytes_per_s = 0;
   // Multi-LoRA: one adapter's bytes over all the replica's GPUs (a load moves them over the host
   // link, after a storage read at SchedulerConfig::lora_load_bytes_per_s when not in host memory).
   double lora_adapter_bytes = 0;
@@ -71,7 +74,8 @@ struct GpuTimeSplit {
   // LoRA: the adapters' GEMMs (IterationTime::lora_s), and adapter loads (blocking the
   // iteration, as vLLM's worker loads them before the forward pass).
   double lora_s = 0, lora_load_s = 0;
-  double idle_s = 0;  // no iteration running
+  double kv_load_s = 0;  // KV offloading: pages loaded from the host tier (blocking the iteration)
+  double idle_s = 0;     // no iteration running
 };
 
 struct ServingResult {

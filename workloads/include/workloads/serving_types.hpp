@@ -173,6 +173,10 @@ enum class PreemptionMode : std::uint8_t { recompute, swap };
 enum class CapacityPolicy : std::uint8_t { max_utilization, guaranteed_no_evict };
 // none; vLLM's hashed full blocks with LRU eviction; SGLang's RadixAttention (token radix tree).
 enum class PrefixCaching : std::uint8_t { none, hash_lru, radix };
+// Where a replica's host tier of KV (KV offloading) lives: in its own host memory (vLLM's
+// native CPU offloading, LMCache's local CPU backend), or pooled over the pool's replicas, any
+// replica finding what any other stored (Mooncake's store, LMCache with a shared remote backend).
+enum class KvOffloadScope : std::uint8_t { replica, pool };
 
 inline constexpr auto batching_mode_names =
     make_names<BatchingMode>({{BatchingMode::continuous, "continuous"}, {BatchingMode::static_batching, "static"}});
@@ -185,6 +189,8 @@ inline constexpr auto capacity_policy_names =
                                 {CapacityPolicy::guaranteed_no_evict, "guaranteed_no_evict"}});
 inline constexpr auto prefix_caching_names = make_names<PrefixCaching>(
     {{PrefixCaching::none, "none"}, {PrefixCaching::hash_lru, "hash_lru"}, {PrefixCaching::radix, "radix"}});
+inline constexpr auto kv_offload_scope_names =
+    make_names<KvOffloadScope>({{KvOffloadScope::replica, "replica"}, {KvOffloadScope::pool, "pool"}});
 
 struct SchedulerConfig {
   int max_num_seqs = 256;                              // sequences in one batch
@@ -194,6 +200,10 @@ struct SchedulerConfig {
   bool enable_chunked_prefill = true;                  // split prompts over iterations within the budget
   PrefixCaching prefix_caching = PrefixCaching::none;  // enable_prefix_caching: hash_lru
   double swap_space_gib = 4;                           // host memory per GPU for swapped-out KV
+  // KV offloading (0: off): host memory for a tier of prefix-cache pages behind the GPU cache,
+  // over all the replica's GPUs (vLLM's kv_offloading_size); pooled: each replica adds its share.
+  double kv_offloading_size_gib = 0;
+  KvOffloadScope kv_offloading_scope = KvOffloadScope::replica;
   std::int64_t max_model_len = 0;                      // prompt + output limit; 0: the model's max_seq
   BatchingMode batching = BatchingMode::continuous;
   SchedulingPolicy policy = SchedulingPolicy::fcfs;
@@ -225,6 +235,17 @@ struct KvCacheStats {
   std::int64_t prefix_query_tokens = 0;  // their prompt tokens
   std::int64_t prefix_hit_tokens = 0;    // of which found cached
   std::int64_t evicted_blocks = 0;       // cached blocks reclaimed for new allocations
+  // KV offloading: of the hit tokens, those loaded from the host tier (not on the GPUs), and of
+  // those, the ones another replica stored (a pooled tier: read over the network).
+  std::int64_t offload_hit_tokens = 0;
+  std::int64_t offload_remote_hit_tokens = 0;
+};
+
+// Pages a prefix lookup loaded from the host tier since the caller last asked (KvCache::take_loads):
+// stored by this replica (host link) or by another (a pooled tier, over the network).
+struct KvLoads {
+  std::int64_t local_blocks = 0;
+  std::int64_t remote_blocks = 0;
 };
 
 class KvCache {
@@ -256,6 +277,9 @@ class KvCache {
   virtual std::int64_t used_host_blocks() const = 0;
   virtual std::int64_t blocks_of(const Request& r) const = 0;  // GPU blocks r holds
   virtual const KvCacheStats& stats() const = 0;
+  // KV offloading: the pages loaded from the host tier since the last call, whose transfers the
+  // caller times; none without a host tier.
+  virtual KvLoads take_loads() { return {}; }
 };
 
 }  // namespace ctwin
