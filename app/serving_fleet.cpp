@@ -103,6 +103,7 @@ ServingFleetRun run_serving_job(const ServingJob& job, const ServingHooks& hooks
     for (const FleetPoolResult& p : run.pools)
       if (!p.capacity.refusal.empty()) f.run.capacity = p.capacity;
     f.run.result = run.merged;
+    for (const FleetPoolResult& p : run.pools) add_host_tier_stats(f.run.offload, p.offload);
     f.fleet = std::move(run);
     return f;
   }
@@ -116,6 +117,7 @@ ServingFleetRun run_serving_job(const ServingJob& job, const ServingHooks& hooks
       run_serving_replicas(job.deployment, job.scheduler, job.traffic, f.replicas, ServingLoop::fast, threads);
   f.run.capacity = std::move(fleet.capacity);
   f.run.result = std::move(fleet.merged);
+  f.run.offload = fleet.offload;
   return f;
 }
 

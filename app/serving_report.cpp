@@ -366,7 +366,9 @@ void add_fleet_json(J& j, const FleetSpec& spec, const FleetRun& run) {
                       {"ttft_s", latency_json(r.ttft_s)},
                       {"tpot_s", latency_json(r.tpot_s)},
                       {"kv_mean_utilization", r.kv_mean_utilization},
-                      {"prefix_hit_rate", r.prefix_hit_rate}});
+                      {"prefix_hit_rate", r.prefix_hit_rate},
+                      {"offload_hit_tokens", r.kv_stats.offload_hit_tokens},
+                      {"offload_capacity_pages", x.offload.capacity_pages}});
   }
   j["pools"] = pools;
   j["router"] = J{{"policy", router_policy_names.name(spec.router.policy)},
@@ -523,6 +525,28 @@ std::string fleet_text(const FleetSpec& spec, const FleetRun& run) {
   return s;
 }
 
+// KV offloading ran: a host tier was configured (its pages) or pages came from one.
+bool offload_on(const ServingReplicaRun& run) {
+  return run.offload.capacity_pages > 0 || run.result.kv_stats.offload_hit_tokens > 0;
+}
+
+std::string offload_text(const ServingJob& job, const ServingReplicaRun& run) {
+  const ServingResult& r = run.result;
+  const KvHostTierStats& t = run.offload;
+  const double q = static_cast<double>(std::max<std::int64_t>(1, r.kv_stats.prefix_query_tokens));
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "  KV offload    host tier of %.0f GiB per replica%s, %lld pages; %s of prompt tokens loaded from it "
+                "(%s from other replicas' pages) in %.3f s; %lld pages written, %lld evicted\n",
+                job.scheduler.kv_offloading_size_gib,
+                job.scheduler.kv_offloading_scope == KvOffloadScope::pool ? ", pooled over the pool" : "",
+                static_cast<long long>(t.capacity_pages),
+                pct(static_cast<double>(r.kv_stats.offload_hit_tokens) / q).c_str(),
+                pct(static_cast<double>(r.kv_stats.offload_remote_hit_tokens) / q).c_str(), r.gpu_time.kv_load_s,
+                static_cast<long long>(t.stored_pages), static_cast<long long>(t.evicted_pages));
+  return buf;
+}
+
 }  // namespace
 
 J serving_report_json(const Scenario& sc, const ServingFleetRun& fleet) {
@@ -559,6 +583,21 @@ J serving_report_json(const Scenario& sc, const ServingFleetRun& fleet) {
                           {"non_torch_bytes", c.non_torch_bytes},
                           {"kv_cache_bytes", static_cast<double>(c.num_gpu_blocks) * c.block_bytes},
                           {"capacity_bytes", job.deployment.cluster.spec.gpu.hbm_bytes}};
+  if (offload_on(run)) {
+    const KvHostTierStats& t = run.offload;
+    const double q = static_cast<double>(std::max<std::int64_t>(1, r.kv_stats.prefix_query_tokens));
+    j["kv_cache"]["offload"] =
+        J{{"scope", kv_offload_scope_names.name(job.scheduler.kv_offloading_scope)},
+          {"size_gib_per_replica", job.scheduler.kv_offloading_size_gib},
+          {"capacity_pages", t.capacity_pages},
+          {"hit_tokens", r.kv_stats.offload_hit_tokens},
+          {"hit_rate", static_cast<double>(r.kv_stats.offload_hit_tokens) / q},
+          {"remote_hit_tokens", r.kv_stats.offload_remote_hit_tokens},
+          {"load_s", r.gpu_time.kv_load_s},
+          {"stored_pages", t.stored_pages},
+          {"evicted_pages", t.evicted_pages},
+          {"peak_pages", t.peak_pages}};
+  }
   j["preemptions"] = r.preemptions_recompute + r.preemptions_swap;
   j["preemptions_by_mode"] = J{{"recompute", r.preemptions_recompute}, {"swap", r.preemptions_swap}};
   j["swapped_blocks"] = r.swapped_blocks;
@@ -568,6 +607,7 @@ J serving_report_json(const Scenario& sc, const ServingFleetRun& fleet) {
   const GpuTimeSplit& g = r.gpu_time;
   j["gpu_time_s"] = J{{"prefill", g.prefill_s}, {"decode", g.decode_s}, {"comm", g.comm_s}, {"overhead", g.overhead_s},
                       {"draft", g.draft_s},     {"swap", g.swap_s},     {"idle", g.idle_s}};
+  if (offload_on(run)) j["gpu_time_s"]["kv_load"] = g.kv_load_s;
   if (job.scheduler.enable_lora) {
     j["gpu_time_s"]["lora"] = g.lora_s;
     j["gpu_time_s"]["lora_load"] = g.lora_load_s;
@@ -685,6 +725,7 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
                 static_cast<long long>(r.preemptions_recompute), static_cast<long long>(r.preemptions_swap),
                 pct(r.prefix_hit_rate).c_str());
   s += buf;
+  if (offload_on(run)) s += offload_text(job, run);
   const GpuTimeSplit& g = r.gpu_time;
   // Summed over the replicas: shares of every replica's time over the fleet's makespan.
   const double span = (r.makespan_s > 0 ? r.makespan_s : 1) * fleet.replicas;
@@ -695,6 +736,10 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
                 pct(g.overhead_s / span).c_str(), pct(g.draft_s / span).c_str(), pct(g.swap_s / span).c_str(),
                 pct(g.idle_s / span).c_str());
   s += buf;
+  if (offload_on(run)) {
+    std::snprintf(buf, sizeof buf, "                loads from the host tier of KV %s\n", pct(g.kv_load_s / span).c_str());
+    s += buf;
+  }
   if (fleet.fleet) s += fleet_text(*job.fleet, *fleet.fleet);
   s += economics_text(job, fleet);
   if (job.scheduler.enable_lora) {

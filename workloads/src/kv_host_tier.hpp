@@ -29,6 +29,9 @@ class KvHostTier {
   // k becomes the most recently used, stored by `replica` when new (a page held keeps its
   // first home); when full, the least recently used page makes room. Nothing at capacity 0.
   void store(detail::PageKey k, std::int32_t replica);
+  // As store, but k goes just before `older_than` in the queue (less recently used than it),
+  // or becomes the most recently used when the tier does not hold older_than.
+  void store_before(detail::PageKey k, std::int32_t replica, detail::PageKey older_than);
 
   KvHostTierStats stats() const {
     KvHostTierStats s = stats_;
@@ -49,8 +52,11 @@ class KvHostTier {
     std::int32_t home = 0;
     std::int32_t prev = nil, next = nil;  // toward the least / the most recently used
   };
+  // k's entry, taken out of the queue: its own when held, else a new one (evicting when full).
+  std::int32_t entry_for(detail::PageKey k, std::int32_t replica);
   void unlink(std::int32_t e);
   void push_back(std::int32_t e);
+  void insert_before(std::int32_t e, std::int32_t at);
 
   std::int64_t capacity_;
   detail::FlatMap<detail::PageKey, std::int32_t, KeyTraits> map_;  // page -> entry
@@ -78,9 +84,9 @@ class HostTierLink {
 
   // After an allocation for r that took its full pages from full_before to full_after. The
   // first one for r loads its pages [gpu_hit, gpu_hit + host_hit) from the tier (counted in st
-  // and in the pending loads). A call that adds full prompt pages writes all of the prompt's
-  // full pages through, the last first, so that the prefix is the most recently used (a tail is
-  // worth nothing without it); decode steps add none and write nothing.
+  // and in the pending loads) and writes its full prompt pages through, the last first, so that
+  // the prefix is the most recently used (a tail is worth nothing without it). A later chunk's
+  // new prompt pages go just behind the earlier ones; decode steps add none and write nothing.
   void after_allocate(const Request& r, bool first, std::int64_t gpu_hit, std::int64_t host_hit,
                       std::int64_t full_before, std::int64_t full_after, int block_size, KvCacheStats& st) {
     if (!tier_) return;
@@ -94,8 +100,19 @@ class HostTierLink {
     }
     const std::int64_t prompt_pages = r.prompt_tokens / block_size;
     const std::int64_t upto = std::min(full_after, prompt_pages);
-    if (!first && upto <= std::min(full_before, prompt_pages)) return;
-    for (std::int64_t p = upto - 1; p >= 0; --p) tier_->store(page_key(r, p, block_size), replica_);
+    const std::int64_t had = first ? 0 : std::min(full_before, prompt_pages);
+    if (upto <= had) return;
+    if (had == 0) {
+      for (std::int64_t p = upto - 1; p >= 0; --p) tier_->store(page_key(r, p, block_size), replica_);
+      return;
+    }
+    // A later chunk: its pages go behind the ones written before, each older than the last.
+    PageKey older = page_key(r, had - 1, block_size);
+    for (std::int64_t p = had; p < upto; ++p) {
+      const PageKey k = page_key(r, p, block_size);
+      tier_->store_before(k, replica_, older);
+      older = k;
+    }
   }
 
   KvLoads take_loads() {

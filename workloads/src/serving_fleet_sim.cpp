@@ -689,14 +689,7 @@ class Fleet {
       pr.merged = merge_serving_results(rs, h);
       pr.replica_s = pools_[p].replica_s;
       pr.crashes = pools_[p].crashes;
-      for (const auto& tier : pools_[p].offload_tiers) {
-        const KvHostTierStats t = host_tier_stats(*tier);
-        pr.offload.capacity_pages += t.capacity_pages;
-        pr.offload.used_pages += t.used_pages;
-        pr.offload.peak_pages += t.peak_pages;
-        pr.offload.stored_pages += t.stored_pages;
-        pr.offload.evicted_pages += t.evicted_pages;
-      }
+      for (const auto& tier : pools_[p].offload_tiers) add_host_tier_stats(pr.offload, host_tier_stats(*tier));
     }
     for (const Slot& s : slots_) {
       all.insert(all.end(), s.results.begin(), s.results.end());

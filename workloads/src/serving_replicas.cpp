@@ -156,6 +156,7 @@ ServingReplicasRun run_serving_replicas(const ServingDeployment& d, const Schedu
   ServingLatencyHistograms merged;
   for (std::size_t k = 0; k < n; ++k) {
     run.replicas.push_back(std::move(runs[k].result));
+    add_host_tier_stats(run.offload, runs[k].offload);
     merged.merge(hists[k]);
   }
   run.merged = merge_serving_results(run.replicas, merged);

@@ -43,6 +43,7 @@ ServingReplicaRun run_serving_replica(const ServingDeployment& d, const Schedule
   opt.hooks = hooks;
   run.result = loop == ServingLoop::fast ? simulate_replica(source, *kv, cost, sched, opt)
                                          : simulate_replica_reference(source, *kv, cost, sched, opt);
+  if (offload.tier) run.offload = host_tier_stats(*offload.tier);
   return run;
 }
 

@@ -49,6 +49,8 @@ struct KvHostTierStats {
 // Throws std::invalid_argument on capacity_pages < 0.
 std::shared_ptr<KvHostTier> make_kv_host_tier(std::int64_t capacity_pages);
 KvHostTierStats host_tier_stats(const KvHostTier& tier);
+// Several tiers' statistics summed (a fleet's replica tiers): capacities, pages and counts add.
+void add_host_tier_stats(KvHostTierStats& sum, const KvHostTierStats& x);
 
 // A cache's host tier (none: tier null) and the replica it speaks for in a pooled tier.
 struct KvOffload {

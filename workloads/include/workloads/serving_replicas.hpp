@@ -60,6 +60,7 @@ struct ServingReplicasRun {
   KvCapacity capacity;                  // one replica's (all are identical)
   std::vector<ServingResult> replicas;  // by replica index; empty when refused
   ServingResult merged;
+  KvHostTierStats offload;  // the replicas' host tiers of KV, summed
 };
 
 // `replicas` copies of the deployment behind a round-robin split of `traffic`, simulated with

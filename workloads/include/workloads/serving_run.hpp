@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "workloads/kv_cache.hpp"
 #include "workloads/serving_deploy_params.hpp"
 #include "workloads/serving_memory.hpp"
 #include "workloads/serving_sim.hpp"
@@ -15,6 +16,7 @@ namespace ctwin {
 struct ServingReplicaRun {
   KvCapacity capacity;   // capacity.refusal says why nothing ran (the weights do not fit)
   ServingResult result;  // empty when refused
+  KvHostTierStats offload;  // its host tier of KV (all zero without one)
 };
 
 // What a replica's links and sizes give its simulation: a swap or a load from the host tier
