@@ -217,8 +217,8 @@ ServingJob read_serving_job(const JsonObject& top, const Json& root, const Scena
   if (job.scheduler.kv_offloading_size_gib > 0 && job.scheduler.kv_offloading_scope == KvOffloadScope::pool &&
       !job.fleet && (job.data_parallel_size > 1 || job.disaggregation))
     so.fail("kv_offloading_scope",
-            "\"pool\" with " +
-                (job.disaggregation ? std::string("/serving/disaggregation, whose pools run their replicas apart")
+            "\"pool\" with " + (job.disaggregation
+                                    ? std::string("/serving/disaggregation, whose pools run their replicas apart")
                                     : "data_parallel_size " + std::to_string(job.data_parallel_size) +
                                           ", whose replicas run apart behind a round-robin split"),
             "a routed fleet (/serving/router or /serving/pools) for a pooled tier, or \"replica\"");

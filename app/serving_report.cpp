@@ -586,17 +586,16 @@ J serving_report_json(const Scenario& sc, const ServingFleetRun& fleet) {
   if (offload_on(run)) {
     const KvHostTierStats& t = run.offload;
     const double q = static_cast<double>(std::max<std::int64_t>(1, r.kv_stats.prefix_query_tokens));
-    j["kv_cache"]["offload"] =
-        J{{"scope", kv_offload_scope_names.name(job.scheduler.kv_offloading_scope)},
-          {"size_gib_per_replica", job.scheduler.kv_offloading_size_gib},
-          {"capacity_pages", t.capacity_pages},
-          {"hit_tokens", r.kv_stats.offload_hit_tokens},
-          {"hit_rate", static_cast<double>(r.kv_stats.offload_hit_tokens) / q},
-          {"remote_hit_tokens", r.kv_stats.offload_remote_hit_tokens},
-          {"load_s", r.gpu_time.kv_load_s},
-          {"stored_pages", t.stored_pages},
-          {"evicted_pages", t.evicted_pages},
-          {"peak_pages", t.peak_pages}};
+    j["kv_cache"]["offload"] = J{{"scope", kv_offload_scope_names.name(job.scheduler.kv_offloading_scope)},
+                                 {"size_gib_per_replica", job.scheduler.kv_offloading_size_gib},
+                                 {"capacity_pages", t.capacity_pages},
+                                 {"hit_tokens", r.kv_stats.offload_hit_tokens},
+                                 {"hit_rate", static_cast<double>(r.kv_stats.offload_hit_tokens) / q},
+                                 {"remote_hit_tokens", r.kv_stats.offload_remote_hit_tokens},
+                                 {"load_s", r.gpu_time.kv_load_s},
+                                 {"stored_pages", t.stored_pages},
+                                 {"evicted_pages", t.evicted_pages},
+                                 {"peak_pages", t.peak_pages}};
   }
   j["preemptions"] = r.preemptions_recompute + r.preemptions_swap;
   j["preemptions_by_mode"] = J{{"recompute", r.preemptions_recompute}, {"swap", r.preemptions_swap}};
@@ -737,7 +736,8 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
                 pct(g.idle_s / span).c_str());
   s += buf;
   if (offload_on(run)) {
-    std::snprintf(buf, sizeof buf, "                loads from the host tier of KV %s\n", pct(g.kv_load_s / span).c_str());
+    std::snprintf(buf, sizeof buf, "                loads from the host tier of KV %s\n",
+                  pct(g.kv_load_s / span).c_str());
     s += buf;
   }
   if (fleet.fleet) s += fleet_text(*job.fleet, *fleet.fleet);

@@ -122,8 +122,8 @@ TEST_CASE("kv offloading: a tier of 0 pages holds nothing; a tier without prefix
 TEST_CASE("kv offloading: a replica's iteration waits for its loads, bytes over the link's rate") {
   // LinearCost replica, 300 GPU blocks of 16 tokens. A (4000 tokens, 3840 shared) at 0 s; F
   // (4800 of its own, one output token: all 300 blocks) at 1 s evicts every cached block of A;
-  // B (as A) at 2 s finds 240 blocks: on the GPUs without F, in the tier with F. Each block moves 1 MB at 1 GB/s (1 ms),
-  // so B's first token comes 240 ms later than a GPU hit's, and nothing else changes.
+  // B (as A) at 2 s finds 240 blocks: on the GPUs without F, in the tier with F. Each block moves 1 MB at 1 GB/s (1
+  // ms), so B's first token comes 240 ms later than a GPU hit's, and nothing else changes.
   SchedulerConfig sc;
   sc.prefix_caching = PrefixCaching::hash_lru;
   sc.max_model_len = 8192;

@@ -115,9 +115,10 @@ KvCapacity kv_capacity(const ServingDeployment& d, const SchedulerConfig& s) {
   c.num_cpu_blocks =
       c.block_bytes > 0 ? static_cast<std::int64_t>(std::floor(s.swap_space_gib * kGiB / c.block_bytes)) : 0;
   const double replica_block = c.block_bytes * d.gpus();
-  c.num_offload_blocks = replica_block > 0 ? static_cast<std::int64_t>(std::floor(
-                                                 std::min(s.kv_offloading_size_gib * kGiB / replica_block, 2e9)))
-                                           : 0;
+  c.num_offload_blocks =
+      replica_block > 0
+          ? static_cast<std::int64_t>(std::floor(std::min(s.kv_offloading_size_gib * kGiB / replica_block, 2e9)))
+          : 0;
   c.tokens = c.num_gpu_blocks * s.block_size;
   const std::int64_t max_len = s.max_model_len > 0 ? s.max_model_len : d.model.max_seq;
   c.max_concurrency = max_len > 0 ? static_cast<double>(c.tokens) / static_cast<double>(max_len) : 0;

@@ -466,7 +466,8 @@ class Replica {
   void take_kv_loads() {
     const KvLoads l = kv_.take_loads();
     kv_load_s_ = 0;
-    if (l.local_blocks > 0) kv_load_s_ += static_cast<double>(l.local_blocks) * o_.kv_block_bytes / o_.host_link_bytes_per_s;
+    if (l.local_blocks > 0)
+      kv_load_s_ += static_cast<double>(l.local_blocks) * o_.kv_block_bytes / o_.host_link_bytes_per_s;
     if (l.remote_blocks > 0) {
       if (!(o_.remote_kv_bytes_per_s > 0))
         throw std::logic_error("serving: pages from a pooled host tier without ReplicaOptions::remote_kv_bytes_per_s");

@@ -19,14 +19,14 @@ struct KvCapacity {
   std::int64_t num_cpu_blocks = 0;  // swap space / block_bytes
   // KV offloading: the replica's host tier in blocks, kv_offloading_size / (block_bytes x GPUs)
   std::int64_t num_offload_blocks = 0;
-  double block_bytes = 0;           // one block of block_size tokens on one GPU (its stage's layers)
-  double weight_bytes = 0;          // per GPU, the most loaded stage
-  double activation_bytes = 0;      // peak of the profile run, per GPU
-  double non_torch_bytes = 0;       // CUDA context, NCCL buffers
-  double available_bytes = 0;       // what the cache gets (negative: out of memory)
-  std::int64_t tokens = 0;          // num_gpu_blocks * block_size ("GPU KV cache size: N tokens")
-  double max_concurrency = 0;       // tokens / max_model_len ("Maximum concurrency ... Nx")
-  std::string refusal;              // why the replica cannot run (weights do not fit, ...); empty when it can
+  double block_bytes = 0;       // one block of block_size tokens on one GPU (its stage's layers)
+  double weight_bytes = 0;      // per GPU, the most loaded stage
+  double activation_bytes = 0;  // peak of the profile run, per GPU
+  double non_torch_bytes = 0;   // CUDA context, NCCL buffers
+  double available_bytes = 0;   // what the cache gets (negative: out of memory)
+  std::int64_t tokens = 0;      // num_gpu_blocks * block_size ("GPU KV cache size: N tokens")
+  double max_concurrency = 0;   // tokens / max_model_len ("Maximum concurrency ... Nx")
+  std::string refusal;          // why the replica cannot run (weights do not fit, ...); empty when it can
 };
 
 // Weight bytes one GPU of pipeline stage `stage` holds: its layers' attention, MLP (routed

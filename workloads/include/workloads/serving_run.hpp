@@ -14,8 +14,8 @@
 namespace ctwin {
 
 struct ServingReplicaRun {
-  KvCapacity capacity;   // capacity.refusal says why nothing ran (the weights do not fit)
-  ServingResult result;  // empty when refused
+  KvCapacity capacity;      // capacity.refusal says why nothing ran (the weights do not fit)
+  ServingResult result;     // empty when refused
   KvHostTierStats offload;  // its host tier of KV (all zero without one)
 };
 

@@ -204,7 +204,7 @@ struct SchedulerConfig {
   // over all the replica's GPUs (vLLM's kv_offloading_size); pooled: each replica adds its share.
   double kv_offloading_size_gib = 0;
   KvOffloadScope kv_offloading_scope = KvOffloadScope::replica;
-  std::int64_t max_model_len = 0;                      // prompt + output limit; 0: the model's max_seq
+  std::int64_t max_model_len = 0;  // prompt + output limit; 0: the model's max_seq
   BatchingMode batching = BatchingMode::continuous;
   SchedulingPolicy policy = SchedulingPolicy::fcfs;
   PreemptionMode preemption = PreemptionMode::recompute;
