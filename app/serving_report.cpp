@@ -537,12 +537,12 @@ std::string offload_text(const ServingJob& job, const ServingReplicaRun& run) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "  KV offload    host tier of %.0f GiB per replica%s, %lld pages; %s of prompt tokens loaded from it "
-                "(%s from other replicas' pages) in %.3f s; %lld pages written, %lld evicted\n",
+                "(%s from other replicas' pages), %.3f s of transfers; %lld pages written, %lld evicted\n",
                 job.scheduler.kv_offloading_size_gib,
                 job.scheduler.kv_offloading_scope == KvOffloadScope::pool ? ", pooled over the pool" : "",
                 static_cast<long long>(t.capacity_pages),
                 pct(static_cast<double>(r.kv_stats.offload_hit_tokens) / q).c_str(),
-                pct(static_cast<double>(r.kv_stats.offload_remote_hit_tokens) / q).c_str(), r.gpu_time.kv_load_s,
+                pct(static_cast<double>(r.kv_stats.offload_remote_hit_tokens) / q).c_str(), r.kv_load_link_s,
                 static_cast<long long>(t.stored_pages), static_cast<long long>(t.evicted_pages));
   return buf;
 }
@@ -592,7 +592,8 @@ J serving_report_json(const Scenario& sc, const ServingFleetRun& fleet) {
                                  {"hit_tokens", r.kv_stats.offload_hit_tokens},
                                  {"hit_rate", static_cast<double>(r.kv_stats.offload_hit_tokens) / q},
                                  {"remote_hit_tokens", r.kv_stats.offload_remote_hit_tokens},
-                                 {"load_s", r.gpu_time.kv_load_s},
+                                 {"load_s", r.kv_load_link_s},
+                                 {"stall_s", r.gpu_time.kv_load_s},
                                  {"stored_pages", t.stored_pages},
                                  {"evicted_pages", t.evicted_pages},
                                  {"peak_pages", t.peak_pages}};
@@ -736,7 +737,7 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
                 pct(g.idle_s / span).c_str());
   s += buf;
   if (offload_on(run)) {
-    std::snprintf(buf, sizeof buf, "                loads from the host tier of KV %s\n",
+    std::snprintf(buf, sizeof buf, "                waiting for KV from the host tier with nothing else to run %s\n",
                   pct(g.kv_load_s / span).c_str());
     s += buf;
   }

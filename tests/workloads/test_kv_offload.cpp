@@ -119,7 +119,7 @@ TEST_CASE("kv offloading: a tier of 0 pages holds nothing; a tier without prefix
   CHECK_THROWS_AS(make_kv_host_tier(-1), std::invalid_argument);
 }
 
-TEST_CASE("kv offloading: a replica's iteration waits for its loads, bytes over the link's rate") {
+TEST_CASE("kv offloading: a request waits for its loads, bytes over the link's rate") {
   // LinearCost replica, 300 GPU blocks of 16 tokens. A (4000 tokens, 3840 shared) at 0 s; F
   // (4800 of its own, one output token: all 300 blocks) at 1 s evicts every cached block of A;
   // B (as A) at 2 s finds 240 blocks: on the GPUs without F, in the tier with F. Each block moves 1 MB at 1 GB/s (1
@@ -159,7 +159,8 @@ TEST_CASE("kv offloading: a replica's iteration waits for its loads, bytes over 
     return (r.first_token - r.request.arrival).seconds();
   };
   CHECK(from_tier.res.kv_stats.offload_hit_tokens == 3840);
-  CHECK(from_tier.res.gpu_time.kv_load_s == rel_approx(0.240, 1e-12));
+  CHECK(from_tier.res.kv_load_link_s == rel_approx(0.240, 1e-12));
+  CHECK(from_tier.res.gpu_time.kv_load_s == rel_approx(0.240, 1e-9));  // nothing else to run meanwhile
   CHECK(ttft(from_tier, 2) - ttft(gpu_hit, 1) == rel_approx(0.240, 1e-9));
   // Without the tier B recomputes the prefix: 3840 more prefill tokens.
   CHECK(lost.res.kv_stats.prefix_hit_tokens == 0);
@@ -201,4 +202,56 @@ TEST_CASE("kv offloading params: vLLM's kv_offloading_size in GiB, the scope, an
     CHECK(std::string(e.what()).find("/serving/kv_offloading_size") != std::string::npos);
     CHECK(std::string(e.what()).find("enable_prefix_caching") != std::string::npos);
   }
+}
+
+TEST_CASE("kv offloading: a request's load overlaps the others' iterations; loads queue on the link") {
+  // 250 GPU blocks. A (group 7) at 0 s and A2 (group 8) at 0.5 s: 1616 tokens, 1600 shared; F
+  // (4000 of its own, one output token: all 250 blocks) at 1 s evicts both prefixes; D (100
+  // tokens, 400 to generate) decodes from 1.95 s; B (group 7) and B2 (group 8) at 2 s find 100
+  // pages each in the tier. The loads take 100 ms each, one after the other on the link: B's
+  // prefill starts after 2.1 s, B2's after 2.2 s, and D's iterations go on meanwhile.
+  SchedulerConfig sc;
+  sc.prefix_caching = PrefixCaching::hash_lru;
+  sc.max_model_len = 4096;
+  ReplicaOptions o;
+  o.kv_block_bytes = 1e6;
+  o.host_link_bytes_per_s = 1e9;
+  const test::LinearCost cost;
+  auto shared = [](double t, std::int64_t group) {
+    Request r = test::req(t, 1616, 4);
+    r.shared_prefix_tokens = 1600;
+    r.prefix_group = group;
+    return r;
+  };
+  test::VectorSource src(
+      {shared(0, 7), shared(0.5, 8), test::req(1, 4000, 1), test::req(1.95, 100, 400), shared(2, 7), shared(2, 8)});
+  auto kv = make_kv_cache(250, 16, 0, sc.prefix_caching, {make_kv_host_tier(1000), 0});
+  std::map<std::int64_t, RequestRecord> recs;
+  int during_loads = 0;
+  ReplicaOptions oo = o;
+  oo.hooks.on_request = [&](const RequestRecord& r) { recs[r.request.id] = r; };
+  oo.hooks.on_iteration = [&](const IterationRecord& it) {
+    if (it.start.seconds() > 2.0 && it.end.seconds() < 2.2 && it.shape.decode_seqs == 1 && it.shape.prefill_tokens == 0)
+      ++during_loads;
+  };
+  const ServingResult res = simulate_replica(src, *kv, cost, sc, oo);
+  CHECK(res.kv_stats.offload_hit_tokens == 2 * 1600);
+  CHECK(res.kv_load_link_s == rel_approx(0.200, 1e-12));
+  CHECK(res.gpu_time.kv_load_s == 0);  // D ran meanwhile
+  // D's decode steps take a_s + b_s + c_s x 100-300 KV tokens, about 1.02 ms: some 190 fit.
+  CHECK(during_loads > 150);
+  const auto ttft = [&](std::int64_t id) {
+    const RequestRecord& r = recs.at(id);
+    return (r.first_token - r.request.arrival).seconds();
+  };
+  // Both admitted at the first iteration boundary after 2 s, their loads queued there.
+  CHECK(recs.at(4).first_scheduled.seconds() < 2.002);
+  CHECK(recs.at(5).first_scheduled == recs.at(4).first_scheduled);
+  // Each: the wait to admission, its load, at most one decode step of D, and its own 16-token
+  // prefill chunk (a_s + b_s x 17 + c_s x KV: about 1.2 ms).
+  CHECK(ttft(4) > 0.100);
+  CHECK(ttft(4) < 0.100 + 0.005);
+  CHECK(ttft(5) > 0.200);
+  CHECK(ttft(5) < 0.200 + 0.005);
+  CHECK(res.preemptions_recompute == 0);
 }

@@ -78,6 +78,7 @@ ServingResult merge_serving_results(const std::vector<ServingResult>& replicas,
     m.preemptions_recompute += r.preemptions_recompute;
     m.preemptions_swap += r.preemptions_swap;
     m.swapped_blocks += r.swapped_blocks;
+    m.kv_load_link_s += r.kv_load_link_s;
     m.kv_stats.prefix_queries += r.kv_stats.prefix_queries;
     m.kv_stats.prefix_query_tokens += r.kv_stats.prefix_query_tokens;
     m.kv_stats.prefix_hit_tokens += r.kv_stats.prefix_hit_tokens;

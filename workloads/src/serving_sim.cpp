@@ -34,6 +34,7 @@ struct Live {
   bool decoding = false;
   bool swapped = false;
   bool resume_decoding = false;  // swapped out while decoding
+  Time ready = kUnset;           // KV offloading: its pages from the host tier are in by then
 };
 
 struct Entry {  // a waiting or running request, ordered by service key
@@ -321,6 +322,7 @@ class Replica {
     if (was_decoding) leave_decode(v);
     prefilling_.erase({l.key, v});
     l.chunk = 0;
+    l.ready = kUnset;
     bool swapped = false;
     if (c_.preemption == PreemptionMode::swap) {
       if (const auto moved = kv_.swap_out(l.r)) {
@@ -428,7 +430,7 @@ class Replica {
     take_kv_loads();
     BatchShape b = shape(decode_now);
     if (lora_) add_lora(b, decode_now);
-    if (b.prefill_seqs == 0 && b.decode_seqs == 0 && swap_s_ == 0) return false;
+    if (b.prefill_seqs == 0 && b.decode_seqs == 0 && swap_s_ == 0 && kv_load_s_ == 0) return wait_for_kv_loads(t);
     load_ = {static_cast<std::int64_t>(waiting_.size()), static_cast<std::int64_t>(running_.size()), kv_.used_blocks(),
              kv_.num_blocks()};
     const IterationTime it = b.prefill_seqs + b.decode_seqs > 0 ? cost_.iteration(b) : IterationTime{};
@@ -464,15 +466,31 @@ class Replica {
   // before its forward pass, blocking it (each GPU reads its share over its own link at once):
   // from this replica's host memory over PCIe, from another's (a pooled tier) over the network.
   void take_kv_loads() {
-    const KvLoads l = kv_.take_loads();
-    kv_load_s_ = 0;
-    if (l.local_blocks > 0)
-      kv_load_s_ += static_cast<double>(l.local_blocks) * o_.kv_block_bytes / o_.host_link_bytes_per_s;
+    kv_load_s_ = kv_load_seconds(kv_.take_loads());
+    res_.kv_load_link_s += kv_load_s_;
+  }
+  double kv_load_seconds(const KvLoads& l) const {
+    double s = 0;
+    if (l.local_blocks > 0) s += static_cast<double>(l.local_blocks) * o_.kv_block_bytes / o_.host_link_bytes_per_s;
     if (l.remote_blocks > 0) {
       if (!(o_.remote_kv_bytes_per_s > 0))
         throw std::logic_error("serving: pages from a pooled host tier without ReplicaOptions::remote_kv_bytes_per_s");
-      kv_load_s_ += static_cast<double>(l.remote_blocks) * o_.kv_block_bytes / o_.remote_kv_bytes_per_s;
+      s += static_cast<double>(l.remote_blocks) * o_.kv_block_bytes / o_.remote_kv_bytes_per_s;
     }
+    return s;
+  }
+  // Nothing to run while requests wait for their KV from the host tier: the clock moves to the
+  // first of them (GPU time stalled on loads); false when none is loading.
+  bool wait_for_kv_loads(Time& t) {
+    Time first = kUnset;
+    for (const Entry& e : prefilling_) {
+      const Time r = slots_[e.slot].ready;
+      if (r > t && (first == kUnset || r < first)) first = r;
+    }
+    if (first == kUnset) return false;
+    res_.gpu_time.kv_load_s += (first - t).seconds();
+    t = first;
+    return true;
   }
 
   void swap_in_waiting() {
@@ -533,6 +551,7 @@ class Replica {
     for (const Entry& e : due_) {
       if (!prefilling_.count(e)) continue;
       Live& l = slots_[e.slot];
+      if (l.ready > t) continue;  // still loading its KV from the host tier
       const std::int64_t chunk = std::min(budget, l.prefill_target - l.computed);
       if (chunk <= 0) continue;
       if (!grow(e.slot, l.computed + chunk)) continue;
@@ -570,12 +589,22 @@ class Replica {
       if (!kv_.allocate(l.r, reserve)) break;
       waiting_.pop();
       l.cap_tokens = (reserve + bs_ - 1) / bs_ * bs_;
-      l.chunk = chunk;
-      budget -= chunk;
       if (l.first_scheduled == kUnset) l.first_scheduled = t;
       running_.insert({l.key, s});
       prefilling_.insert({l.key, s});
       lora_join(l.r);
+      // Pages found in the host tier load asynchronously, one request after another over the
+      // replica's links (vLLM's offloading connector: the request waits for its KV while the
+      // others run); its prefill starts in the first iteration after they are in.
+      if (const double load_s = kv_load_seconds(kv_.take_loads()); load_s > 0) {
+        load_free_ = std::max(load_free_, t) + seconds(load_s);
+        l.ready = load_free_;
+        res_.kv_load_link_s += load_s;
+        l.chunk = 0;
+        continue;
+      }
+      l.chunk = chunk;
+      budget -= chunk;
       first = false;
     }
     for (const Entry& e : lora_skipped_) waiting_.push(e);
@@ -778,7 +807,8 @@ class Replica {
   double swap_s_ = 0;
   std::optional<LoraAdapterCache> lora_;  // with enable_lora
   double lora_load_s_ = 0;                // this iteration's adapter loads
-  double kv_load_s_ = 0;                  // this iteration's loads from the host tier of KV
+  double kv_load_s_ = 0;                  // this iteration's blocking loads from the host tier of KV
+  Time load_free_{0};                     // when the replica's links finish the loads queued so far
   std::int64_t lora_decoders_ = 0;        // decoding requests with an adapter
   std::vector<std::int32_t> lora_seen_;
   std::vector<Entry> lora_skipped_;  // waiting requests passed over this iteration (max_loras)

@@ -79,8 +79,8 @@ inline constexpr ParamDecl serving_scheduler_params[] = {
      .unit = "GiB",
      .doc = "KV offloading: host memory for a tier of prefix-cache pages behind the GPUs, over all the replica's "
             "GPUs (summed over TP ranks); a lookup that stops on the GPUs goes on there and loads what it finds "
-            "(PCIe, blocking the iteration); full prompt pages are written through, LRU; needs "
-            "enable_prefix_caching; 0: off",
+            "(over PCIe, asynchronously: the request waits, the others run); full prompt pages are written "
+            "through, LRU; needs enable_prefix_caching; 0: off",
      .source = "vLLM EngineArgs kv_offloading_size (GiB, summed over TP ranks); LMCache max_local_cpu_size"},
     {.key = "kv_offloading_scope",
      .type = ParamType::choice,

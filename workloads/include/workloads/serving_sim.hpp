@@ -74,8 +74,10 @@ struct GpuTimeSplit {
   // LoRA: the adapters' GEMMs (IterationTime::lora_s), and adapter loads (blocking the
   // iteration, as vLLM's worker loads them before the forward pass).
   double lora_s = 0, lora_load_s = 0;
-  double kv_load_s = 0;  // KV offloading: pages loaded from the host tier (blocking the iteration)
-  double idle_s = 0;     // no iteration running
+  // KV offloading: waiting for pages from the host tier with nothing else to run (a request's load
+  // overlaps the others' iterations; ServingResult::kv_load_link_s is the loads' own time).
+  double kv_load_s = 0;
+  double idle_s = 0;  // no iteration running
 };
 
 struct ServingResult {
@@ -100,6 +102,7 @@ struct ServingResult {
   std::int64_t preemptions_swap = 0;
   std::int64_t swapped_blocks = 0;  // out and in
   double prefix_hit_rate = 0;       // hit tokens / looked-up prompt tokens (KvCacheStats)
+  double kv_load_link_s = 0;        // KV offloading: the loads' transfer time, summed
   KvCacheStats kv_stats;
   LoraStats lora;  // all zero without LoRA
   GpuTimeSplit gpu_time;
