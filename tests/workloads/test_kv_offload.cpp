@@ -255,3 +255,40 @@ TEST_CASE("kv offloading: a request's load overlaps the others' iterations; load
   CHECK(ttft(5) < 0.200 + 0.005);
   CHECK(res.preemptions_recompute == 0);
 }
+
+TEST_CASE("kv offloading: without chunked prefill a loading request holds back no one, then runs whole") {
+  // As the first timing case with chunked prefill off (budget 4800, the longest prompt): B (at
+  // 2 s) loads 240 pages for 240 ms; C (500 tokens of its own, also at 2 s, behind B) runs its
+  // prompt at once in a prefill-only iteration, and B's remaining 160 tokens run in one
+  // iteration once its KV is in.
+  SchedulerConfig sc;
+  sc.prefix_caching = PrefixCaching::hash_lru;
+  sc.max_model_len = 8192;
+  sc.enable_chunked_prefill = false;
+  sc.max_num_batched_tokens = 4800;
+  ReplicaOptions o;
+  o.kv_block_bytes = 1e6;
+  o.host_link_bytes_per_s = 1e9;
+  const test::LinearCost cost;
+  Request a = test::req(0, 4000, 4), b = test::req(2, 4000, 4);
+  for (Request* r : {&a, &b}) {
+    r->shared_prefix_tokens = 3840;
+    r->prefix_group = 7;
+  }
+  test::VectorSource src({a, test::req(1, 4800, 1), b, test::req(2, 500, 1)});
+  auto kv = make_kv_cache(300, 16, 0, sc.prefix_caching, {make_kv_host_tier(1000), 0});
+  std::vector<std::pair<double, std::int64_t>> prefills;  // from 2 s on: start, prefill tokens
+  ReplicaOptions oo = o;
+  oo.hooks.on_iteration = [&](const IterationRecord& it) {
+    if (it.start.seconds() >= 2.0 && it.shape.prefill_tokens > 0)
+      prefills.emplace_back(it.start.seconds(), it.shape.prefill_tokens);
+  };
+  const ServingResult res = simulate_replica(src, *kv, cost, sc, oo);
+  CHECK(res.rejected_requests == 0);
+  CHECK(res.kv_stats.offload_hit_tokens == 3840);
+  REQUIRE(prefills.size() == 2);
+  CHECK(prefills[0].second == 500);
+  CHECK(prefills[0].first < 2.24);
+  CHECK(prefills[1].second == 160);
+  CHECK(prefills[1].first >= 2.24 - 1e-9);  // at the picosecond its KV is in
+}

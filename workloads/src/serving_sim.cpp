@@ -547,19 +547,23 @@ class Replica {
   // Running partial prefills, then waiting requests (unless this iteration preempted), within
   // the budget, the sequence limit and the free blocks.
   void schedule_prefills(std::int64_t& budget, Time t) {
+    bool first = true;  // no prefill chunk scheduled in this iteration yet
     due_.assign(prefilling_.begin(), prefilling_.end());
     for (const Entry& e : due_) {
       if (!prefilling_.count(e)) continue;
       Live& l = slots_[e.slot];
       if (l.ready > t) continue;  // still loading its KV from the host tier
-      const std::int64_t chunk = std::min(budget, l.prefill_target - l.computed);
+      const std::int64_t todo = l.prefill_target - l.computed;
+      std::int64_t chunk = std::min(budget, todo);
+      // Without chunked prefill a prompt whose KV has just come in runs whole, as below.
+      if (!c_.enable_chunked_prefill && chunk < todo) chunk = first ? todo : 0;
       if (chunk <= 0) continue;
       if (!grow(e.slot, l.computed + chunk)) continue;
       l.chunk = chunk;
       budget -= chunk;
+      first = false;
     }
     if (preempted_) return;
-    bool first = prefilling_.empty();
     while (!waiting_.empty() && static_cast<std::int64_t>(running_.size()) < c_.max_num_seqs) {
       const auto s = waiting_.top().slot;
       Live& l = slots_[s];
