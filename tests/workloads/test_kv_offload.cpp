@@ -29,6 +29,27 @@ Request req(std::int64_t id, std::int32_t prompt, std::int32_t shared = 0, std::
 
 constexpr PrefixCaching kModes[] = {PrefixCaching::hash_lru, PrefixCaching::radix};
 
+// The timing cases' replica: hash_lru prefix caching; a block moves 1 MB over a 1 GB/s link (1 ms).
+SchedulerConfig timing_scheduler(std::int64_t max_model_len) {
+  SchedulerConfig sc;
+  sc.prefix_caching = PrefixCaching::hash_lru;
+  sc.max_model_len = max_model_len;
+  return sc;
+}
+ReplicaOptions one_ms_a_block() {
+  ReplicaOptions o;
+  o.kv_block_bytes = 1e6;
+  o.host_link_bytes_per_s = 1e9;
+  return o;
+}
+// At t, `prompt` tokens whose first `shared` are prefix group `group`'s, 4 to generate.
+Request shared_req(double t, std::int32_t prompt, std::int32_t shared, std::int64_t group) {
+  Request r = test::req(t, prompt, 4);
+  r.shared_prefix_tokens = shared;
+  r.prefix_group = group;
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("kv offloading: a prefix the GPUs evicted is found in the host tier, loaded and counted a hit") {
@@ -124,19 +145,10 @@ TEST_CASE("kv offloading: a request waits for its loads, bytes over the link's r
   // (4800 of its own, one output token: all 300 blocks) at 1 s evicts every cached block of A;
   // B (as A) at 2 s finds 240 blocks: on the GPUs without F, in the tier with F. Each block moves 1 MB at 1 GB/s (1
   // ms), so B's first token comes 240 ms later than a GPU hit's, and nothing else changes.
-  SchedulerConfig sc;
-  sc.prefix_caching = PrefixCaching::hash_lru;
-  sc.max_model_len = 8192;
-  ReplicaOptions o;
-  o.kv_block_bytes = 1e6;
-  o.host_link_bytes_per_s = 1e9;
+  const SchedulerConfig sc = timing_scheduler(8192);
+  const ReplicaOptions o = one_ms_a_block();
   const test::LinearCost cost;
-  auto shared = [](double t) {
-    Request r = test::req(t, 4000, 4);
-    r.shared_prefix_tokens = 3840;
-    r.prefix_group = 7;
-    return r;
-  };
+  auto shared = [](double t) { return shared_req(t, 4000, 3840, 7); };
   struct Out {
     ServingResult res;
     std::map<std::int64_t, RequestRecord> recs;
@@ -210,19 +222,10 @@ TEST_CASE("kv offloading: a request's load overlaps the others' iterations; load
   // tokens, 400 to generate) decodes from 1.95 s; B (group 7) and B2 (group 8) at 2 s find 100
   // pages each in the tier. The loads take 100 ms each, one after the other on the link: B's
   // prefill starts after 2.1 s, B2's after 2.2 s, and D's iterations go on meanwhile.
-  SchedulerConfig sc;
-  sc.prefix_caching = PrefixCaching::hash_lru;
-  sc.max_model_len = 4096;
-  ReplicaOptions o;
-  o.kv_block_bytes = 1e6;
-  o.host_link_bytes_per_s = 1e9;
+  const SchedulerConfig sc = timing_scheduler(4096);
+  const ReplicaOptions o = one_ms_a_block();
   const test::LinearCost cost;
-  auto shared = [](double t, std::int64_t group) {
-    Request r = test::req(t, 1616, 4);
-    r.shared_prefix_tokens = 1600;
-    r.prefix_group = group;
-    return r;
-  };
+  auto shared = [](double t, std::int64_t group) { return shared_req(t, 1616, 1600, group); };
   test::VectorSource src(
       {shared(0, 7), shared(0.5, 8), test::req(1, 4000, 1), test::req(1.95, 100, 400), shared(2, 7), shared(2, 8)});
   auto kv = make_kv_cache(250, 16, 0, sc.prefix_caching, {make_kv_host_tier(1000), 0});
@@ -261,21 +264,13 @@ TEST_CASE("kv offloading: without chunked prefill a loading request holds back n
   // 2 s) loads 240 pages for 240 ms; C (500 tokens of its own, also at 2 s, behind B) runs its
   // prompt at once in a prefill-only iteration, and B's remaining 160 tokens run in one
   // iteration once its KV is in.
-  SchedulerConfig sc;
-  sc.prefix_caching = PrefixCaching::hash_lru;
-  sc.max_model_len = 8192;
+  SchedulerConfig sc = timing_scheduler(8192);
   sc.enable_chunked_prefill = false;
   sc.max_num_batched_tokens = 4800;
-  ReplicaOptions o;
-  o.kv_block_bytes = 1e6;
-  o.host_link_bytes_per_s = 1e9;
+  const ReplicaOptions o = one_ms_a_block();
   const test::LinearCost cost;
-  Request a = test::req(0, 4000, 4), b = test::req(2, 4000, 4);
-  for (Request* r : {&a, &b}) {
-    r->shared_prefix_tokens = 3840;
-    r->prefix_group = 7;
-  }
-  test::VectorSource src({a, test::req(1, 4800, 1), b, test::req(2, 500, 1)});
+  test::VectorSource src(
+      {shared_req(0, 4000, 3840, 7), test::req(1, 4800, 1), shared_req(2, 4000, 3840, 7), test::req(2, 500, 1)});
   auto kv = make_kv_cache(300, 16, 0, sc.prefix_caching, {make_kv_host_tier(1000), 0});
   std::vector<std::pair<double, std::int64_t>> prefills;  // from 2 s on: start, prefill tokens
   ReplicaOptions oo = o;
