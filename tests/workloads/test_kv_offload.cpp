@@ -4,8 +4,11 @@
 // loads, the load's time in the replica's iteration, the sizes, and the scheduler keys.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kv_requests.hpp"
 #include "serving_fakes.hpp"
@@ -17,6 +20,7 @@
 #include "workloads/serving_memory.hpp"
 #include "workloads/serving_scheduler_params.hpp"
 #include "workloads/serving_sim.hpp"
+#include "workloads/serving_trace.hpp"
 
 using namespace ctwin;
 using ctwin::test::rel_approx;
@@ -286,4 +290,32 @@ TEST_CASE("kv offloading: without chunked prefill a loading request holds back n
   CHECK(prefills[0].first < 2.24);
   CHECK(prefills[1].second == 160);
   CHECK(prefills[1].first >= 2.24 - 1e-9);  // at the picosecond its KV is in
+}
+
+TEST_CASE("kv offloading: the serving trace shows a request's wait for its KV between queueing and prefill") {
+  // The first timing case with the tier: B (req 2) is admitted at 2 s, its 240 blocks are in at
+  // 2.24 s, its prefill runs from there.
+  const SchedulerConfig sc = timing_scheduler(8192);
+  const test::LinearCost cost;
+  test::VectorSource src({shared_req(0, 4000, 3840, 7), test::req(1, 4800, 1), shared_req(2, 4000, 3840, 7)});
+  auto kv = make_kv_cache(300, 16, 0, sc.prefix_caching, {make_kv_host_tier(1000), 0});
+  ServingTraceCollector col(1, 1);
+  ReplicaOptions o = one_ms_a_block();
+  o.hooks = col.hooks();
+  const ServingResult res = simulate_replica(src, *kv, cost, sc, o);
+  const Trace t = col.build(res, 300);
+  std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> b;  // kind, (start, dur)
+  for (const auto& e : t.events)
+    if (t.str(e.name) == "req 2") b.push_back({t.str(e.kind), {e.start_ps, e.dur_ps}});
+  std::sort(b.begin(), b.end(), [](const auto& x, const auto& y) { return x.second.first < y.second.first; });
+  REQUIRE(b.size() == 3);  // admitted on arrival: no queued span
+  CHECK(b[0].first == "kv_load");
+  CHECK(b[0].second.first == seconds(2.0).ps);
+  CHECK(b[0].second.second == seconds(0.240).ps);
+  CHECK(b[1].first == "prefill");
+  CHECK(b[1].second.first == seconds(2.24).ps);
+  CHECK(b[2].first == "decode");
+  // Requests that loaded nothing have no such span.
+  for (const auto& e : t.events)
+    if (t.str(e.kind) == "kv_load") CHECK(t.str(e.name) == "req 2");
 }

@@ -35,6 +35,7 @@ struct Live {
   bool swapped = false;
   bool resume_decoding = false;  // swapped out while decoding
   Time ready = kUnset;           // KV offloading: its pages from the host tier are in by then
+  Time kv_loaded = kUnset;       // the end of its first load (the request record's)
 };
 
 struct Entry {  // a waiting or running request, ordered by service key
@@ -603,6 +604,7 @@ class Replica {
       if (const double load_s = kv_load_seconds(kv_.take_loads()); load_s > 0) {
         load_free_ = std::max(load_free_, t) + seconds(load_s);
         l.ready = load_free_;
+        if (l.kv_loaded == kUnset) l.kv_loaded = l.ready;
         res_.kv_load_link_s += load_s;
         l.chunk = 0;
         continue;
@@ -757,7 +759,8 @@ class Replica {
     met_ += met ? 1 : 0;
     if (o_.hooks.on_request)
       o_.hooks.on_request(RequestRecord{l.r, false, l.first_scheduled, l.first_token, end, l.preemptions, met,
-                                        l.r.arrival + o_.request_overhead});
+                                        l.r.arrival + o_.request_overhead,
+                                        l.kv_loaded != kUnset ? l.kv_loaded : l.first_scheduled});
     src_.completed(l.r, end);
     ++l.epoch;
     free_.push_back(e.slot);

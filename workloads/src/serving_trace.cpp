@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <queue>
 #include <string>
 #include <unordered_map>
@@ -24,8 +25,8 @@ void ServingTraceCollector::record(const IterationRecord& it) {
 }
 
 void ServingTraceCollector::record(const RequestRecord& r) {
-  reqs_.push_back(
-      Req{r.request.id, r.request.arrival.ps, r.first_scheduled.ps, r.first_token.ps, r.finish.ps, r.rejected});
+  reqs_.push_back(Req{r.request.id, r.request.arrival.ps, r.first_scheduled.ps, r.first_token.ps, r.finish.ps,
+                      r.rejected, r.kv_loaded.ps});
 }
 
 std::vector<std::uint32_t> assign_slots(const std::vector<std::pair<std::int64_t, std::int64_t>>& intervals) {
@@ -138,6 +139,7 @@ Trace ServingTraceCollector::build(const ServingResult& res, std::int64_t kv_tot
   std::vector<std::uint32_t> slot_lane;
   const std::uint32_t k_queued = tr.intern("queued"), k_prefill = tr.intern("prefill"), k_decode = tr.intern("decode"),
                       k_rejected = tr.intern("rejected");
+  std::optional<std::uint32_t> k_kv_load;  // interned only when a request loaded KV (KV offloading)
   for (std::size_t i = 0; i < order.size(); ++i) {
     const Req& r = *order[i];
     while (slot_lane.size() <= slot[i]) {
@@ -161,8 +163,14 @@ Trace ServingTraceCollector::build(const ServingResult& res, std::int64_t kv_tot
       tr.events.push_back(e);
       continue;
     }
+    // Admitted, it may first wait for its KV from the host tier (KV offloading), then prefill.
+    const std::int64_t loaded = std::max(r.kv_loaded_ps, r.first_scheduled_ps);
     span(r.arrival_ps, r.first_scheduled_ps, k_queued);
-    span(r.first_scheduled_ps, r.first_token_ps, k_prefill);
+    if (loaded > r.first_scheduled_ps) {
+      if (!k_kv_load) k_kv_load = tr.intern("kv_load");
+      span(r.first_scheduled_ps, loaded, *k_kv_load);
+    }
+    span(loaded, r.first_token_ps, k_prefill);
     span(r.first_token_ps, r.finish_ps, k_decode);
   }
   canonicalize(tr);

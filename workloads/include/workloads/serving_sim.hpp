@@ -37,6 +37,9 @@ struct RequestRecord {
   std::int32_t preemptions = 0;
   bool met_slo = false;
   Time received{};  // when the scheduler saw it: arrival + ReplicaOptions::request_overhead
+  // KV offloading: when its first load from the host tier ended (its prefill could start); at
+  // or before first_scheduled when it loaded nothing.
+  Time kv_loaded{};
 };
 
 // Null by default: a run without hooks pays one branch per iteration and request.

@@ -50,6 +50,7 @@ class ServingTraceCollector {
   struct Req {
     std::int64_t id, arrival_ps, first_scheduled_ps, first_token_ps, finish_ps;
     bool rejected;
+    std::int64_t kv_loaded_ps;  // the end of its load from the host tier of KV (<= first_scheduled_ps: none)
   };
   int tp_, pp_;
   std::vector<Iter> iters_;
