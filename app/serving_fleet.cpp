@@ -100,10 +100,11 @@ ServingFleetRun run_serving_job(const ServingJob& job, const ServingHooks& hooks
     f.replicas = 0;
     for (const FleetPool& p : spec.pools) f.replicas += p.replicas;
     f.run.capacity = run.pools.front().capacity;
-    for (const FleetPoolResult& p : run.pools)
+    for (const FleetPoolResult& p : run.pools) {
       if (!p.capacity.refusal.empty()) f.run.capacity = p.capacity;
+      add_host_tier_stats(f.run.offload, p.offload);
+    }
     f.run.result = run.merged;
-    for (const FleetPoolResult& p : run.pools) add_host_tier_stats(f.run.offload, p.offload);
     f.fleet = std::move(run);
     return f;
   }

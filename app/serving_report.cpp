@@ -530,19 +530,22 @@ bool offload_on(const ServingReplicaRun& run) {
   return run.offload.capacity_pages > 0 || run.result.kv_stats.offload_hit_tokens > 0;
 }
 
+// Tokens as a share of the prompt tokens the prefix cache looked up.
+double prompt_share(const ServingResult& r, std::int64_t tokens) {
+  return static_cast<double>(tokens) / static_cast<double>(std::max<std::int64_t>(1, r.kv_stats.prefix_query_tokens));
+}
+
 std::string offload_text(const ServingJob& job, const ServingReplicaRun& run) {
   const ServingResult& r = run.result;
   const KvHostTierStats& t = run.offload;
-  const double q = static_cast<double>(std::max<std::int64_t>(1, r.kv_stats.prefix_query_tokens));
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "  KV offload    host tier of %.0f GiB per replica%s, %lld pages; %s of prompt tokens loaded from it "
                 "(%s from other replicas' pages), %.3f s of transfers; %lld pages written, %lld evicted\n",
                 job.scheduler.kv_offloading_size_gib,
                 job.scheduler.kv_offloading_scope == KvOffloadScope::pool ? ", pooled over the pool" : "",
-                static_cast<long long>(t.capacity_pages),
-                pct(static_cast<double>(r.kv_stats.offload_hit_tokens) / q).c_str(),
-                pct(static_cast<double>(r.kv_stats.offload_remote_hit_tokens) / q).c_str(), r.kv_load_link_s,
+                static_cast<long long>(t.capacity_pages), pct(prompt_share(r, r.kv_stats.offload_hit_tokens)).c_str(),
+                pct(prompt_share(r, r.kv_stats.offload_remote_hit_tokens)).c_str(), r.kv_load_link_s,
                 static_cast<long long>(t.stored_pages), static_cast<long long>(t.evicted_pages));
   return buf;
 }
@@ -585,12 +588,11 @@ J serving_report_json(const Scenario& sc, const ServingFleetRun& fleet) {
                           {"capacity_bytes", job.deployment.cluster.spec.gpu.hbm_bytes}};
   if (offload_on(run)) {
     const KvHostTierStats& t = run.offload;
-    const double q = static_cast<double>(std::max<std::int64_t>(1, r.kv_stats.prefix_query_tokens));
     j["kv_cache"]["offload"] = J{{"scope", kv_offload_scope_names.name(job.scheduler.kv_offloading_scope)},
                                  {"size_gib_per_replica", job.scheduler.kv_offloading_size_gib},
                                  {"capacity_pages", t.capacity_pages},
                                  {"hit_tokens", r.kv_stats.offload_hit_tokens},
-                                 {"hit_rate", static_cast<double>(r.kv_stats.offload_hit_tokens) / q},
+                                 {"hit_rate", prompt_share(r, r.kv_stats.offload_hit_tokens)},
                                  {"remote_hit_tokens", r.kv_stats.offload_remote_hit_tokens},
                                  {"load_s", r.kv_load_link_s},
                                  {"stall_s", r.gpu_time.kv_load_s},

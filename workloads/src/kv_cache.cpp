@@ -2,7 +2,7 @@
 #include "workloads/kv_cache.hpp"
 
 #include <algorithm>
-#include <limits>
+#include <cstdint>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -10,35 +10,16 @@
 #include "flat_map.hpp"
 #include "kv_host_tier.hpp"
 #include "prefix_blocks.hpp"
-#include "sim/random.hpp"
 
 namespace ctwin {
 
 namespace {
 
-// A block's token identity: owner is 2*prefix_group+1 for a shared-prefix block, 2*request id
-// for a block of the request's own tokens; index is the block's position in the sequence. A
-// block inside one of a trace's hash blocks (Request::prefix_blocks) is (hash_owner(id), its
-// offset in that hash block): the chain hash already stands for the position and all before.
-struct BlockKey {
-  std::int64_t owner = 0;
-  std::int64_t index = 0;
-  bool operator==(const BlockKey&) const = default;
-};
-struct BlockKeyTraits {
-  static constexpr BlockKey empty() { return {std::numeric_limits<std::int64_t>::min(), 0}; }
-  static std::uint64_t hash(const BlockKey& k) {
-    return mix64(static_cast<std::uint64_t>(k.owner) * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(k.index));
-  }
-};
-// Block key -> block of the findable full blocks; sized for every block at construction, so it
-// never allocates afterwards.
-using BlockIndex = detail::FlatMap<BlockKey, std::int32_t, BlockKeyTraits>;
-
-BlockKey block_key(const Request& r, std::int64_t i, int block_size) {
-  const detail::PageKey k = detail::page_key(r, i, block_size);
-  return {k.owner, k.index};
-}
+// A block's token identity is its page key (prefix_blocks.hpp: a prefix group's, a trace hash
+// block's or the request's own page). Block key -> block of the findable full blocks; sized for
+// every block at construction, so it never allocates afterwards.
+using BlockKey = detail::PageKey;
+using BlockIndex = detail::FlatMap<BlockKey, std::int32_t, detail::PageKeyTraits>;
 
 constexpr std::int32_t nil = -1;
 
@@ -92,7 +73,7 @@ class BlockKvCache final : public PrefixKvCache {
       hit_blocks = gpu_hits(r, limit);
       host_hits = host_.extend(r, hit_blocks, limit, block_size_);
       for (std::int64_t i = 0; i < hit_blocks; ++i) {
-        const std::int32_t b = *map_.find(block_key(r, i, block_size_));
+        const std::int32_t b = *map_.find(detail::page_key(r, i, block_size_));
         scratch_.push_back(b);
         if (blocks_[static_cast<std::size_t>(b)].refs == 0) ++hit_unreferenced;
       }
@@ -125,7 +106,7 @@ class BlockKvCache final : public PrefixKvCache {
     const std::int64_t full_after = reach / block_size_;
     for (std::int64_t i = full_before; i < full_after; ++i) {
       const std::int32_t b = s.blocks[static_cast<std::size_t>(i)];
-      const BlockKey key = block_key(r, i, block_size_);
+      const BlockKey key = detail::page_key(r, i, block_size_);
       if (map_.insert(key, b)) {
         blocks_[static_cast<std::size_t>(b)].hashed = true;
         blocks_[static_cast<std::size_t>(b)].key = key;
@@ -165,7 +146,7 @@ class BlockKvCache final : public PrefixKvCache {
     for (std::int64_t i = 0; i < n; ++i) s.blocks.push_back(take_block());
     for (std::int64_t i = 0; i < s.tokens / block_size_; ++i) {
       const std::int32_t b = s.blocks[static_cast<std::size_t>(i)];
-      const BlockKey key = block_key(r, i, block_size_);
+      const BlockKey key = detail::page_key(r, i, block_size_);
       if (map_.insert(key, b)) {
         blocks_[static_cast<std::size_t>(b)].hashed = true;
         blocks_[static_cast<std::size_t>(b)].key = key;
@@ -193,7 +174,7 @@ class BlockKvCache final : public PrefixKvCache {
   // Leading blocks of r found on the GPUs, at most limit.
   std::int64_t gpu_hits(const Request& r, std::int64_t limit) const {
     std::int64_t n = 0;
-    while (n < limit && map_.find(block_key(r, n, block_size_))) ++n;
+    while (n < limit && map_.find(detail::page_key(r, n, block_size_))) ++n;
     return n;
   }
   std::int64_t ceil_blocks(std::int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }

@@ -5,14 +5,12 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "flat_map.hpp"
 #include "prefix_blocks.hpp"
-#include "sim/random.hpp"
 #include "workloads/kv_cache.hpp"
 
 namespace ctwin {
@@ -40,12 +38,6 @@ class KvHostTier {
   }
 
  private:
-  struct KeyTraits {
-    static constexpr detail::PageKey empty() { return {std::numeric_limits<std::int64_t>::min(), 0}; }
-    static std::uint64_t hash(const detail::PageKey& k) {
-      return mix64(static_cast<std::uint64_t>(k.owner) * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(k.index));
-    }
-  };
   static constexpr std::int32_t nil = -1;
   struct Entry {
     detail::PageKey key;
@@ -59,9 +51,9 @@ class KvHostTier {
   void insert_before(std::int32_t e, std::int32_t at);
 
   std::int64_t capacity_;
-  detail::FlatMap<detail::PageKey, std::int32_t, KeyTraits> map_;  // page -> entry
-  std::vector<Entry> entries_;                                     // grows to the pages held at most
-  std::int32_t head_ = nil, tail_ = nil;                           // least, most recently used
+  detail::FlatMap<detail::PageKey, std::int32_t, detail::PageKeyTraits> map_;  // page -> entry
+  std::vector<Entry> entries_;                                                 // grows to the pages held at most
+  std::int32_t head_ = nil, tail_ = nil;                                       // least, most recently used
   KvHostTierStats stats_;
 };
 

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
+#include "sim/random.hpp"
 #include "workloads/serving_types.hpp"
 
 namespace ctwin::detail {
@@ -44,6 +46,14 @@ struct PageKey {
   std::int64_t owner = 0;
   std::int64_t index = 0;
   bool operator==(const PageKey&) const = default;
+};
+
+// PageKey as a FlatMap key (the GPU cache's block index, the host tier's page index).
+struct PageKeyTraits {
+  static constexpr PageKey empty() { return {std::numeric_limits<std::int64_t>::min(), 0}; }
+  static std::uint64_t hash(const PageKey& k) {
+    return mix64(static_cast<std::uint64_t>(k.owner) * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(k.index));
+  }
 };
 
 inline PageKey page_key(const Request& r, std::int64_t p, int block_size) {

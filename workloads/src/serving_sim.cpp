@@ -463,13 +463,14 @@ class Replica {
     return true;
   }
 
-  // KV offloading: the pages this iteration's new requests found in the host tier are loaded
-  // before its forward pass, blocking it (each GPU reads its share over its own link at once):
-  // from this replica's host memory over PCIe, from another's (a pooled tier) over the network.
+  // KV offloading: loads that admission did not queue (a static batch's, a prefilled request's)
+  // block this iteration before its forward pass.
   void take_kv_loads() {
     kv_load_s_ = kv_load_seconds(kv_.take_loads());
     res_.kv_load_link_s += kv_load_s_;
   }
+  // The loads' time: each GPU reads its share over its own link at once, from this replica's
+  // host memory over PCIe, from another's (a pooled tier) over the network.
   double kv_load_seconds(const KvLoads& l) const {
     double s = 0;
     if (l.local_blocks > 0) s += static_cast<double>(l.local_blocks) * o_.kv_block_bytes / o_.host_link_bytes_per_s;
