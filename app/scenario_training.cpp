@@ -63,6 +63,7 @@ TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const Clus
   t.overlap_grad_reduce = r.boolean("overlap_grad_reduce");
   t.overlap_slowdown = r.number("overlap_slowdown");
   t.moe_load_imbalance = r.number("moe_load_imbalance");
+  t.moe_dispatcher = r.choice("moe_dispatcher", moe_dispatcher_names);
   t.framework_overhead_bytes = r.number("framework_overhead_gb") * 1024 * 1024 * 1024;
   t.comm_buffer_bytes = r.number("comm_buffer_gb") * 1024 * 1024 * 1024;
   t.allocator_reserve_fraction = r.number("allocator_reserve_fraction");

@@ -71,6 +71,7 @@ TEST_CASE("the declared defaults are the structs' defaults") {
   CHECK(decl(training_params, "allocator_reserve_fraction").def == t.allocator_reserve_fraction);
   CHECK(decl(training_params, "overlap_slowdown").def == t.overlap_slowdown);
   CHECK(decl(training_params, "moe_load_imbalance").def == t.moe_load_imbalance);
+  CHECK(moe_dispatcher_names.parse(decl(training_params, "moe_dispatcher").def_name) == t.moe_dispatcher);
   CHECK(recompute_names.parse(decl(training_params, "recompute").def_name) == t.recompute);
   CHECK(attention_names.parse(decl(training_params, "attention").def_name) == t.attention);
   const Parallelism p;

@@ -502,6 +502,49 @@ TEST_CASE("MoE: each token's expert work is top_k expert MLPs, scaled by load im
   CHECK(skewed.step_time_s > balanced.step_time_s);
 }
 
+TEST_CASE(
+    "MoE dispatch: DeepEP sends a token once per rank holding its experts, Megatron's all-to-all once per expert") {
+  // Hand-worked: 4 experts on 2 ranks (0-1, 2-3), top 2. Of the 6 equally likely pairs, 01 and 23
+  // stay on one rank (1 copy) and the other 4 touch both (2 copies): (2 x 1 + 4 x 2) / 6 = 5/3.
+  MoeSpec small{4, 2, 0, 512, 0, 1.0};
+  CHECK(moe_dispatch_copies(small, 2, MoeDispatcher::deepep) == rel_approx(5.0 / 3, 1e-12));
+  CHECK(moe_dispatch_copies(small, 2, MoeDispatcher::alltoall) == 2);
+  // One expert per rank: every selected expert is on its own rank, so nothing is saved.
+  CHECK(moe_dispatch_copies(MoeSpec{8, 2, 0, 512, 0, 1.0}, 8, MoeDispatcher::deepep) == rel_approx(2, 1e-12));
+  CHECK(moe_dispatch_copies(small, 1, MoeDispatcher::deepep) == 2);  // no expert parallelism
+  // Qwen3-30B-A3B at EP 8 (128 experts, top 8): the hypergeometric's zero term by log-gammas.
+  const double none = std::exp(std::lgamma(113.0) - std::lgamma(105.0) - (std::lgamma(129.0) - std::lgamma(121.0)));
+  CHECK(moe_dispatch_copies(MoeSpec{128, 8, 0, 768, 0, 1.0}, 8, MoeDispatcher::deepep) ==
+        rel_approx(8 * (1 - none), 1e-9));
+
+  // In a layer and a step: the dispatch and combine carry T x copies x h x 2 bytes.
+  ModelSpec m = llama32_1b();
+  m.layers = 2;
+  m.moe = small;
+  TrainingConfig c;
+  c.parallel.dp = 2;
+  c.parallel.ep = 2;
+  c.micro_batch = 1;
+  c.global_batch = 2;
+  c.seq_len = 1024;
+  auto a2a_bytes = [&](MoeDispatcher d) {
+    double b = 0;
+    for (const auto& it : transformer_layer(m, layer_shape(m, c), true, 2, 1.0, d)) {
+      if (it.name == "ep_dispatch" || it.name == "ep_combine") b += it.comm_bytes;
+    }
+    return b;
+  };
+  CHECK(a2a_bytes(MoeDispatcher::alltoall) == rel_approx(2 * 1024.0 * 2 * 2048 * 2, 1e-12));
+  CHECK(a2a_bytes(MoeDispatcher::deepep) == rel_approx(2 * 1024.0 * (5.0 / 3) * 2048 * 2, 1e-12));
+  Cluster cl = dgx_h100();
+  cl.spec.intra_gbyte_per_s = 10;  // slow NVLink: the all-to-alls dominate
+  const auto all = simulate_training(m, c, cl, {});
+  c.moe_dispatcher = MoeDispatcher::deepep;
+  const auto deep = simulate_training(m, c, cl, {});
+  // Bandwidth-bound (8 MiB or 6.7 MiB each at 10 GB/s): the exposed time scales with the bytes.
+  CHECK(deep.breakdown.exposed_ep_s == rel_approx(5.0 / 6 * all.breakdown.exposed_ep_s, 0.02));
+}
+
 TEST_CASE("TP communication overlap hides TP collectives behind the adjacent GEMMs") {
   ModelSpec m = llama32_1b();
   TrainingConfig c;

@@ -21,6 +21,8 @@ const char* to_string(CommGroup g) {
       return "pp";
     case CommGroup::embedding:
       return "embedding";
+    case CommGroup::edp:
+      return "edp";
   }
   return "?";
 }
@@ -122,8 +124,18 @@ OpCost attention_backward(const OpCost& fwd) {
   return b;
 }
 
+double moe_dispatch_copies(const MoeSpec& moe, int ep, MoeDispatcher dispatcher) {
+  const double k = moe.top_k;
+  if (dispatcher == MoeDispatcher::alltoall || ep <= 1) return k;
+  // P(a rank holds none of the token's k experts) = C(E - E/ep, k) / C(E, k), as a product.
+  const double experts = moe.experts, others = experts - experts / ep;
+  double none = 1;
+  for (int i = 0; i < moe.top_k; ++i) none *= std::max(0.0, others - i) / (experts - i);
+  return ep * (1 - none);
+}
+
 std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s, bool moe, int ep,
-                                         double load_imbalance) {
+                                         double load_imbalance, MoeDispatcher dispatcher) {
   const double e = s.bytes_per_elem, t = s.tp, T = s.tokens, h = static_cast<double>(m.hidden);
   // Tokens each GPU normalises: all of them, or 1/t with sequence parallelism.
   const double T_local = s.sequence_parallel ? T / t : T;
@@ -252,8 +264,9 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
     topk.fwd = OpCost{OpKind::elementwise, 0, 4 * T * experts * 2 + T * k * (4 + 8)};
     topk.bwd = OpCost{OpKind::elementwise, 0, 4 * T * experts * 3};
     items.push_back(topk);
-    // Each token goes to top_k experts spread over the ep ranks: every rank sends and
-    // receives T*top_k*h activations (balanced), once to dispatch and once to combine.
+    // Each token goes to top_k experts spread over the ep ranks: every rank sends and receives
+    // T x copies x h activations (balanced; copies = top_k, or fewer with DeepEP), once to
+    // dispatch and once to combine.
     const double routed = T * k * load_imbalance;
     // Permutation (Megatron's alltoall dispatcher, vLLM/DeepEP alike): gather each token's k
     // copies into expert order before dispatch; after combine, scatter them back weighted by
@@ -268,7 +281,7 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
       a2a.name = "ep_dispatch";
       a2a.is_comm = true;
       a2a.group = CommGroup::ep;
-      a2a.comm_bytes = T * k * h * e;
+      a2a.comm_bytes = T * moe_dispatch_copies(m.moe, ep, dispatcher) * h * e;
       a2a.fwd_comm = CollectiveOp::all_to_all;
       a2a.bwd_comm = CollectiveOp::all_to_all;
       items.push_back(a2a);

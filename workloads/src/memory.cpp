@@ -254,7 +254,13 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
     if (m.moe.enabled()) layer = std::max(layer, activation_bytes_per_layer(m, kept, true));
     mb.recompute = std::max(0.0, layer - logits);
   }
-  if (p.zero_stage >= 3) mb.gathered = gathered_bytes(m, cfg, params, split.stage_layers(st), stage);
+  if (p.zero_stage >= 3) {
+    // With ep = dp x cp a rank holds its experts whole (counted in the weights above): nothing of
+    // theirs is gathered.
+    const bool experts_whole = p.ep > 1 && expert_data_parallel(p) <= 1;
+    const double gathered_params = experts_whole ? params - stage_expert_params(m, cfg, stage) : params;
+    mb.gathered = gathered_bytes(m, cfg, gathered_params, split.stage_layers(st), stage);
+  }
   mb.allocated = persistent_bytes(mb) + mb.activations + mb.recompute + mb.gathered;
   // The caching allocator keeps freed segments cached, so it reports more reserved than
   // allocated; when a cudaMalloc fails it releases its unused cached segments and retries before

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -39,6 +40,7 @@ OpClass class_of(CommGroup g) {
     case CommGroup::ep:
       return OpClass::comm_ep;
     case CommGroup::dp:
+    case CommGroup::edp:
     case CommGroup::embedding:  // gradient synchronisation, as the DP reduction
       return OpClass::comm_dp;
     case CommGroup::pp:
@@ -132,7 +134,7 @@ class Builder {
       for (const auto& l : m.generic_layers) generic_.push_back({generic_layer_item(l, cfg)});
     } else {
       dense_layer_ = transformer_layer(m, shape_, false, par_.ep);
-      moe_layer_ = transformer_layer(m, shape_, true, par_.ep, cfg.moe_load_imbalance);
+      moe_layer_ = transformer_layer(m, shape_, true, par_.ep, cfg.moe_load_imbalance, cfg.moe_dispatcher);
       embed_ = embedding_items(m, shape_);
       // Selective recomputation (Korthikanti et al. 2022, Megatron's "selective" = core attention):
       // unfused attention's QK^T, softmax and PV run forward again in backward. Flash attention
@@ -241,7 +243,7 @@ class Builder {
   int mbs_ = 1, replicas_ = 1;
   OffloadRates rates_;                             // with cfg.offload active
   bool fold_tp_ = false, fold_cp_ = false;         // one rank stands for its TP (CP) group
-  std::vector<std::array<std::uint32_t, 6>> seq_;  // collectives issued per group kind, per GPU
+  std::vector<std::array<std::uint32_t, 7>> seq_;  // collectives issued per group kind, per GPU
   struct Pending {
     StepCallId id;
     std::uint32_t remaining;  // simulated members still to join; the entry is dropped at zero
@@ -348,6 +350,10 @@ class Builder {
         for (x.d = base; x.d < base + par_.ep; ++x.d) r.emplace_back(place_.rank(x));
         break;
       }
+      case CommGroup::edp:  // the DP ranks with this rank's expert-parallel index, and their CP ranks
+        for (x.d = c.d % par_.ep; x.d < par_.dp; x.d += par_.ep)
+          for (x.c = 0; x.c < par_.cp; ++x.c) r.emplace_back(place_.rank(x));
+        break;
       case CommGroup::pp:
         for (x.p = 0; x.p < par_.pp; ++x.p) r.emplace_back(place_.rank(x));
         break;
@@ -378,6 +384,10 @@ class Builder {
       case CommGroup::ep:
         x.d = c.d / par_.ep * par_.ep;
         break;
+      case CommGroup::edp:
+        x.d = c.d % par_.ep;
+        x.c = 0;
+        break;
       case CommGroup::pp:
       case CommGroup::embedding:
         x.p = 0;
@@ -395,6 +405,8 @@ class Builder {
         return par_.dp * par_.cp;
       case CommGroup::ep:
         return par_.ep;
+      case CommGroup::edp:
+        return par_.dp / par_.ep * par_.cp;
       case CommGroup::pp:
         return par_.pp;
       case CommGroup::embedding:
@@ -415,10 +427,12 @@ class Builder {
     // TP/CP groups folded down to one rank.
     std::uint32_t members = static_cast<std::uint32_t>(group_size(grp));
     if (opt_.fold && grp == CommGroup::ep) members = 1;
-    if (opt_.fold && grp == CommGroup::dp) members = fold_cp_ ? 1 : static_cast<std::uint32_t>(par_.cp);
+    if (opt_.fold && (grp == CommGroup::dp || grp == CommGroup::edp)) {
+      members = fold_cp_ ? 1 : static_cast<std::uint32_t>(par_.cp);
+    }
     if ((fold_tp_ && grp == CommGroup::tp) || (fold_cp_ && grp == CommGroup::cp)) members = 1;
     const std::uint32_t group = intern_group(kind << 32 | first, [&] { return group_ranks(c, grp); });
-    const StepCallId r = join(kind << 61 | first << 37 | seq, members, op, group, bytes);
+    const StepCallId r = join(kind << 60 | first << 36 | seq, members, op, group, bytes);
     StepOpId id = push_op(g, name, to_string(op), class_of(grp), stream, 0, bytes, Time{}, r, deps);
     p_.ops.back().group = static_cast<std::uint8_t>(grp);
     return id;
@@ -434,7 +448,8 @@ class Builder {
     const std::uint32_t group = intern_group(std::uint64_t{7} << 61 | s << 30 | d, [&] {
       return std::vector<GpuId>{GpuId(s), GpuId(d)};
     });
-    const StepCallId r = join(std::uint64_t{6 + (fwd ? 0u : 1u)} << 61 | s << 32 |
+    // Keys 8 and 9 in the top four bits: past every CommGroup's (collective() above).
+    const StepCallId r = join(std::uint64_t{8 + (fwd ? 0u : 1u)} << 60 | s << 32 |
                                   static_cast<std::uint64_t>(vs) << 16 | static_cast<std::uint64_t>(mb),
                               2, CollectiveOp::send_recv, group, bytes);
     // Transfers hold no stream: a pipeline stage posts its sends and receives as they come
@@ -577,6 +592,12 @@ class Builder {
     }
     return p * cfg_.precision.grad_bytes;
   }
+  // The part of layer_grad_bytes held by the expert-parallel ranks' routed experts, reduced and
+  // gathered over the expert-data-parallel group (0 without expert parallelism: one DP group).
+  double layer_expert_grad_bytes(int layer) const {
+    if (m_.is_generic() || par_.ep <= 1 || !is_moe_layer(layer)) return 0;
+    return dims_.expert_params * m_.moe.experts / par_.ep / par_.tp * cfg_.precision.grad_bytes;
+  }
 
   // Each stage's order of work (workloads/pipeline_schedule.hpp). GPipe: all forwards then
   // all backwards. 1F1B: pp-stage-1 warm-up forwards, then one forward one backward
@@ -609,29 +630,47 @@ class Builder {
     return layer_grad_bytes(layer) / cfg_.precision.grad_bytes * cfg_.precision.weight_bytes;
   }
 
-  // The bytes of each ZeRO-3 all-gather of a layer. FSDP: the whole unit (one FlatParameter or
-  // one fully_shard group per transformer block). DeepSpeed: the tensors of at least
-  // stage3_param_persistence_threshold elements (the norms' scales and biases stay gathered),
-  // coalesced into buckets of at most stage3_prefetch_bucket_size elements, split evenly.
-  std::vector<double> gather_chunks(int layer) const {
+  // The ZeRO-3 all-gathers of a layer, the rest of the layer over DP first, then its routed
+  // experts over the expert-data-parallel group (FSDP2 and DeepSpeed shard experts there; with
+  // ep = dp x cp a rank holds its experts whole and gathers nothing for them). FSDP: one
+  // all-gather per unit and group (one FlatParameter or fully_shard group per transformer
+  // block). DeepSpeed: the tensors of at least stage3_param_persistence_threshold elements (the
+  // norms' scales and biases stay gathered), coalesced into buckets of at most
+  // stage3_prefetch_bucket_size elements, split evenly.
+  struct GatherChunk {
+    double bytes;
+    CommGroup group;
+  };
+  std::vector<GatherChunk> gather_chunks(int layer) const {
     const double w = cfg_.precision.weight_bytes;
-    double bytes = layer_param_bytes(layer);
+    const double experts = layer_expert_grad_bytes(layer) / cfg_.precision.grad_bytes * w;
+    double bytes = layer_param_bytes(layer) - experts;
     const Sharding& s = par_.sharding;
-    if (s.framework != Sharding::Framework::deepspeed) return {bytes};
-    if (!m_.is_generic() && m_.hidden < s.persistence_threshold_elements) bytes -= 2.0 * dims_.norm_params * w;
-    const double elems = bytes / w;
-    const auto k = static_cast<std::size_t>(std::max(1.0, std::ceil(elems / s.prefetch_bucket_elements)));
-    return std::vector<double>(k, bytes / static_cast<double>(k));
+    std::vector<GatherChunk> chunks;
+    auto add_chunks = [&](double b, CommGroup grp) {
+      std::size_t k = 1;
+      if (s.framework == Sharding::Framework::deepspeed) {
+        k = static_cast<std::size_t>(std::max(1.0, std::ceil(b / w / s.prefetch_bucket_elements)));
+      }
+      for (std::size_t i = 0; i < k; ++i) chunks.push_back({b / static_cast<double>(k), grp});
+    };
+    if (s.framework == Sharding::Framework::deepspeed && !m_.is_generic() &&
+        m_.hidden < s.persistence_threshold_elements) {
+      bytes -= 2.0 * dims_.norm_params * w;
+    }
+    add_chunks(bytes, CommGroup::dp);
+    if (experts > 0) add_chunks(experts, CommGroup::edp);
+    return chunks;
   }
 
   // A ZeRO-3 collective as the framework issues it: its host work first (hooks, copy-in, the
   // c10d call, Sharding::collective_overhead_s), then the collective, both on the DP stream.
-  StepOpId issue(std::uint32_t g, CollectiveOp op, double bytes, std::string_view name,
+  StepOpId issue(std::uint32_t g, CommGroup grp, CollectiveOp op, double bytes, std::string_view name,
                  std::span<const StepOpId> deps) {
     const Time host = seconds(par_.sharding.collective_overhead_s);
-    if (host <= Time{}) return collective(g, 1, CommGroup::dp, op, bytes, name, deps);
+    if (host <= Time{}) return collective(g, 1, grp, op, bytes, name, deps);
     const StepOpId h[] = {add(g, 1, host, "zero3_host", "host", OpClass::comm_dp, 0, 0, deps)};
-    return collective(g, 1, CommGroup::dp, op, bytes, name, h);
+    return collective(g, 1, grp, op, bytes, name, h);
   }
 
   // Offloading (docs/training.md, "Offloading"): a host<->device copy of `bytes` on the GPU's
@@ -672,7 +711,7 @@ class Builder {
     const bool dp_comm = par_.dp * par_.cp > 1;
     const bool zb = par_.schedule == PipelineSchedule::zero_bubble;
     std::vector<StepOpId> dp_tasks;
-    double bucket = 0;
+    double bucket = 0, expert_bucket = 0;  // gradients to reduce over DP, and over expert DP
     // Offloading: the gradients of each reduced bucket (this GPU's partition of it) go down to
     // the host as soon as they are reduced, beside the rest of backward (ZeRO-Offload Sec. 4.1);
     // ZeRO-Infinity fetches each layer's parameter shard up before its all-gather.
@@ -680,27 +719,28 @@ class Builder {
     const bool offload_grads = off.optimizer != Offload::Device::none;
     const bool fetch_params = off.params != Offload::Device::none && zero >= 3;
     const double dp_ranks = static_cast<double>(par_.dp) * par_.cp;
-    // Gradients are reduced over DP (and CP) ranks: an all-reduce, or a reduce-scatter when
-    // ZeRO shards them.
+    const double edp_ranks = group_size(CommGroup::edp);
+    // Gradients are reduced over DP (and CP) ranks, routed experts' over the expert-data-parallel
+    // ones: an all-reduce, or a reduce-scatter when ZeRO shards them.
     auto flush_bucket = [&](StepOpId after) {
-      if (bucket <= 0 || (!dp_comm && !offload_grads)) {
-        bucket = 0;
-        return;
-      }
+      const double dense = bucket, experts = expert_bucket;
+      bucket = expert_bucket = 0;
+      if (dense + experts <= 0 || (!dp_comm && !offload_grads)) return;
       StepOpId reduced = after;
-      if (dp_comm) {
-        const CollectiveOp op = zero >= 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce;
+      const CollectiveOp op = zero >= 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce;
+      const std::string name = "grad_" + std::string(to_string(op));
+      for (const auto& [grp, b, ranks] :
+           {std::tuple{CommGroup::dp, dense, dp_ranks}, std::tuple{CommGroup::edp, experts, edp_ranks}}) {
+        if (b <= 0 || ranks <= 1) continue;
         StepOpId deps[] = {after};
-        const std::string name = "grad_" + std::string(to_string(op));
-        dp_tasks.push_back(zero >= 3 ? issue(g, op, bucket, name, deps)
-                                     : collective(g, 1, CommGroup::dp, op, bucket, name, deps));
+        dp_tasks.push_back(zero >= 3 ? issue(g, grp, op, b, name, deps) : collective(g, 1, grp, op, b, name, deps));
         reduced = dp_tasks.back();
       }
       if (offload_grads) {
         const StepOpId d[] = {reduced};
-        dp_tasks.push_back(pcie(g, false, bucket / dp_ranks, rates_.d2h_bytes_per_s, "offload_grads", d));
+        dp_tasks.push_back(
+            pcie(g, false, dense / dp_ranks + experts / edp_ranks, rates_.d2h_bytes_per_s, "offload_grads", d));
       }
-      bucket = 0;
     };
     // ZeRO-3 gathers each layer's parameters before it runs, as the framework issues them
     // (docs/training.md, "Sharded data parallelism"). recent[1] is the last layer this GPU
@@ -726,18 +766,22 @@ class Builder {
       StepOpId last = StepOpId::none();
       const std::int16_t issuing = cur_layer_;
       cur_layer_ = static_cast<std::int16_t>(layer);  // the gather names the layer it gathers
-      const std::vector<double> chunks = gather_chunks(layer);
+      const std::vector<GatherChunk> chunks = gather_chunks(layer);
       for (std::size_t i = part == Part::rest ? 1 : 0; i < (part == Part::first ? 1 : chunks.size()); ++i) {
         OpDeps deps;
         const StepOpId window = i > 0 ? recent[1] : !limited ? StepOpId::none() : early ? recent[1] : recent[0];
         if (window.valid()) deps.push_back(window);
+        const double ranks = chunks[i].group == CommGroup::edp ? edp_ranks : dp_ranks;
         if (fetch_params) {
           // This GPU's shard of the chunk, from host memory or NVMe, before the all-gather.
-          const StepOpId up = pcie(g, true, chunks[i] / dp_ranks, rates_.param_fetch_bytes_per_s, "fetch_params", deps);
+          const StepOpId up =
+              pcie(g, true, chunks[i].bytes / ranks, rates_.param_fetch_bytes_per_s, "fetch_params", deps);
           deps.assign_one(up);
           last = up;
         }
-        if (zero3) last = issue(g, CollectiveOp::all_gather, chunks[i], "fsdp_all_gather", deps);
+        if (zero3 && ranks > 1) {
+          last = issue(g, chunks[i].group, CollectiveOp::all_gather, chunks[i].bytes, "fsdp_all_gather", deps);
+        }
       }
       cur_layer_ = issuing;
       return last;
@@ -827,11 +871,14 @@ class Builder {
           dep = run_items(g, items, bp, dep, gth);
           layer_done(dep);
           if (reduce_now) {
-            bucket += layer_grad_bytes(layer);
+            const double experts = layer_expert_grad_bytes(layer);
+            bucket += layer_grad_bytes(layer) - experts;
+            expert_bucket += experts;
             // FSDP reduce-scatters each unit's gradients, DeepSpeed each reduce_bucket_size of
             // them; ZeRO-0 to 2 fill DDP-style buckets.
-            const bool flush = zero >= 3 ? !ds || bucket >= shd.reduce_bucket_elements * cfg_.precision.grad_bytes
-                                         : cfg_.overlap_grad_reduce && bucket >= cfg_.grad_bucket_bytes;
+            const double filled = bucket + expert_bucket;
+            const bool flush = zero >= 3 ? !ds || filled >= shd.reduce_bucket_elements * cfg_.precision.grad_bytes
+                                         : cfg_.overlap_grad_reduce && filled >= cfg_.grad_bucket_bytes;
             if (flush) {
               const std::size_t before = dp_tasks.size();
               flush_bucket(dep);
@@ -898,8 +945,13 @@ class Builder {
       o = kernel(g, 0, opt, "adam_step", OpClass::optimizer, deps);
     }
     if ((zero == 1 || zero == 2) && dp_comm) {
+      // The updated shards gathered back: experts within their expert-data-parallel group.
       StepOpId d2[] = {o};
-      collective(g, 1, CommGroup::dp, CollectiveOp::all_gather, params * pr.weight_bytes, "param_all_gather", d2);
+      const double dense = par_.ep > 1 ? params - experts : params;
+      collective(g, 1, CommGroup::dp, CollectiveOp::all_gather, dense * pr.weight_bytes, "param_all_gather", d2);
+      if (par_.ep > 1 && experts > 0 && edp_ranks > 1) {
+        collective(g, 1, CommGroup::edp, CollectiveOp::all_gather, experts * pr.weight_bytes, "param_all_gather", d2);
+      }
     }
   }
 };

@@ -7,5 +7,6 @@ const char* to_string(Recompute r) { return recompute_names.name(r); }
 const char* to_string(PipelineSchedule s) { return schedule_names.name(s); }
 
 const char* to_string(AttentionKernel a) { return attention_names.name(a); }
+const char* to_string(MoeDispatcher d) { return moe_dispatcher_names.name(d); }
 
 }  // namespace ctwin

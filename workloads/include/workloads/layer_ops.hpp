@@ -16,7 +16,9 @@
 namespace ctwin {
 
 // embedding: the first and last pipeline stages' ranks that hold a tied word embedding.
-enum class CommGroup : std::uint8_t { tp, cp, ep, dp, pp, embedding };
+// edp: the expert-data-parallel group, the DP x CP ranks holding the same experts (dp x cp / ep
+// of them; Megatron-Core's expert-data-parallel group), which reduce and gather expert weights.
+enum class CommGroup : std::uint8_t { tp, cp, ep, dp, pp, embedding, edp };
 const char* to_string(CommGroup g);
 
 struct LayerItem {
@@ -90,10 +92,17 @@ OpCost attention_forward(const ModelSpec& m, const AttentionShape& a, double tp,
 // forward FLOPs (Dao 2023), and moves twice the bytes.
 OpCost attention_backward(const OpCost& fwd);
 
+// Copies of a token's hidden state an MoE dispatch sends over `ep` ranks (the combine sends as
+// many back): top_k with Megatron's all-to-all; with DeepEP one per rank holding any of its
+// experts, ep x (1 - C(E - E/ep, k) / C(E, k)) on average when the k experts are drawn uniformly
+// (balanced routing). Equal to top_k at one expert per rank.
+double moe_dispatch_copies(const MoeSpec& moe, int ep, MoeDispatcher dispatcher);
+
 // Forward order. `moe` selects a mixture-of-experts MLP; load_imbalance scales the
 // busiest expert rank's work (1.0 = perfectly balanced).
 std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s, bool moe, int ep,
-                                         double load_imbalance = 1.0);
+                                         double load_imbalance = 1.0,
+                                         MoeDispatcher dispatcher = MoeDispatcher::alltoall);
 // Token embedding lookup (first stage) and LM head + loss (last stage).
 std::vector<LayerItem> embedding_items(const ModelSpec& m, const LayerShape& s);
 std::vector<LayerItem> head_items(const ModelSpec& m, const LayerShape& s);

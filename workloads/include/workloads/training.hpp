@@ -12,6 +12,10 @@ namespace ctwin {
 enum class Recompute { none, selective, full };
 enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zero_bubble };
 enum class AttentionKernel { flash, standard };
+// How MoE tokens travel to their experts' ranks: Megatron's all-to-all dispatcher sends one copy
+// per selected expert; DeepEP (Megatron's flex dispatcher, NeMo AutoModel, SGLang) sends a token
+// once to each rank that holds any of its experts and combines on that rank before sending back.
+enum class MoeDispatcher { alltoall, deepep };
 // Names in the order scenario messages offer them.
 inline constexpr auto recompute_names =
     make_names<Recompute>({{Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}});
@@ -21,6 +25,8 @@ inline constexpr auto schedule_names = make_names<PipelineSchedule>({{PipelineSc
                                                                      {PipelineSchedule::zero_bubble, "zero_bubble"}});
 inline constexpr auto attention_names =
     make_names<AttentionKernel>({{AttentionKernel::flash, "flash"}, {AttentionKernel::standard, "standard"}});
+inline constexpr auto moe_dispatcher_names =
+    make_names<MoeDispatcher>({{MoeDispatcher::alltoall, "alltoall"}, {MoeDispatcher::deepep, "deepep"}});
 
 // How the framework behind ZeRO-3 issues its collectives (docs/training.md, "Sharded data
 // parallelism"): PyTorch FSDP1 (FlatParameter per wrapped unit), FSDP2 (fully_shard per block)
@@ -153,6 +159,7 @@ struct TrainingConfig {
   // MoE: tokens routed to the busiest expert rank over the balanced share (1.0 = balanced);
   // the step waits for that rank at every all-to-all.
   double moe_load_imbalance = 1.0;
+  MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;
   NoiseSpec noise;
   Offload offload;
   std::uint64_t seed = 1;
@@ -166,5 +173,6 @@ struct TrainingConfig {
 const char* to_string(Recompute r);
 const char* to_string(PipelineSchedule s);
 const char* to_string(AttentionKernel a);
+const char* to_string(MoeDispatcher d);
 
 }  // namespace ctwin

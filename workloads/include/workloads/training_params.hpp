@@ -117,6 +117,13 @@ inline constexpr ParamDecl training_params[] = {
      .min = 1,
      .max = 1000,
      .doc = "MoE: tokens on the busiest expert rank over the balanced share"},
+    {.key = "moe_dispatcher",
+     .type = ParamType::choice,
+     .def_name = "alltoall",
+     .doc = "MoE: alltoall sends a token once per selected expert; deepep once per expert-parallel rank "
+            "holding any of them, combined there before the way back",
+     .source = "Megatron-LM --moe-token-dispatcher-type alltoall / flex with --moe-enable-deepep; DeepEP",
+     .choices = moe_dispatcher_names.names},
 };
 
 inline constexpr ParamDecl parallelism_params[] = {
