@@ -10,9 +10,9 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "sim/error.hpp"
 #include "sim/huge_pages.hpp"
@@ -585,18 +585,21 @@ class Builder {
     // the MoE router replicated.
     double p = dims_.attention_params / t + 2.0 * dims_.norm_params;
     if (is_moe_layer(layer)) {
-      const double e = dims_.expert_params;
-      p += e * m_.moe.experts / par_.ep / t + e * m_.moe.shared_experts / t + dims_.router_params;
+      p += routed_expert_params(layer) + dims_.expert_params * m_.moe.shared_experts / t + dims_.router_params;
     } else {
       p += dims_.dense_mlp_params / t;
     }
     return p * cfg_.precision.grad_bytes;
   }
+  // This GPU's routed experts of a layer: E / ep of them, split over TP (0 outside MoE layers).
+  double routed_expert_params(int layer) const {
+    if (m_.is_generic() || !is_moe_layer(layer)) return 0;
+    return dims_.expert_params * m_.moe.experts / par_.ep / par_.tp;
+  }
   // The part of layer_grad_bytes held by the expert-parallel ranks' routed experts, reduced and
   // gathered over the expert-data-parallel group (0 without expert parallelism: one DP group).
   double layer_expert_grad_bytes(int layer) const {
-    if (m_.is_generic() || par_.ep <= 1 || !is_moe_layer(layer)) return 0;
-    return dims_.expert_params * m_.moe.experts / par_.ep / par_.tp * cfg_.precision.grad_bytes;
+    return par_.ep > 1 ? routed_expert_params(layer) * cfg_.precision.grad_bytes : 0;
   }
 
   // Each stage's order of work (workloads/pipeline_schedule.hpp). GPipe: all forwards then
@@ -718,8 +721,7 @@ class Builder {
     const Offload& off = cfg_.offload;
     const bool offload_grads = off.optimizer != Offload::Device::none;
     const bool fetch_params = off.params != Offload::Device::none && zero >= 3;
-    const double dp_ranks = static_cast<double>(par_.dp) * par_.cp;
-    const double edp_ranks = group_size(CommGroup::edp);
+    const double dp_ranks = group_size(CommGroup::dp), edp_ranks = group_size(CommGroup::edp);
     // Gradients are reduced over DP (and CP) ranks, routed experts' over the expert-data-parallel
     // ones: an all-reduce, or a reduce-scatter when ZeRO shards them.
     auto flush_bucket = [&](StepOpId after) {
@@ -729,9 +731,8 @@ class Builder {
       StepOpId reduced = after;
       const CollectiveOp op = zero >= 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce;
       const std::string name = "grad_" + std::string(to_string(op));
-      for (const auto& [grp, b, ranks] :
-           {std::tuple{CommGroup::dp, dense, dp_ranks}, std::tuple{CommGroup::edp, experts, edp_ranks}}) {
-        if (b <= 0 || ranks <= 1) continue;
+      for (const auto& [grp, b] : {std::pair{CommGroup::dp, dense}, std::pair{CommGroup::edp, experts}}) {
+        if (b <= 0 || group_size(grp) <= 1) continue;
         StepOpId deps[] = {after};
         dp_tasks.push_back(zero >= 3 ? issue(g, grp, op, b, name, deps) : collective(g, 1, grp, op, b, name, deps));
         reduced = dp_tasks.back();
@@ -771,7 +772,7 @@ class Builder {
         OpDeps deps;
         const StepOpId window = i > 0 ? recent[1] : !limited ? StepOpId::none() : early ? recent[1] : recent[0];
         if (window.valid()) deps.push_back(window);
-        const double ranks = chunks[i].group == CommGroup::edp ? edp_ranks : dp_ranks;
+        const double ranks = group_size(chunks[i].group);
         if (fetch_params) {
           // This GPU's shard of the chunk, from host memory or NVMe, before the all-gather.
           const StepOpId up =
