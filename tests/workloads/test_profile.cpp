@@ -114,6 +114,15 @@ TEST_CASE("default_compute_model is the GPU's profile") {
   CHECK(a.grouped_gemm_efficiency == b.grouped_gemm_efficiency);
   // Hopper: 0.62 of 989 TFLOP/s for GEMMs, 0.75 of that for flash attention (docs/profiles.md).
   CHECK(a.attention_efficiency == rel_approx(0.62 * 0.75, 1e-15));
+  // FlashAttention-2 on Hopper: 335 TFLOP/s (Dao 2023) of 989, 0.55 of the GEMM efficiency to two
+  // places; the Triton kernel's fit, 0.29 (docs/validation.md, "Attention kernels").
+  CHECK(a.flash2_attention_efficiency * 989e12 == rel_approx(335e12, 0.02));
+  CHECK(a.triton_attention_efficiency == rel_approx(0.62 * 0.29, 1e-15));
+  // On Ampere FlashAttention-2 is the flash reference itself.
+  const GpuSpec a100 = catalog_gpu(cat, "A100-SXM-80GB");
+  const ComputeModel amp = default_compute_model(a100, Dtype::bf16);
+  CHECK(amp.flash2_attention_efficiency == amp.attention_efficiency);
+  CHECK(amp.triton_attention_efficiency == rel_approx(0.69 * 0.49, 1e-15));
 }
 
 TEST_CASE("a profile's compute coefficients reach the roofline") {
@@ -135,6 +144,34 @@ TEST_CASE("a profile's compute coefficients reach the roofline") {
   // Attention: 0.5 x 0.5 of peak; a streaming kernel: half the HBM rate.
   CHECK(cm.op_seconds(OpCost{OpKind::attention, 1e12, 0}) == rel_approx(1e12 / (1e15 * 0.25) + 10e-6, 1e-12));
   CHECK(cm.op_seconds(OpCost{OpKind::elementwise, 0, 1e9}) == rel_approx(1e9 / (1e12 * 0.5) + 10e-6, 1e-12));
+}
+
+TEST_CASE("each attention kernel runs at its own profile ratio") {
+  const Profile p = parse_profile(
+      R"({"compute": {"gemm_efficiency": 0.5, "attention_ratio": 0.8, "attention_ratio_flash2": 0.4,
+      "attention_ratio_triton": 0.2, "kernel_launch_us": 0}})",
+      "p.json");
+  GpuSpec gpu;
+  gpu.bf16_tflops = 1000;
+  gpu.hbm_gbyte_per_s = 1000;
+  const RooflineCostModel cm(compute_model(p, gpu, Dtype::bf16));
+  OpCost a{OpKind::attention, 1e12, 0};
+  CHECK(cm.op_seconds(a) == rel_approx(1e12 / (1e15 * 0.5 * 0.8), 1e-12));
+  a.attention_impl = AttentionImpl::flash2;
+  CHECK(cm.op_seconds(a) == rel_approx(1e12 / (1e15 * 0.5 * 0.4), 1e-12));
+  a.attention_impl = AttentionImpl::triton;
+  CHECK(cm.op_seconds(a) == rel_approx(1e12 / (1e15 * 0.5 * 0.2), 1e-12));
+  // A GEMM ignores the field.
+  OpCost g{OpKind::gemm, 2e9, 0, 1e6, 1e6, 1e6};
+  const double t = cm.op_seconds(g);
+  g.attention_impl = AttentionImpl::triton;
+  CHECK(cm.op_seconds(g) == t);
+  // Kernels of different implementations are different shapes to a table of measured kernels.
+  OpCost f{OpKind::attention, 1e12, 0};
+  OpCost tr = f;
+  tr.attention_impl = AttentionImpl::triton;
+  CHECK_FALSE(f == tr);
+  CHECK(OpCostHash{}(f) != OpCostHash{}(tr));
 }
 
 TEST_CASE("a profile's NCCL tables and links reach the cluster's collectives") {

@@ -206,6 +206,15 @@ double flops_of_kind(const Trace& t, const std::string& kind, const std::string&
   return f;
 }
 
+// Seconds of the ops of one kind on one process.
+double seconds_of_kind(const Trace& t, const std::string& kind, const std::string& process) {
+  double ps = 0;
+  for (const auto& e : t.events) {
+    if (t.str(t.lanes[e.lane].process) == process && t.str(e.kind) == kind) ps += static_cast<double>(e.dur_ps);
+  }
+  return ps * 1e-12;
+}
+
 }  // namespace
 
 TEST_CASE("interleaving v model chunks divides the 1F1B bubble by v (Narayanan et al. 2021)") {
@@ -307,6 +316,40 @@ TEST_CASE("context parallelism halves each GPU's attention work and gathers K/V 
   CHECK(attn_cp == rel_approx(attn_base / 2, 1e-6));
   // 2 micro-batches x 16 layers, each a forward all-gather and a backward reduce-scatter.
   CHECK(count_named(r.trace, "cp_kv_all_gather", "gpu 0") == 2 * 16 * 2);
+}
+
+TEST_CASE("the attention kernel sets the rate of the attention ops, not their FLOPs") {
+  auto c = dp8();
+  c.global_batch = 16;
+  c.micro_batch = 1;
+  TrainingOptions opt;
+  opt.trace = true;
+  const Cluster cl = dgx_h100();
+  auto attention = [&](AttentionKernel k) {
+    c.attention = k;
+    const auto r = simulate_training(llama32_1b(), c, cl, opt);
+    return std::pair{seconds_of_kind(r.trace, "attention", "gpu 0"), flops_of_kind(r.trace, "attention", "gpu 0")};
+  };
+  const auto [flash_s, flash_f] = attention(AttentionKernel::flash);
+  const auto [fa2_s, fa2_f] = attention(AttentionKernel::flash2);
+  const auto [tri_s, tri_f] = attention(AttentionKernel::triton);
+  // The same causal work: 2 micro-batches x 16 layers x (1 + 2.5) x 32 heads x 4096^2 x (64 + 64).
+  const double work = 2 * 16 * 3.5 * 32 * 4096.0 * 4096 * 128;
+  CHECK(flash_f == rel_approx(work, 1e-12));
+  CHECK(fa2_f == flash_f);
+  CHECK(tri_f == flash_f);
+  // Each at the H100 profile's rate: 989 TFLOP/s x 0.72 (this cluster's GEMM efficiency) x the
+  // kernel's ratio (0.75, 0.55, 0.29), plus a 2 us launch per op (64 ops).
+  const double launches = 2 * 16 * 2 * 2e-6;
+  CHECK(flash_s == rel_approx(work / (989e12 * 0.72 * 0.75) + launches, 1e-6));
+  CHECK(fa2_s == rel_approx(work / (989e12 * 0.72 * 0.55) + launches, 1e-6));
+  CHECK(tri_s == rel_approx(work / (989e12 * 0.72 * 0.29) + launches, 1e-6));
+  // Recomputation's hardware FLOPs count the fused kernels' forward once more whichever runs.
+  c.recompute = Recompute::full;
+  c.attention = AttentionKernel::triton;
+  const double tri_recompute = recompute_flops_per_step(llama32_1b(), c);
+  c.attention = AttentionKernel::flash;
+  CHECK(recompute_flops_per_step(llama32_1b(), c) == tri_recompute);
 }
 
 TEST_CASE("ring attention passes K/V chunks cp-1 times, each beside one block of attention") {

@@ -59,6 +59,7 @@ double op_peak_flops(const ComputeModel& cm, Dtype d) {
 std::size_t OpCostHash::operator()(const OpCost& c) const {
   std::uint64_t h = static_cast<std::uint64_t>(c.kind) << 8 | (c.dtype ? 1 + static_cast<std::uint64_t>(*c.dtype) : 0);
   h = h << 1 | (c.split_accumulator ? 1 : 0);
+  h = h << 2 | static_cast<std::uint64_t>(c.attention_impl);
   for (double v : {c.flops, c.bytes, c.m, c.n, c.k, c.groups, c.query_tokens, c.attended_pairs, c.kv_tokens}) {
     h = (h ^ std::bit_cast<std::uint64_t>(v)) * 0x9e3779b97f4a7c15ull;
     h ^= h >> 29;
@@ -81,7 +82,17 @@ double op_seconds(const ComputeModel& cm, const OpCost& op) {
       if (d > 0) eff *= d / (d + cm.gemm_knee);
     }
   } else if (op.kind == OpKind::attention) {
-    eff = cm.attention_efficiency;
+    switch (op.attention_impl) {
+      case AttentionImpl::flash:
+        eff = cm.attention_efficiency;
+        break;
+      case AttentionImpl::flash2:
+        eff = cm.flash2_attention_efficiency;
+        break;
+      case AttentionImpl::triton:
+        eff = cm.triton_attention_efficiency;
+        break;
+    }
   }
   const double t_compute = op.flops > 0 && peak > 0 ? op.flops / (peak * eff) : 0;
   const double t_memory = op.bytes > 0 ? op.bytes / (cm.hbm_bytes_per_s * cm.hbm_efficiency) : 0;

@@ -36,7 +36,10 @@ LayerShape layer_shape(const ModelSpec&, const TrainingConfig& cfg) {
   s.cp = cfg.parallel.cp;
   s.tp = cfg.parallel.tp;
   s.sequence_parallel = cfg.parallel.sequence_parallel && cfg.parallel.tp > 1;
-  s.flash = cfg.attention == AttentionKernel::flash;
+  s.flash = cfg.attention != AttentionKernel::standard;
+  s.attention_impl = cfg.attention == AttentionKernel::flash2   ? AttentionImpl::flash2
+                     : cfg.attention == AttentionKernel::triton ? AttentionImpl::triton
+                                                                : AttentionImpl::flash;
   s.dropout = cfg.dropout;
   s.cp_ring = cfg.parallel.cp_comm == Parallelism::CpComm::ring;
   s.bytes_per_elem = cfg.precision.weight_bytes;
@@ -189,6 +192,7 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
       // Geometry: T local queries, each over half the sequence on average (causal); under CP each
       // GPU reads the whole sequence's K/V (cp chunks of T).
       it.fwd.dtype = s.dtype;
+      it.fwd.attention_impl = s.attention_impl;
       it.fwd.query_tokens = T;
       it.fwd.attended_pairs = T * s.seq / 2;
       it.fwd.kv_tokens = s.cp * T;

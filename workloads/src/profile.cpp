@@ -40,6 +40,15 @@ const std::vector<ProfileKey>& profile_keys() {
        "Flash attention's efficiency over the GEMM efficiency",
        "FlashAttention-2 (Dao 2023): 50-73% of A100 peak forward against ~80% for cuBLAS GEMMs",
        [](Profile& p) { return &p.compute.attention_ratio; }},
+      {"/compute/attention_ratio_flash2", 1, 0.01, 2, "fraction",
+       "FlashAttention-2's efficiency (forward and backward) over the GEMM efficiency: /training/attention \"flash2\"",
+       "FlashAttention-2 (Dao 2023): the A100 reference of attention_ratio; up to 335 TFLOP/s on H100",
+       [](Profile& p) { return &p.compute.attention_ratio_flash2; }},
+      {"/compute/attention_ratio_triton", 1, 0.01, 2, "fraction",
+       "Triton flash attention's efficiency (MPT's attn_impl triton) over the GEMM efficiency: /training/attention "
+       "\"triton\"",
+       "fitted to LLM Foundry's long-sequence rows (docs/validation.md)",
+       [](Profile& p) { return &p.compute.attention_ratio_triton; }},
       {"/compute/hbm_efficiency", 1, 0.01, 1, "fraction",
        "Fraction of HBM bandwidth a streaming kernel sustains", "assumed (STREAM-like kernels on HBM)",
        [](Profile& p) { return &p.compute.hbm_efficiency; }},
@@ -412,6 +421,8 @@ ComputeModel compute_model(const Profile& p, const GpuSpec& gpu, Dtype dtype) {
   cm.hbm_bytes_per_s = gpu.hbm_gbyte_per_s * 1e9;
   cm.gemm_efficiency = p.compute.gemm_efficiency;
   cm.attention_efficiency = p.compute.gemm_efficiency * p.compute.attention_ratio;
+  cm.flash2_attention_efficiency = p.compute.gemm_efficiency * p.compute.attention_ratio_flash2;
+  cm.triton_attention_efficiency = p.compute.gemm_efficiency * p.compute.attention_ratio_triton;
   cm.hbm_efficiency = p.compute.hbm_efficiency;
   cm.launch_s = p.compute.kernel_launch_us * 1e-6;
   cm.gemm_knee = p.compute.gemm_knee;

@@ -47,7 +47,7 @@ double recompute_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
   // GEMMs, 2 s a (d_qk + d_v) (= 4 s h_q, the non-causal count model FLOPs use); flash
   // attention's causal kernel does half of that, s a (d_qk + d_v).
   const double core_standard = 2.0 * m.layers * cfg.seq_len * m.heads * (d.qk_head_dim + d.pv_head_dim) * tokens;
-  const bool flash = cfg.attention == AttentionKernel::flash;
+  const bool flash = cfg.attention != AttentionKernel::standard;
   switch (cfg.recompute) {
     case Recompute::none:
       return 0;

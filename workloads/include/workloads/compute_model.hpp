@@ -14,6 +14,11 @@ namespace ctwin {
 // grouped_gemm: one kernel running `groups` equal GEMMs (MoE experts on one GPU), each of m / groups rows.
 enum class OpKind : std::uint8_t { gemm, grouped_gemm, attention, elementwise, norm, embedding, loss, optimizer };
 
+// Which fused attention kernel an OpKind::attention op runs: the generation's best (flash: FA2 on
+// Ampere, FA3 or cuDNN's fused attention on Hopper and later), FlashAttention-2 (no Hopper
+// TMA/WGMMA path), or the Triton flash attention of 2022-23 (MPT's attn_impl "triton").
+enum class AttentionImpl : std::uint8_t { flash, flash2, triton };
+
 const char* to_string(OpKind k);
 
 struct OpCost {
@@ -36,6 +41,7 @@ struct OpCost {
   double query_tokens = 0;
   double attended_pairs = 0;
   double kv_tokens = 0;
+  AttentionImpl attention_impl = AttentionImpl::flash;
   bool operator==(const OpCost&) const = default;
 };
 
@@ -51,8 +57,11 @@ struct ComputeModel {
   double hbm_bytes_per_s = 0;         // HBM bandwidth, bytes/s
   double gemm_efficiency = 0.75;      // fraction of peak a large GEMM sustains
   double attention_efficiency = 0.6;  // fraction of peak flash-attention sustains
-  double hbm_efficiency = 0.85;       // fraction of HBM bandwidth streaming kernels sustain
-  double launch_s = 2e-6;             // fixed cost per kernel
+  // The same for FlashAttention-2 and Triton's flash attention (OpCost::attention_impl).
+  double flash2_attention_efficiency = 0.6;
+  double triton_attention_efficiency = 0.6;
+  double hbm_efficiency = 0.85;  // fraction of HBM bandwidth streaming kernels sustain
+  double launch_s = 2e-6;        // fixed cost per kernel
   // A GEMM dimension d contributes d / (d + gemm_knee) to efficiency: small or skinny
   // shapes fill fewer SMs and waves (efficiency halves at d = gemm_knee).
   double gemm_knee = 64;

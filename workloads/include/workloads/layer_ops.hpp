@@ -58,7 +58,8 @@ struct LayerShape {
   int tp = 1;
   int cp = 1;
   bool sequence_parallel = false;
-  bool flash = true;
+  bool flash = true;  // a fused (blockwise) kernel, priced as attention_impl
+  AttentionImpl attention_impl = AttentionImpl::flash;
   bool dropout = false;
   bool cp_ring = true;  // with cp > 1: ring attention, else all-gather of K/V
   double bytes_per_elem = 2;

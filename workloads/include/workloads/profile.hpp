@@ -23,6 +23,8 @@ class JsonObject;
 struct ProfileCompute {
   double gemm_efficiency = 0.75;                   // fraction of dense peak a large GEMM sustains
   double attention_ratio = 0.75;                   // flash attention's efficiency over the GEMM efficiency
+  double attention_ratio_flash2 = 0.75;            // FlashAttention-2's, over the GEMM efficiency
+  double attention_ratio_triton = 0.75;            // Triton flash attention's, over the GEMM efficiency
   double hbm_efficiency = 0.85;                    // fraction of HBM bandwidth streaming kernels sustain
   double kernel_launch_us = 2.0;                   // fixed cost per kernel
   double gemm_knee = 64;                           // a GEMM dimension d scales efficiency by d / (d + knee)

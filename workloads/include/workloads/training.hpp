@@ -11,7 +11,9 @@ namespace ctwin {
 
 enum class Recompute { none, selective, full };
 enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zero_bubble };
-enum class AttentionKernel { flash, standard };
+// flash, flash2 and triton are fused (blockwise) kernels, priced as AttentionImpl; standard is
+// Megatron's unfused QK^T, softmax and PV.
+enum class AttentionKernel { flash, flash2, triton, standard };
 // How MoE tokens travel to their experts' ranks: Megatron's all-to-all dispatcher sends one copy
 // per selected expert; DeepEP (Megatron's flex dispatcher, NeMo AutoModel, SGLang) sends a token
 // once to each rank that holds any of its experts and combines on that rank before sending back.
@@ -23,8 +25,10 @@ inline constexpr auto schedule_names = make_names<PipelineSchedule>({{PipelineSc
                                                                      {PipelineSchedule::gpipe, "gpipe"},
                                                                      {PipelineSchedule::interleaved, "interleaved"},
                                                                      {PipelineSchedule::zero_bubble, "zero_bubble"}});
-inline constexpr auto attention_names =
-    make_names<AttentionKernel>({{AttentionKernel::flash, "flash"}, {AttentionKernel::standard, "standard"}});
+inline constexpr auto attention_names = make_names<AttentionKernel>({{AttentionKernel::flash, "flash"},
+                                                                     {AttentionKernel::flash2, "flash2"},
+                                                                     {AttentionKernel::triton, "triton"},
+                                                                     {AttentionKernel::standard, "standard"}});
 inline constexpr auto moe_dispatcher_names =
     make_names<MoeDispatcher>({{MoeDispatcher::alltoall, "alltoall"}, {MoeDispatcher::deepep, "deepep"}});
 

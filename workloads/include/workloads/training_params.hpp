@@ -50,7 +50,10 @@ inline constexpr ParamDecl training_params[] = {
     {.key = "attention",
      .type = ParamType::choice,
      .def_name = "flash",
-     .doc = "standard attention stores the s x s scores",
+     .doc = "the attention kernel: flash (the GPU generation's best fused kernel: FA2 on Ampere, FA3 or cuDNN on "
+            "Hopper and later), flash2 (FlashAttention-2), triton (Triton flash attention, MPT's attn_impl triton), "
+            "standard (unfused; stores the s x s scores)",
+     .source = "rates per kernel in the GPU's profile (/compute/attention_ratio, _flash2, _triton)",
      .choices = attention_names.names},
     {.key = "dropout", .type = ParamType::boolean, .def = 0, .doc = "stores dropout masks"},
     {.key = "grad_bucket_mb",
