@@ -41,6 +41,8 @@ Time table_or_analytical_time(const Cluster& cluster, const CollectiveCall& call
   return analytical_collective_time(cluster, call, options);
 }
 
+// The attention implementation is left out on purpose: a measured kernel is the one that ran on
+// the measured stack, and it prices the op whichever kernel the scenario names.
 KernelShapeKey kernel_shape_key(const OpCost& op, Dtype default_dtype) {
   return {static_cast<double>(op.kind),
           static_cast<double>(op.dtype.value_or(default_dtype)),
