@@ -61,6 +61,22 @@ TEST_CASE("TableCostModel: a measured shape takes its median, any other shape th
   OpCost fp32 = op;
   fp32.dtype = Dtype::fp32;  // another dtype: not the measured kernel
   CHECK(table.op_seconds(fp32) != 123e-6);
+  // A measured attention kernel prices the op whichever implementation the scenario names (the
+  // measurement is the kernel that ran); without a measurement each keeps its own rate.
+  OpCost attn{OpKind::attention, 1e12, 1e6};
+  attn.query_tokens = 4096;
+  attn.attended_pairs = 4096.0 * 2048;
+  attn.kv_tokens = 4096;
+  MeasuredKernel ka{attn, 7e-3};
+  ka.op.dtype = Dtype::bf16;
+  const TableCostModel with_attn(roofline, {ka}, Dtype::bf16);
+  OpCost tri = attn;
+  tri.attention_impl = AttentionImpl::triton;
+  CHECK(with_attn.op_seconds(attn) == 7e-3);
+  CHECK(with_attn.op_seconds(tri) == 7e-3);
+  OpCost tri_other = tri;
+  tri_other.flops *= 2;
+  CHECK(with_attn.op_seconds(tri_other) == roofline->op_seconds(tri_other));
 }
 
 TEST_CASE("a profile's /tables survive a round trip; a bad point is an error naming its path") {
