@@ -28,6 +28,9 @@ TEST_CASE("every validation case is within 10% of its published figure, fits in 
       // FSDP weak scaling on A100-40GB (docs/training.md, Sharded data parallelism)
       "mpt-7b-16xa100-40gb", "mpt-7b-128xa100-40gb", "mpt-13b-16xa100-40gb", "mpt-13b-128xa100-40gb",
       "mpt-70b-128xa100-40gb",
+      // FSDP on H100: 8 GPUs (Triton attention) and LLM Foundry's large-scale table at 256 and 512
+      "mpt-7b-8xh100", "mpt-13b-8xh100", "mpt-13b-256xh100-fsdp", "mpt-13b-512xh100-fsdp", "mpt-30b-256xh100-fsdp",
+      "mpt-30b-512xh100-fsdp", "mpt-70b-256xh100-fsdp", "mpt-70b-512xh100-fsdp",
       // FP8 (Transformer Engine) on H100, docs/fidelity-fp8.md
       "mbridge-llama3-70b-fp8cs-64xh100", "nemo-gpt3-175b-fp8-128xh100", "nemo-gpt3-175b-fp8-512xh100",
       "nemo-gpt3-20b-fp8-64xh100", "nemo-gpt3-5b-fp8-64xh100", "nemo-llama2-13b-fp8-16xh100",
