@@ -167,3 +167,15 @@ TEST_CASE("8 H20 (NVLink 4) all_reduce at 1-4 KiB within 6%: NCCL's 0.6 us NVLin
   const Errors h20 = compare("h20-all_reduce.txt");
   CHECK(h20.small_worst <= 0.06);
 }
+
+TEST_CASE("8 H100 all_reduce through torch.distributed: below 1 MiB within 25%; NVLS 1.5x too fast at 4-16 MiB") {
+  // Not nccl-tests (h100-all_reduce-torch.txt's header): the framework adds ~4 us at every size,
+  // so the model's ring LL sits 21% under the run at 128 B-1 KiB, and its single channel's LL rate
+  // puts 32 KiB-512 KiB 15-24% over it. From 1 MiB the tuner's NVLS at its asymptote is 1.5x too
+  // fast at 4-16 MiB (32-39%), the gap vLLM's 8-rank figures also show (docs/validation-network.md,
+  // "NVLS's ramp"). Held to what it is.
+  const Errors h100 = compare("h100-all_reduce-torch.txt");
+  CHECK(h100.small_worst <= 0.25);
+  CHECK(h100.big_worst <= 0.39);
+  CHECK(h100.big_mean <= 0.30);
+}
