@@ -70,8 +70,8 @@ CollectiveOp op_named(const std::string& s) {
 }
 
 struct Errors {
-  double small_worst = 0, big_worst = 0, big_mean = 0;  // |model - published| / larger, of the time
-  double tail_worst = 0;                                // from `tail_from` bytes up
+  double small_worst = 0, small_mean = 0, big_worst = 0, big_mean = 0;  // |model - published| / larger, of the time
+  double tail_worst = 0;                                                // from `tail_from` bytes up
 };
 
 // The model's time against the published one at every size (the busbw error is the same ratio).
@@ -84,7 +84,7 @@ Errors compare(const std::string& file, double tail_from = 1e300) {
   call.op = op_named(c.op);
   for (int i = 0; i < cl.gpu_count(); ++i) call.ranks.emplace_back(i);
   Errors e;
-  int big = 0;
+  int big = 0, small = 0;
   for (const Row& r : c.rows) {
     call.bytes = r.bytes;
     const double t = estimate_collective(cl, call).time.micros();
@@ -100,11 +100,14 @@ Errors compare(const std::string& file, double tail_from = 1e300) {
       ++big;
     } else {
       e.small_worst = std::max(e.small_worst, err);
+      e.small_mean += err;
+      ++small;
     }
   }
   if (big > 0) e.big_mean /= big;
-  MESSAGE(file << ": below 1 MiB worst " << 100 * e.small_worst << "%, from 1 MiB worst " << 100 * e.big_worst
-               << "% mean " << 100 * e.big_mean << "%");
+  if (small > 0) e.small_mean /= small;
+  MESSAGE(file << ": below 1 MiB worst " << 100 * e.small_worst << "% mean " << 100 * e.small_mean
+               << "%, from 1 MiB worst " << 100 * e.big_worst << "% mean " << 100 * e.big_mean << "%");
   return e;
 }
 

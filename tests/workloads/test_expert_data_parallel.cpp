@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "tiny_models.hpp"
@@ -114,20 +115,18 @@ TEST_CASE("distributed optimizer with EP: expert gradients reduce-scatter and pa
   const int step = static_cast<int>(Phase::step), bwd = static_cast<int>(Phase::backward);
   const TrainingConfig c = layout(4, 2, 1);
   const double gb = c.precision.grad_bytes, wb = c.precision.weight_bytes;
-  // One 25 MiB bucket holds the whole step's gradients: one reduce-scatter per group.
-  const auto dp_rs = calls(c, CommGroup::dp, bwd);
-  const auto edp_rs = calls(c, CommGroup::edp, bwd);
-  REQUIRE(dp_rs.size() == 1);
-  REQUIRE(edp_rs.size() == 1);
-  CHECK(dp_rs[0].bytes == rel_approx((4 * kDense + kOutside) * gb, 1e-12));
-  CHECK(edp_rs[0].bytes == rel_approx(4 * 4 * kExpert * gb, 1e-12));
-  CHECK(edp_rs[0].group_size == 2);
-  const auto dp_ag = calls(c, CommGroup::dp, step);
-  const auto edp_ag = calls(c, CommGroup::edp, step);
-  REQUIRE(dp_ag.size() == 1);
-  REQUIRE(edp_ag.size() == 1);
-  CHECK(dp_ag[0].bytes == rel_approx((4 * kDense + kOutside) * wb, 1e-12));
-  CHECK(edp_ag[0].bytes == rel_approx(4 * 4 * kExpert * wb, 1e-12));
+  // One 25 MiB bucket holds the whole step's gradients: one reduce-scatter per group in backward,
+  // and one all-gather per group of the updated parameters after the step.
+  for (const auto& [phase, bytes_per_param] : {std::pair{bwd, gb}, std::pair{step, wb}}) {
+    CAPTURE(phase);
+    const auto dense = calls(c, CommGroup::dp, phase);
+    const auto experts = calls(c, CommGroup::edp, phase);
+    REQUIRE(dense.size() == 1);
+    REQUIRE(experts.size() == 1);
+    CHECK(dense[0].bytes == rel_approx((4 * kDense + kOutside) * bytes_per_param, 1e-12));
+    CHECK(experts[0].bytes == rel_approx(4 * 4 * kExpert * bytes_per_param, 1e-12));
+    CHECK(experts[0].group_size == 2);
+  }
   // Without expert parallelism every gradient goes over DP, as before.
   const auto plain = calls(layout(4, 1, 1), CommGroup::dp, bwd);
   REQUIRE(plain.size() == 1);

@@ -646,7 +646,7 @@ class Builder {
   };
   std::vector<GatherChunk> gather_chunks(int layer) const {
     const double w = cfg_.precision.weight_bytes;
-    const double experts = layer_expert_grad_bytes(layer) / cfg_.precision.grad_bytes * w;
+    const double experts = par_.ep > 1 ? routed_expert_params(layer) * w : 0;
     double bytes = layer_param_bytes(layer) - experts;
     const Sharding& s = par_.sharding;
     std::vector<GatherChunk> chunks;
