@@ -117,7 +117,10 @@ TEST_CASE("distributed optimizer with EP: expert gradients reduce-scatter and pa
   const double gb = c.precision.grad_bytes, wb = c.precision.weight_bytes;
   // One 25 MiB bucket holds the whole step's gradients: one reduce-scatter per group in backward,
   // and one all-gather per group of the updated parameters after the step.
-  for (const auto& [phase, bytes_per_param] : {std::pair{bwd, gb}, std::pair{step, wb}}) {
+  for (const auto& phase_bytes : {std::pair{bwd, gb}, std::pair{step, wb}}) {
+    // Named copies, not structured bindings: clang 14 cannot capture a binding in CAPTURE's lambda.
+    const int phase = phase_bytes.first;
+    const double bytes_per_param = phase_bytes.second;
     CAPTURE(phase);
     const auto dense = calls(c, CommGroup::dp, phase);
     const auto experts = calls(c, CommGroup::edp, phase);
