@@ -86,7 +86,7 @@ TEST_CASE("compare: the breakdown terms' changes add up to the step time's chang
     const json j = compare_json(kNvls + " --set-b /network/algo=ring");
     check_terms_add_up(j);
     CHECK(delta(j, "/breakdown_s/compute") == 0);
-    CHECK(delta(j, "/breakdown_s/exposed_comm_by_group/tp") == delta(j, "/step_time_s"));
+    CHECK(delta(j, "/breakdown_s/exposed_comm_by_group/tp") == rel_approx(delta(j, "/step_time_s"), 1e-12));
   }
   SUBCASE("DP8 against PP2 x DP4: compute, bubble, PP and DP comm all move") {
     const json j = compare_json(kQuickstart + " --set-b /training/parallelism/pp=2 --set-b /training/parallelism/dp=4");
@@ -125,7 +125,8 @@ TEST_CASE("compare NVLS against ring: the TP term's change is the difference of 
   const auto nvls = simulate(kNvls, {});
   const auto ring = simulate(kNvls, {{"/network/algo", "ring"}});
   const double expected = ring.breakdown.exposed_tp_s - nvls.breakdown.exposed_tp_s;
-  // NVLS all-reduces in the switch: on one node it is faster than a ring, so ring exposes more.
+  // NVLS all-reduces in the switch: at 64 MiB on one node it is faster than a ring, so ring
+  // exposes more.
   CHECK(expected > 0);
   CHECK(delta(j, "/breakdown_s/exposed_comm_by_group/tp") == rel_approx(expected, 1e-12));
   CHECK(delta(j, "/step_time_s") == rel_approx(ring.step_time_s - nvls.step_time_s, 1e-12));

@@ -345,8 +345,11 @@ TEST_CASE("NCCL latency tables: tree, NVLS and CollNet") {
   const ClusterSpec four = preset("dgx-h100", 4);
   CHECK(latency_us(four, ar, 32, tree, Protocol::ll) == rel_approx(6.8 + 2 * (7 * 0.6 + 2 * 5.0), 1e-9));
 
-  // NVLS inside a node: hwLat NVLink NVLS Simple 25 us, base 0.
-  CHECK(latency_us(preset("dgx-h100"), ar, 8, CollectiveAlgo::nvls, Protocol::simple) == rel_approx(25.0, 1e-9));
+  // NVLS inside a node: hwLat NVLink NVLS Simple 25 us, base 0; and the pipeline's fill, two
+  // stages' worth of the call's one loop (8 B) at NVLS's streaming rate (collective.cpp).
+  const double stream_s = 1 / 275e9 - 0.29 * 8 * 3.4e-6 / (16.0 * 8 * 131072);
+  CHECK(latency_us(preset("dgx-h100"), ar, 8, CollectiveAlgo::nvls, Protocol::simple) ==
+        rel_approx(25.0 + 2 * 8 * stream_s * 1e6, 1e-9));
 
   // CollNet Direct over SHARP switches: hwLat NVLink 3.7 + NET 31 us, plus the chain through
   // the node's GPUs both ways at the NVLink Ring Simple hop (3.4 us).

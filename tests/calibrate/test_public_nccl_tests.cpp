@@ -96,9 +96,10 @@ TEST_CASE("published HGX B200 all_reduce: link fit on 1 MiB-1 GiB predicts 2-8 G
   // tests/topology/data/nccl-tests/hgx-b200-all_reduce.txt (Vultr B200 POC summary, section 10).
   const Outcome o = link_experiment("hgx-b200-all_reduce.txt", "dgx-b200", 1 << 20, 1 << 30, 2.0 * (1 << 30));
   CHECK(o.after.second < 0.2);  // 15.1% when written (docs/calibration.md)
-  // Fitted on the ramp only (1-64 MiB), the same fit extrapolates worse (docs/calibration.md).
+  // Fitted on the ramp only (1-64 MiB): NVLS's loops now explain the ramp, so the fitted rate
+  // carries to 128 MiB-8 GiB (max 10.3% when written; 41% before the NVLS ramp, docs/calibration.md).
   const Outcome ramp = link_experiment("hgx-b200-all_reduce.txt", "dgx-b200", 1 << 20, 64 << 20, 128 << 20);
-  CHECK(ramp.after.first > o.after.first);
+  CHECK(ramp.after.second < 0.12);
 }
 
 TEST_CASE("published DGX A100 all_reduce: link fit on 1-32 MiB predicts 64-128 MiB") {

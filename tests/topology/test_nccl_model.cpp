@@ -90,12 +90,34 @@ TEST_CASE("the cluster's NcclModel sets tree latencies and the tree derating") {
   CHECK(p.efficiency == rel_approx(0.5, 1e-15));
 }
 
-TEST_CASE("the cluster's NcclModel sets the NVLS latency") {
+TEST_CASE("the cluster's NcclModel sets NVLS's latency and its loops' hand-offs") {
   ClusterSpec s = dgx_h100(1);
   s.nvls_efficiency = 275.0 / 450;
   s.nccl.nvls_latency_us = 40;
-  const CollectivePlan p =
-      plan_collective(build_cluster(s), all_reduce(s, 1e9), forced(CollectiveAlgo::nvls, Protocol::simple));
-  CHECK(p.latency_s == rel_approx(40e-6, 1e-12));
-  CHECK(p.bandwidth_s == rel_approx(1e9 / (275e9), 1e-12));
+  s.nccl.nvls_handoff_hops_per_rank = 0.5;
+  const Cluster c = build_cluster(s);
+  const auto nvls = forced(CollectiveAlgo::nvls, Protocol::simple);
+  // 8 ranks on 16 channels: a loop moves 16 x 8 chunks. A hand-off is 0.5 x 8 NVLink Simple hops
+  // of 0.6 + 2.8 us = 13.6 us a loop; the 275 GB/s measured at the full 128 KiB chunk (16 MiB
+  // loops) holds them, so the bytes stream at 1 / (1/275e9 - 13.6 us / 16 MiB).
+  const double handoff = 13.6e-6, stream = 1 / 275e9 - handoff / (16.0 * 8 * 131072);
+  // 1e9 B: below 64 loops of 128 KiB chunks (1 GiB), not below 8 of 64 KiB (64 MiB), so 64 KiB
+  // chunks, 8 MiB loops, 120 of them: 119 hand-offs past the first, and 2 loops' worth of fill
+  // before the third stage starts.
+  const CollectivePlan p = plan_collective(c, all_reduce(s, 1e9), nvls);
+  CHECK(nvls_chunk_bytes(s.nccl, 1e9, 16, 8) == 65536);
+  CHECK(p.latency_s == rel_approx(40e-6 + 119 * handoff + 2 * 8388608 * stream, 1e-12));
+  CHECK(p.bandwidth_s == rel_approx(1e9 * stream, 1e-12));
+  CHECK(p.tuner_s == rel_approx(40e-6 + 1e9 / 275e9, 1e-12));
+  // 2 MiB: below 2 loops of 32 KiB (8 MiB), so 16 KiB chunks and one 2 MiB loop: no hand-off.
+  const CollectivePlan q = plan_collective(c, all_reduce(s, 2097152), nvls);
+  CHECK(nvls_chunk_bytes(s.nccl, 2097152, 16, 8) == 16384);
+  CHECK(q.latency_s == rel_approx(40e-6 + 2 * 2097152 * stream, 1e-12));
+  // Half the ranks, half the hand-off per loop: on 4 ranks 32 MiB runs 64 KiB chunks (not below 8
+  // loops of them, 32 MiB) in 4 MiB loops, 8 of them, each past the first waiting 6.8 us.
+  const double stream4 = 1 / 275e9 - 6.8e-6 / (16.0 * 4 * 131072);
+  CollectiveCall four = all_reduce(s, 33554432);
+  four.ranks.resize(4);
+  const CollectivePlan r = plan_collective(c, four, nvls);
+  CHECK(r.latency_s == rel_approx(40e-6 + 7 * 6.8e-6 + 2 * 4194304 * stream4, 1e-12));
 }

@@ -668,7 +668,9 @@ TEST_CASE("a scenario's algorithm choice (NCCL_ALGO) reaches every collective it
   as_nvls.algo = CollectiveAlgo::nvls;
   const double per_call =
       estimate_collective(cl, call, as_ring).time.seconds() - estimate_collective(cl, call, as_nvls).time.seconds();
-  CHECK(per_call > 0);
+  // 16 MiB on 8 H100: NCCL's tuner predicts NVLS faster, but its loops make it slower than the
+  // forced ring; either way the two differ, so the sum below checks every call was forced.
+  CHECK(std::fabs(per_call) > 1e-6);
   const double calls = (4.0 * m.layers + 2) * 3;  // 3 micro-batches
   CHECK(forced.breakdown.exposed_tp_s - tuned.breakdown.exposed_tp_s == rel_approx(calls * per_call, 1e-3));
   // Where the choice cannot run a call it is dropped for that call, not an error.

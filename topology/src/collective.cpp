@@ -402,8 +402,24 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
     case CollectiveAlgo::nvls: {
       if (p != Protocol::simple || !nvls_eligible(c, call)) return false;
       // In-switch reduction: every GPU pushes its buffer into the switch and pulls the result once.
+      // NCCL's tuner predicts its latency plus the bytes at the rate measured at large sizes.
+      const double rate = s.intra_gbyte_per_s * s.nvls_efficiency * 1e9;
       out.latency_s = nm.nvls_latency_us * 1e-6;
-      out.bandwidth_s = S / (s.intra_gbyte_per_s * s.nvls_efficiency * 1e9);
+      out.tuner_s = out.latency_s + S / rate;
+      // The ramp (all_reduce.h): each channel loops over its part, a chunk per rank a loop, and a
+      // loop waits on a flagged hand-off with every rank. The measured rate holds those of a large
+      // call, which runs NCCL's full chunk; a smaller call runs smaller chunks, so more loops per
+      // byte, and its first loop's data fills the stages one after another.
+      const int nch = std::max(1, nm.nvls_channels[static_cast<std::size_t>(nccl_arch_index(s.gpu))]);
+      const double loop_handoff_s =
+          nm.nvls_handoff_hops_per_rank * sh.n * (intra_hop + nm.ring_nvlink_extra_us[2]) * 1e-6;
+      const double full_loop = static_cast<double>(nch) * sh.n * nm.nvls_chunk_bytes;
+      const double loop = static_cast<double>(nch) * sh.n * nvls_chunk_bytes(nm, S, nch, sh.n);
+      // Seconds per byte between hand-offs: at least a tenth of the measured rate's, so a
+      // profile's higher measured rate never turns it negative.
+      const double stream = std::max(0.1 / rate, 1 / rate - loop_handoff_s / full_loop);
+      out.bandwidth_s = S * stream;
+      out.latency_s += (std::ceil(S / loop) - 1) * loop_handoff_s + (nm.nvls_stages - 1) * std::min(S, loop) * stream;
       return true;
     }
     case CollectiveAlgo::nvls_tree: {
@@ -484,6 +500,15 @@ P2pRamp p2p_ramp(const NcclModel& nm, double peer_bytes, int ranks) {
   r.part_bytes = std::min(part, peer_bytes / nc);
   r.steps = static_cast<int>(std::max(1.0, std::ceil(r.part_bytes / chunk)));
   return r;
+}
+
+double nvls_chunk_bytes(const NcclModel& nm, double bytes, int channels, int heads) {
+  const double ops = static_cast<double>(channels) * heads;  // calcCollChunking's concurrentOps
+  double chunk = nm.nvls_chunk_bytes;
+  if (bytes < 64 * ops * chunk && chunk > 65536) chunk = 65536;
+  if (bytes < 8 * ops * chunk && chunk > 32768) chunk = 32768;
+  if (bytes < 2 * ops * chunk && chunk > 16384) chunk = 16384;
+  return chunk;
 }
 
 int ring_slices(const NcclModel& nm, Protocol p, double step_bytes) {

@@ -61,9 +61,11 @@ void CollectiveFlows::start(const CollectiveCall& call, std::function<void()> on
   switch (plan.algo) {
     case CollectiveAlgo::nvls: {
       // Every GPU pushes its buffer into the switch and pulls the reduced result once. As flows
-      // through the switch, one per GPU, sized so an idle switch gives NVLS's measured rate; other
-      // traffic on the same NVLink ports slows them.
-      const double bytes = S * spec.intra_efficiency / spec.nvls_efficiency;
+      // through the switch, one per GPU, sized so an idle switch takes the plan's bandwidth time
+      // (NVLS's streaming rate; its hand-offs and fill are in the plan's latency); other traffic on
+      // the same NVLink ports slows them.
+      const double port = spec.intra_gbyte_per_s * (spec.intra_efficiency > 0 ? spec.intra_efficiency : 1.0) * 1e9;
+      const double bytes = plan.bandwidth_s * port;
       for (int i = 0; i < n; ++i) {
         flow(call.ranks[static_cast<std::size_t>(i)], call.ranks[static_cast<std::size_t>((i + 1) % n)], bytes);
       }

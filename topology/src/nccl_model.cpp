@@ -32,6 +32,10 @@ NcclModel::NcclModel() {
   ring_ll128_per_channel_gbps = {20.0, 20.0, 36.7, 40.0};
   tree_per_channel_gbps = {26.5, 24.0, 38.7, 70.0};
   p2p_nvl_chunk_bytes = 524288;
+  nvls_channels = {0, 0, 16, 24};
+  nvls_chunk_bytes = 131072;
+  nvls_stages = 3;
+  nvls_handoff_hops_per_rank = 0.29;
 }
 
 int nccl_arch_index(const GpuSpec& gpu) {

@@ -93,7 +93,8 @@ bool nvls_eligible(const Cluster& c, const CollectiveCall& call);
 // protocol's ceiling over every channel). The time the call then takes (latency_s + bandwidth_s)
 // is the ramp: NCCL runs a small call on fewer channels (channels), each moving at most its share
 // of the ring's rate, and a ring step that moves more than a chunk pays one hop per slice
-// (collective.cpp, ring_ramp). rate_cap_gbps bounds the bus bytes per second a rank moves over all
+// (collective.cpp, ring_ramp); NVLS loops over chunks NCCL sizes by the call, with hand-offs
+// between loops (collective.cpp, the nvls case). rate_cap_gbps bounds the bus bytes per second a rank moves over all
 // its channels; the flow fidelity turns it into per-flow rate bounds.
 struct CollectivePlan {
   CollectiveAlgo algo = CollectiveAlgo::ring;
@@ -121,6 +122,10 @@ struct P2pRamp {
   int steps = 1;              // chunks of P2P_NVL_CHUNKSIZE per part
 };
 P2pRamp p2p_ramp(const NcclModel& nm, double peer_bytes, int ranks);
+
+// NVLS's chunk for a one-node all-reduce of `bytes` on `channels` channels over `heads` ranks
+// (enqueue.cc calcCollChunking: NCCL_NVLS_CHUNKSIZE, halved for calls of few loops).
+double nvls_chunk_bytes(const NcclModel& nm, double bytes, int channels, int heads);
 
 // Throws std::invalid_argument when a forced algorithm or protocol cannot run the call.
 CollectivePlan plan_collective(const Cluster& c, const CollectiveCall& call, const CollectiveOptions& opt = {});

@@ -80,6 +80,23 @@ struct NcclModel {
   // it signals (init.cc NCCL_P2P_NVL_CHUNKSIZE, 512 KiB); enqueue.cc splits a peer's share into
   // parts of 1/8 to 32 of these.
   double p2p_nvl_chunk_bytes;
+
+  // NVLS all-reduce inside one node (src/transport/nvls.cc, src/enqueue.cc calcCollChunking,
+  // src/device/all_reduce.h). Channels it runs on, indexed Volta, Ampere, Hopper, Blackwell:
+  // NVLS_NCHANNELS_SM90 16, NVLS_NCHANNELS_SM100_NVL 24 (none before Hopper).
+  std::array<int, 4> nvls_channels;
+  // Its chunk (NCCL_NVLS_CHUNKSIZE, 128 KiB): each channel's loop moves one chunk per rank;
+  // calcCollChunking halves it to 64 KiB below 64 loops of the full chunk, 32 KiB below 8 of
+  // those, 16 KiB below 2.
+  double nvls_chunk_bytes;
+  // The kernel's warp groups on one node (all_reduce.h) form a pipeline of this many stages:
+  // scatter each rank's chunk into its head's buffer, reduce it there (multimem load-reduce and
+  // multicast store), gather the sums out. The first loop's data passes them one after another.
+  int nvls_stages;
+  // Each loop waits on flagged hand-offs with every head (scatter and gather walk the heads in
+  // turn): this many NVLink Simple hops per rank a loop. Fitted (docs/validation-network.md,
+  // "NVLS's ramp"): HGX B200 nccl-tests and 8- and 4-rank H100 runs.
+  double nvls_handoff_hops_per_rank;
 };
 
 // NCCL's architecture index for its per-architecture tables (tuning.cc compCapIndex): Volta 0,
