@@ -118,9 +118,11 @@ TEST_CASE("FP8 halves the weight bytes a decode reads; W4A16 quarters them (plus
   CHECK(p8 > 0.45 * p16);
 }
 
-TEST_CASE("TP 2: per-GPU weights halve and each layer adds two all-reduces priced by the estimator") {
+TEST_CASE("TP 2: per-GPU weights halve and each layer adds two all-reduces, custom one-shot or NCCL's estimate") {
   const ServingCostModel one(deployment("llama3-8b", 1));
-  const ServingCostModel two(deployment("llama3-8b", 2));
+  ServingDeployment nccl_only = deployment("llama3-8b", 2);
+  nccl_only.custom_all_reduce = false;  // vLLM --disable-custom-all-reduce
+  const ServingCostModel two(nccl_only);
   const BatchShape b = decode(8, 512);
   const IterationTime t1 = one.iteration(b), t2 = two.iteration(b);
   const Cluster c = dgx_h100();
@@ -138,6 +140,13 @@ TEST_CASE("TP 2: per-GPU weights halve and each layer adds two all-reduces price
   // Compute: the weight reads halve, the launches do not.
   const double launches = 324 * kLaunch;
   CHECK(t2.decode_s - launches == rel_approx((t1.decode_s - launches) / 2, 0.02));
+  // By default the 64 KiB all-reduces run vLLM's custom one-shot kernel: 5.4 us and the peer's
+  // buffer read at NCCL's NVLink rate (450 GB/s x 20.6/25); the logits gather stays NCCL's.
+  const ServingCostModel custom(deployment("llama3-8b", 2));
+  const double one_shot = 5.4e-6 + 8 * 4096 * 2.0 / (450e9 * 20.6 / 25);
+  CHECK(custom.tp_all_reduce_s(8) == rel_approx(one_shot, 1e-12));
+  CHECK(custom.iteration(b).comm_s ==
+        rel_approx(65 * one_shot + est(CollectiveOp::all_gather, 8 * 128256 * 2.0), 1e-9));
 }
 
 TEST_CASE("MoE decode reads the distinct experts its tokens touch: E (1 - (1 - k/E)^T)") {

@@ -53,6 +53,8 @@ TEST_CASE("serving deployment keys: vLLM's names and defaults") {
   CHECK(d.cuda_graphs);
   CHECK(d.max_cuda_graph_batch == 512);
   CHECK(d.spec_method == SpecMethod::none);
+  CHECK(d.custom_all_reduce);
+  CHECK(d.custom_all_reduce_max_bytes == 8388608);  // vLLM's custom all-reduce buffer, 8 MiB
   // The H100 profile's host costs.
   CHECK(d.overhead.iteration_overhead_graph_us == rel_approx(300, 1e-12));
   const ServingDeployment e = read(
@@ -62,6 +64,9 @@ TEST_CASE("serving deployment keys: vLLM's names and defaults") {
   CHECK(e.quantization == Quantization::fp8);
   CHECK(e.kv_dtype == KvCacheDtype::fp8);
   CHECK_FALSE(e.cuda_graphs);
+  const ServingDeployment t = read(R"({"disable_custom_all_reduce": true, "custom_all_reduce_max_bytes": 16e6})");
+  CHECK_FALSE(t.custom_all_reduce);
+  CHECK(t.custom_all_reduce_max_bytes == 16e6);
   REQUIRE(e.draft.has_value());
   CHECK(e.draft->layers == 16);
   const ServingDeployment m = read(R"({"tensor_parallel_size": 8, "enable_expert_parallel": true})", "mixtral-8x7b");
@@ -83,6 +88,8 @@ TEST_CASE("serving deployment keys: every bad value names its pointer") {
   CHECK(read(R"({"quantization": "fp4"})", "llama3-8b", "dgx-b200").quantization == Quantization::fp4);
   CHECK(error_path(R"({"quantization": "awq"})") == "/serving/quantization");
   CHECK(error_path(R"({"kv_cache_dtype": "int4"})") == "/serving/kv_cache_dtype");
+  CHECK(error_path(R"({"custom_all_reduce_max_bytes": -1})") == "/serving/custom_all_reduce_max_bytes");
+  CHECK(error_path(R"({"disable_custom_all_reduce": "yes"})") == "/serving/disable_custom_all_reduce");
   CHECK(error_path(R"({"speculative_config": {"method": "medusa"}})") == "/serving/speculative_config/method");
   CHECK(error_path(R"({"speculative_config": {"method": "draft_model"}})") == "/serving/speculative_config/model");
   CHECK(error_path(R"({"speculative_config": {"method": "draft_model", "model": "nope"}})") ==

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "topology/custom_all_reduce.hpp"
 #include "workloads/layer_ops.hpp"
 #include "workloads/measured_tables.hpp"
 #include "workloads/model_dims.hpp"
@@ -60,6 +61,13 @@ double ServingCostModel::collective_s(CollectiveOp op, const std::vector<GpuId>&
   call.op = op;
   call.ranks = ranks;
   call.bytes = bytes;
+  // The framework's own all-reduce where it takes the call (not NCCL, so no NCCL table applies).
+  if (d_.custom_all_reduce) {
+    CustomAllReduce k;
+    k.max_bytes = d_.custom_all_reduce_max_bytes;
+    const CustomAllReduceKernel kernel = custom_all_reduce_kernel(d_.cluster, call, k);
+    if (kernel != CustomAllReduceKernel::none) return custom_all_reduce_s(d_.cluster, call, k, kernel);
+  }
   // A profile's measured curve where it covers the call, as training's analytical fidelity.
   if (d_.measured_collectives && !d_.measured_collectives->empty()) {
     const auto t = measured_collective_s(*d_.measured_collectives, op, static_cast<int>(ranks.size()),

@@ -101,6 +101,8 @@ ServingDeployment deployment_from_json(const JsonObject& o, const ModelSpec& mod
   d.quantization = r.choice("quantization", quantization_names);
   d.kv_dtype = r.choice("kv_cache_dtype", kv_cache_dtype_names);
   d.cuda_graphs = !r.boolean("enforce_eager");
+  d.custom_all_reduce = !r.boolean("disable_custom_all_reduce");
+  d.custom_all_reduce_max_bytes = r.number("custom_all_reduce_max_bytes");
   d.max_cuda_graph_batch = static_cast<int>(r.integer("max_cuda_graph_batch_size"));
   d.max_seq_len_to_capture = r.integer("max_seq_len_to_capture");
   const std::string tp_text = std::to_string(d.tp);

@@ -58,7 +58,11 @@ struct ServingDeployment {
   bool expert_parallel = false;  // MoE experts split over the TP ranks instead of sharded
   Quantization quantization = Quantization::none;
   KvCacheDtype kv_dtype = KvCacheDtype::automatic;
-  bool cuda_graphs = true;                     // !enforce_eager
+  bool cuda_graphs = true;  // !enforce_eager
+  // TP all-reduces up to max_bytes run the framework's own kernels (vLLM's custom all-reduce,
+  // TRT-LLM's one-shot / two-shot) where they apply; NCCL runs the rest. !disable_custom_all_reduce.
+  bool custom_all_reduce = true;
+  double custom_all_reduce_max_bytes = 8.0 * 1024 * 1024;
   int max_cuda_graph_batch = 512;              // largest decode batch captured (vLLM: 512)
   std::int64_t max_seq_len_to_capture = 8192;  // longer contexts run eagerly (vLLM v0)
   SpecMethod spec_method = SpecMethod::none;
@@ -122,6 +126,20 @@ inline constexpr ParamDecl serving_deployment_params[] = {
      .doc = "KV cache element type: auto (the model's, BF16) or fp8",
      .source = "vLLM --kv-cache-dtype",
      .choices = kv_cache_dtype_names.names},
+    {.key = "disable_custom_all_reduce",
+     .type = ParamType::boolean,
+     .def = 0,
+     .doc = "TP all-reduces all through NCCL; otherwise those of at most custom_all_reduce_max_bytes inside one "
+            "NVSwitch node (2, 4, 6 or 8 ranks) run the framework's one-shot / two-shot kernels",
+     .source = "vLLM --disable-custom-all-reduce"},
+    {.key = "custom_all_reduce_max_bytes",
+     .type = ParamType::number,
+     .def = 8388608,
+     .min = 0,
+     .max = 1e12,
+     .unit = "bytes",
+     .doc = "largest all-reduce the custom kernels take (their peer buffer); larger ones go to NCCL",
+     .source = "vLLM custom_all_reduce.py max_size: 8 MiB; TensorRT-LLM's workspace: 8 MB above 2 ranks, 16 MB at 2"},
     {.key = "enforce_eager",
      .type = ParamType::boolean,
      .def = 0,
