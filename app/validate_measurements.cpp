@@ -107,8 +107,10 @@ int validate_measurements(const ParsedArgs& p) {
         skipped.push_back(s.kind + " step " + std::to_string(i) + ": a serving iteration of a training scenario");
         continue;
       }
-      // The iteration's replica (tp, pp) onto the scenario's /serving.
+      // The iteration's replica (tp, pp) onto the scenario's /serving. realrun ran every TP
+      // all-reduce through NCCL (it has no framework all-reduce kernels), so the prediction does too.
       calibrate::Measurements one = m;
+      one.scenario["serving"]["disable_custom_all_reduce"] = true;
       std::string tag;
       for (const auto& [k, key] :
            {std::pair{"tp", "tensor_parallel_size"}, std::pair{"pp", "pipeline_parallel_size"}}) {

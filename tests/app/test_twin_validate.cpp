@@ -221,17 +221,22 @@ struct ServingRow {
   double factor;
 };
 
-std::filesystem::path serving_measurements(const std::vector<ServingRow>& rows, double* predicted = nullptr) {
+// `intra`: the scenario's intra-node fabric ("pcie" as shipped; "nvswitch" makes its TP all-reduces
+// ones the frameworks' own kernels would take). The truth is NCCL's all-reduce, as realrun runs it.
+std::filesystem::path serving_measurements(const std::vector<ServingRow>& rows, double* predicted = nullptr,
+                                           const std::string& intra = "pcie") {
   const auto dir = temp_dir();
   write(dir / "truth.json", profile_text(0.5, 0.6, 20));
   Measurements m;
   m.scenario = nlohmann::json::parse(
       test::slurp(std::filesystem::path(ctwin::test::source_dir()) / "scenarios/twin/cpu-serving.json"));
+  m.scenario["cluster"]["intra"] = intra;
   m.host.ranks = 2;
   m.repeats = 1;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     Measurements one = m;
     one.scenario["serving"]["tensor_parallel_size"] = rows[i].tp;
+    one.scenario["serving"]["disable_custom_all_reduce"] = true;
     const Scenario sc = measured_scenario(one, (dir / "serving.json").string(), (dir / "truth.json").string());
     const ServingCostModel cost(serving_job(sc).deployment);
     const double t = cost.iteration(batch_shape(rows[i].shape)).forward_s();
@@ -274,6 +279,16 @@ TEST_CASE("validate predicts serving iterations' forward pass: measured 1.25x an
   REQUIRE(t.status == 0);
   CHECK(t.out.find("decode: decode 8 at 512 tp2 pp1") != std::string::npos);
   CHECK(t.out.find("step: 3 compared, mean absolute error 15.0%, max 25.0%") != std::string::npos);
+}
+
+TEST_CASE("validate prices a serving iteration's TP all-reduces as NCCL, which realrun ran, not the custom kernels") {
+  // On an NVSwitch node a 2-rank decode all-reduce would go to the custom one-shot kernel; realrun
+  // has none, so validate predicts NCCL's time and a measurement equal to it reads 0%.
+  double pred[1] = {};
+  const auto meas = serving_measurements({{{0, 0, 0, 8, 512}, 2, 1.0}}, pred, "nvswitch");
+  const auto j = validate_json(meas, temp_dir() / "truth.json");
+  REQUIRE(j["step"]["count"] == 1);
+  CHECK(j["step"]["rows"][0]["error_pct"].get<double>() == abs_approx(0, 1e-9));
 }
 
 TEST_CASE("validate refuses a serving iteration the replica could never run, naming the step; skips a shapeless one") {
