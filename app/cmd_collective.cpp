@@ -12,6 +12,7 @@
 #include "sim/error.hpp"
 #include "topology/catalog_json.hpp"
 #include "topology/collective.hpp"
+#include "topology/custom_all_reduce.hpp"
 #include "topology/network.hpp"
 
 namespace ctwin {
@@ -47,7 +48,8 @@ int cmd_collective(const Args& args) {
       "usage: ctwin collective --op OP (--cluster PRESET | --cluster-file FILE) [--nodes N] [--gpus-per-node G]\n"
       "                        [--algo auto|ring|tree|nvls|nvlstree|collnet] [--proto auto|ll|ll128|simple]\n"
       "                        [--dtype bf16] [--min-bytes 8] [--max-bytes 8G] [--step-factor 2]\n"
-      "                        [--fidelity analytical|flow] [--set /cluster/KEY=VALUE]... [--json]\n\n"
+      "                        [--fidelity analytical|flow] [--set /cluster/KEY=VALUE]... [--custom-all-reduce]\n"
+      "                        [--json]\n\n"
       "Predicts what nccl-tests' OP_perf would print on the cluster: per size, the time, algbw and\n"
       "busbw with nccl-tests' conventions (all_reduce busbw = algbw*2(n-1)/n; all_gather,\n"
       "reduce_scatter and all_to_all (n-1)/n; broadcast, reduce and send_recv 1).\n\n"
@@ -72,6 +74,9 @@ int cmd_collective(const Args& args) {
        {"--max-bytes", "SIZE", "largest size (default 8G)"},
        {"--step-factor", "F", "size multiplier between rows (default 2)"},
        {"--fidelity", "MODE", "analytical (default) or flow (max-min flows on the cluster graph)"},
+       {"--custom-all-reduce", "",
+        "time the all_reduce sizes vLLM's and TensorRT-LLM's own kernels take (up to 8 MiB on 2, 4, 6 or 8 GPUs of "
+        "one NVSwitch node) on those one-shot / two-shot kernels, as serving does; NCCL takes the rest"},
        {"--json", "", "print a JSON list of rows"}});
   if (!p) return kExitOk;
   if (!p->positional.empty()) throw InputError("", p->positional[0], "unexpected argument", "options only");
@@ -140,6 +145,14 @@ int cmd_collective(const Args& args) {
   if (fidelity != "analytical" && fidelity != "flow") {
     throw InputError("", "--fidelity", "unknown fidelity '" + fidelity + "'", "analytical or flow");
   }
+  const bool custom = p->has("--custom-all-reduce");
+  if (custom && op != CollectiveOp::all_reduce) {
+    throw InputError("", "--custom-all-reduce", "given with --op " + *op_name, "--op all_reduce");
+  }
+  if (custom && (options.algo != CollectiveAlgo::automatic || fidelity != "analytical")) {
+    throw InputError("", "--custom-all-reduce", "given with a forced --algo or --fidelity flow",
+                     "the default NCCL choice and the analytical model for the sizes NCCL takes");
+  }
   const Cluster cl = build_cluster(spec);
   CollectiveCall call;
   call.op = op;
@@ -176,6 +189,16 @@ int cmd_collective(const Args& args) {
       est = estimate_collective(cl, call, options);
     } catch (const std::invalid_argument& e) {
       throw InputError("", "--proto", e.what(), "auto, or a protocol the algorithm runs (NVLS and CollNet: simple)");
+    }
+    const CustomAllReduceKernel kernel =
+        custom ? custom_all_reduce_kernel(cl, call, CustomAllReduce{}) : CustomAllReduceKernel::none;
+    if (kernel != CustomAllReduceKernel::none) {
+      const double t = custom_all_reduce_s(cl, call, CustomAllReduce{}, kernel);
+      est.time = ctwin::seconds(t);
+      est.algbw_gbps = bytes / est.time.seconds() / 1e9;
+      est.busbw_gbps = est.algbw_gbps * bus_factor(op, static_cast<int>(call.ranks.size()));
+      est.algo = kernel == CustomAllReduceKernel::one_shot ? "oneshot" : "twoshot";
+      est.protocol = "-";
     }
     if (fidelity == "flow") {
       Engine engine;

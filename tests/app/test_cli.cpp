@@ -238,6 +238,30 @@ TEST_CASE("ctwin collective prints nccl-tests' columns with its busbw convention
   CHECK(cli("collective --op all_reduce --cluster dgx-a100 --algo nvls").status == 2);  // no NVLS on A100
 }
 
+TEST_CASE("collective --custom-all-reduce: the sizes vLLM's own kernels take are timed on them, NCCL the rest") {
+  const Run r =
+      cli("collective --op all_reduce --cluster dgx-h100 --gpus-per-node 4 --custom-all-reduce --min-bytes 256K "
+          "--max-bytes 16M --step-factor 4 --json");
+  REQUIRE(r.status == 0);
+  const auto rows = nlohmann::json::parse(r.out);
+  REQUIRE(rows.size() == 4);
+  // 4 ranks: one-shot below 512 KiB (5.4 us, 3 peers' buffers read at 450 GB/s x 20.6/25),
+  // two-shot up to 8 MiB (13.4 us, 2 x 3/4 of the buffer at 0.59 of that rate), NCCL above.
+  const double nvlink = 450e9 * 20.6 / 25;
+  CHECK(rows[0]["algo"] == "oneshot");
+  CHECK(rows[0]["time_us"].get<double>() == rel_approx(5.4 + 3 * 262144 / nvlink * 1e6, 1e-6));
+  CHECK(rows[1]["algo"] == "twoshot");
+  CHECK(rows[2]["algo"] == "twoshot");
+  CHECK(rows[2]["time_us"].get<double>() == rel_approx(13.4 + 1.5 * 4194304 / (0.59 * nvlink) * 1e6, 1e-6));
+  CHECK(rows[2]["busbw_gbps"].get<double>() == rel_approx(rows[2]["algbw_gbps"].get<double>() * 1.5, 1e-9));
+  CHECK(rows[3]["algo"] == "nvls");
+  // Only for all_reduce, and not with a forced NCCL algorithm: one error each, exit 2.
+  const Run gather = cli("collective --op all_gather --cluster dgx-h100 --custom-all-reduce");
+  CHECK(gather.status == 2);
+  CHECK(gather.err.find("--custom-all-reduce") != std::string::npos);
+  CHECK(cli("collective --op all_reduce --cluster dgx-h100 --custom-all-reduce --algo ring").status == 2);
+}
+
 // Published: NVIDIA/nccl-tests issue #212 (2024), NCCL maintainer: on a DGX H100, ring busbw
 // ~370 GB/s, NVLS all-reduce peak busbw ~480 GB/s (algbw ~275 GB/s) on 8 GPUs at large sizes.
 TEST_CASE("DGX H100 all-reduce busbw matches NCCL's published peaks: ring ~370, NVLS ~480 GB/s") {
