@@ -185,20 +185,20 @@ int cmd_collective(const Args& args) {
       throw InputError("", "--algo", std::string(to_string(options.algo)) + " does not apply to this call", why);
     }
     CollectiveEstimate est;
-    try {
-      est = estimate_collective(cl, call, options);
-    } catch (const std::invalid_argument& e) {
-      throw InputError("", "--proto", e.what(), "auto, or a protocol the algorithm runs (NVLS and CollNet: simple)");
-    }
     const CustomAllReduceKernel kernel =
         custom ? custom_all_reduce_kernel(cl, call, CustomAllReduce{}) : CustomAllReduceKernel::none;
     if (kernel != CustomAllReduceKernel::none) {
-      const double t = custom_all_reduce_s(cl, call, CustomAllReduce{}, kernel);
-      est.time = ctwin::seconds(t);
+      est.time = ctwin::seconds(custom_all_reduce_s(cl, call, CustomAllReduce{}, kernel));
       est.algbw_gbps = bytes / est.time.seconds() / 1e9;
       est.busbw_gbps = est.algbw_gbps * bus_factor(op, static_cast<int>(call.ranks.size()));
       est.algo = kernel == CustomAllReduceKernel::one_shot ? "oneshot" : "twoshot";
       est.protocol = "-";
+    } else {
+      try {
+        est = estimate_collective(cl, call, options);
+      } catch (const std::invalid_argument& e) {
+        throw InputError("", "--proto", e.what(), "auto, or a protocol the algorithm runs (NVLS and CollNet: simple)");
+      }
     }
     if (fidelity == "flow") {
       Engine engine;

@@ -117,7 +117,6 @@ Shape shape_of(const Cluster& c, const std::vector<GpuId>& ranks) {
   return s;
 }
 
-double intra_eff(const ClusterSpec& s) { return s.intra_efficiency > 0 ? s.intra_efficiency : 1.0; }
 double nic_bw(const ClusterSpec& s) { return s.nic_gbyte_per_s * (s.nic_efficiency > 0 ? s.nic_efficiency : 1.0); }
 int nics(const ClusterSpec& s) { return std::max(1, std::min(s.nics(), s.gpus_per_node)); }
 double pcie_bw(const ClusterSpec& s) { return s.gpu.pcie_gbyte_per_s > 0 ? s.gpu.pcie_gbyte_per_s : 32; }
@@ -125,9 +124,9 @@ bool nvlink_node(const ClusterSpec& s) { return s.intra != IntraNodeFabric::pcie
 
 // Ring bandwidth inside a node over `local` GPUs (the first ones of the node), Simple protocol.
 double intra_ring(const ClusterSpec& s, int local) {
-  const double eff = intra_eff(s);
+  const double eff = s.intra_eff();
   if (local <= 1) return std::numeric_limits<double>::infinity();
-  if (s.intra == IntraNodeFabric::nvswitch) return s.intra_gbyte_per_s * eff;
+  if (s.intra == IntraNodeFabric::nvswitch) return s.intra_effective_gbyte_per_s();
   const double pair = nvlink_pair_effective_gbps(s);
   if (s.intra == IntraNodeFabric::nvlink_mesh) {
     // One ring per stride coprime with the GPU count: edge-disjoint rings over the mesh.
@@ -242,9 +241,9 @@ double a2a_seconds(const ClusterSpec& s, const Shape& sh, double bytes) {
   const double g = sh.local, n = sh.n;
   double t = 0;
   if (sh.nodes <= 1) {
-    if (s.intra == IntraNodeFabric::nvswitch) return (n - 1) / n * bytes / (s.intra_gbyte_per_s * intra_eff(s) * 1e9);
+    if (s.intra == IntraNodeFabric::nvswitch) return (n - 1) / n * bytes / (s.intra_effective_gbyte_per_s() * 1e9);
     // PCIe: each GPU's port, each switch uplink (its GPUs to the others) and the socket link.
-    const double eff = intra_eff(s);
+    const double eff = s.intra_eff();
     t = (n - 1) / n * bytes / (pcie_bw(s) * eff * 1e9);
     const double p = std::min<double>(g, std::max(1, s.gpus_per_pcie_switch));
     if (g > p) {

@@ -64,8 +64,7 @@ void CollectiveFlows::start(const CollectiveCall& call, std::function<void()> on
       // through the switch, one per GPU, sized so an idle switch takes the plan's bandwidth time
       // (NVLS's streaming rate; its hand-offs and fill are in the plan's latency); other traffic on
       // the same NVLink ports slows them.
-      const double port = spec.intra_gbyte_per_s * (spec.intra_efficiency > 0 ? spec.intra_efficiency : 1.0) * 1e9;
-      const double bytes = plan.bandwidth_s * port;
+      const double bytes = plan.bandwidth_s * spec.intra_effective_gbyte_per_s() * 1e9;
       for (int i = 0; i < n; ++i) {
         flow(call.ranks[static_cast<std::size_t>(i)], call.ranks[static_cast<std::size_t>((i + 1) % n)], bytes);
       }
@@ -126,7 +125,7 @@ void CollectiveFlows::start(const CollectiveCall& call, std::function<void()> on
       // that NIC, each tree carrying half of the channel's share each way.
       const int channels = std::min(nics, local);
       const int nodes = static_cast<int>(by_node.size());
-      const double nvls_bytes = S * (spec.intra_efficiency > 0 ? spec.intra_efficiency : 1.0) / spec.nvls_efficiency;
+      const double nvls_bytes = S * spec.intra_eff() / spec.nvls_efficiency;
       for (const auto& [node, members] : by_node) {
         const int k = static_cast<int>(members.size());
         for (int i = 0; i < k; ++i) {

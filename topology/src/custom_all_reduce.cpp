@@ -21,7 +21,7 @@ CustomAllReduceKernel custom_all_reduce_kernel(const Cluster& c, const Collectiv
 double custom_all_reduce_s(const Cluster& c, const CollectiveCall& call, const CustomAllReduce& k,
                            CustomAllReduceKernel kernel) {
   const double n = static_cast<double>(call.ranks.size());
-  const double rate = c.spec.intra_gbyte_per_s * (c.spec.intra_efficiency > 0 ? c.spec.intra_efficiency : 1.0) * 1e9;
+  const double rate = c.spec.intra_effective_gbyte_per_s() * 1e9;
   switch (kernel) {
     case CustomAllReduceKernel::one_shot:
       return k.one_shot_latency_us * 1e-6 + (n - 1) * call.bytes / rate;

@@ -181,7 +181,7 @@ void ClusterNetwork::build(FlowNetwork& net) {
     m.edges += 2;
   };
   const double pcie = s.gpu.pcie_gbyte_per_s > 0 ? s.gpu.pcie_gbyte_per_s : 32;
-  const double eff = s.intra_efficiency > 0 ? s.intra_efficiency : 1.0;
+  const double eff = s.intra_eff();
   const bool multi = s.nodes > 1;
   const int sockets = std::max(1, std::min(s.sockets, gpn));
   const int per_switch = std::max(1, s.gpus_per_pcie_switch);

@@ -97,6 +97,10 @@ struct ClusterSpec {
   std::vector<DegradedLink> degraded_links;  // flow fidelity only
 
   int nics() const { return nics_per_node > 0 ? nics_per_node : gpus_per_node; }
+  // intra_efficiency, 0 read as 1 (the line rate); and the node fabric's per-GPU rate NCCL's
+  // Simple protocol moves at it, GB/s.
+  double intra_eff() const { return intra_efficiency > 0 ? intra_efficiency : 1.0; }
+  double intra_effective_gbyte_per_s() const { return intra_gbyte_per_s * intra_eff(); }
 };
 
 // Ports of one leaf switch: leaf_radix, else NVIDIA's InfiniBand switch of the NIC's generation:
