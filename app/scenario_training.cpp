@@ -58,6 +58,8 @@ TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const Clus
   t.seq_len = static_cast<int>(r.integer("seq_len", m.is_generic() ? std::optional<long long>(1) : std::nullopt));
   t.recompute = r.choice("recompute", recompute_names);
   t.attention = r.choice("attention", attention_names);
+  t.cross_entropy = r.choice("cross_entropy", cross_entropy_names);
+  t.logit_metric_passes = static_cast<int>(r.integer("logit_metric_passes"));
   t.dropout = r.boolean("dropout");
   t.grad_bucket_bytes = r.number("grad_bucket_mb") * 1024 * 1024;
   t.overlap_grad_reduce = r.boolean("overlap_grad_reduce");

@@ -74,6 +74,8 @@ TEST_CASE("the declared defaults are the structs' defaults") {
   CHECK(moe_dispatcher_names.parse(decl(training_params, "moe_dispatcher").def_name) == t.moe_dispatcher);
   CHECK(recompute_names.parse(decl(training_params, "recompute").def_name) == t.recompute);
   CHECK(attention_names.parse(decl(training_params, "attention").def_name) == t.attention);
+  CHECK(cross_entropy_names.parse(decl(training_params, "cross_entropy").def_name) == t.cross_entropy);
+  CHECK(decl(training_params, "logit_metric_passes").def == t.logit_metric_passes);
   const Parallelism p;
   for (const char* k : {"tp", "pp", "cp", "ep", "virtual_stages"}) CHECK(decl(parallelism_params, k).def == 1);
   CHECK(decl(parallelism_params, "zero_stage").def == p.zero_stage);
@@ -114,6 +116,7 @@ TEST_CASE("every enum name table parses each of its names back to the value it n
   check_round_trip(recompute_names);
   check_round_trip(schedule_names);
   check_round_trip(attention_names);
+  check_round_trip(cross_entropy_names);
   check_round_trip(cp_comm_names);
   check_round_trip(dtype_names);
   check_round_trip(intra_fabric_names);

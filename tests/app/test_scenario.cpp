@@ -310,3 +310,21 @@ TEST_CASE("the builtin catalogs parse and carry a source for every entry") {
   for (const auto& g : gpus.gpus) CHECK_MESSAGE(!g.second.source.empty(), g.first);
   for (const auto& m : models.models) CHECK_MESSAGE(!m.second.source.empty(), m.first);
 }
+
+TEST_CASE(
+    "/training/cross_entropy and /training/logit_metric_passes reach the training config; bad values are refused") {
+  const Scenario d = parse_scenario(base().dump(), "good.json");
+  CHECK(training_job(d).training.cross_entropy == CrossEntropyKernel::fp32);  // Megatron-LM's default
+  CHECK(training_job(d).training.logit_metric_passes == 0);
+  const Scenario s = parse_scenario(
+      base().dump(), "good.json",
+      {parse_override("/training/cross_entropy=\"fused\""), parse_override("/training/logit_metric_passes=2")});
+  CHECK(training_job(s).training.cross_entropy == CrossEntropyKernel::fused);
+  CHECK(training_job(s).training.logit_metric_passes == 2);
+  const Scenario n = parse_scenario(base().dump(), "good.json", {parse_override("/training/cross_entropy=\"native\"")});
+  CHECK(training_job(n).training.cross_entropy == CrossEntropyKernel::native);
+  auto e = error_of(base(), {parse_override("/training/cross_entropy=\"liger\"")});
+  CHECK(e.path == "/training/cross_entropy");
+  e = error_of(base(), {parse_override("/training/logit_metric_passes=-1")});
+  CHECK(e.path == "/training/logit_metric_passes");
+}

@@ -27,6 +27,32 @@ const char* to_string(CommGroup g) {
   return "?";
 }
 
+CrossEntropyBytes cross_entropy_bytes(CrossEntropyKernel k, double e) {
+  switch (k) {
+    case CrossEntropyKernel::fp32:
+      // Megatron's VocabParallelCrossEntropy: cast (read e, write 4), max (read 4), subtract,
+      // exp and divide in place (read 4, write 4 each), sum (read 4); backward scales the saved
+      // softmax in place (read 4, write 4) and autograd casts it back (read 4, write e).
+      return {.fwd = e + 36, .bwd = 12 + e, .resident = e + 4};
+    case CrossEntropyKernel::native:
+      // The same steps in three jit-fused functions: cast and max (read e, write 4), subtract, exp
+      // and sum (read 4, write 4), divide (read 4, write 4); backward one kernel (read 4, write e).
+      return {.fwd = e + 20, .bwd = 4 + e, .resident = e + 4};
+    case CrossEntropyKernel::fused:
+      // Forward reads the logits once for their max and sum of exponentials; backward reads
+      // them again and writes the gradient.
+      return {.fwd = e, .bwd = 2 * e, .resident = 2 * e};
+  }
+  return {};
+}
+
+double metric_cross_entropy_bytes(double e) {
+  // Autocast's cast to FP32 (read e, write 4), then log_softmax over a row too wide for shared
+  // memory: a pass for the max, one for the sum of exponentials, one reading and writing the
+  // result (read 12, write 4). nll_loss gathers one entry a row.
+  return e + 4 + 16;
+}
+
 LayerShape layer_shape(const ModelSpec&, const TrainingConfig& cfg) {
   LayerShape s;
   // With context parallelism each GPU holds seq/cp tokens of every sequence but its queries
@@ -40,6 +66,8 @@ LayerShape layer_shape(const ModelSpec&, const TrainingConfig& cfg) {
   s.attention_impl = cfg.attention == AttentionKernel::flash2   ? AttentionImpl::flash2
                      : cfg.attention == AttentionKernel::triton ? AttentionImpl::triton
                                                                 : AttentionImpl::flash;
+  s.cross_entropy = cfg.cross_entropy;
+  s.logit_metric_passes = cfg.logit_metric_passes;
   s.dropout = cfg.dropout;
   s.cp_ring = cfg.parallel.cp_comm == Parallelism::CpComm::ring;
   s.bytes_per_elem = cfg.precision.weight_bytes;
@@ -330,8 +358,20 @@ std::vector<LayerItem> head_items(const ModelSpec& m, const LayerShape& s) {
   items.push_back(streaming("final_norm", OpKind::norm, T_local * h, T_local * h, s.bytes_per_elem));
   if (t > 1) items.push_back(comm_f(s, h));
   items.push_back(gemm("lm_head", s.tokens, h, v / t, s.bytes_per_elem));
-  // Cross-entropy reads the logits and writes FP32 softmax statistics and gradients.
-  items.push_back(streaming("cross_entropy", OpKind::loss, s.tokens * v / t, s.tokens * v / t * 2, s.bytes_per_elem));
+  const CrossEntropyBytes ce = cross_entropy_bytes(s.cross_entropy, s.bytes_per_elem);
+  LayerItem loss;
+  loss.name = "cross_entropy";
+  loss.fwd = OpCost{OpKind::loss, 0, ce.fwd * s.tokens * v / t};
+  loss.bwd = OpCost{OpKind::loss, 0, ce.bwd * s.tokens * v / t};
+  items.push_back(loss);
+  if (s.logit_metric_passes > 0) {
+    LayerItem metrics;
+    metrics.name = "train_metrics";
+    metrics.fwd = OpCost{OpKind::loss, 0,
+                         s.logit_metric_passes * metric_cross_entropy_bytes(s.bytes_per_elem) * s.tokens * v / t};
+    metrics.bwd = OpCost{OpKind::loss, 0, 0};
+    items.push_back(metrics);
+  }
   if (s.dtype == Dtype::fp8) return fp8_training_items(std::move(items), s);  // the LM head stays BF16
   return items;
 }

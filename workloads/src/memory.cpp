@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "workloads/layer_ops.hpp"
 #include "workloads/model_dims.hpp"
 #include "workloads/pipeline_schedule.hpp"
 #include "workloads/pipeline_split.hpp"
@@ -239,9 +240,11 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
   mb.activations = most;
   double logits = 0;
   if (stage == p.pp - 1 && !m.is_generic()) {
-    // Logits in the compute dtype plus FP32 copies for the loss, for one micro-batch.
+    // The logits of one micro-batch and what the loss kernel holds beside them: their FP32 copy,
+    // or (fused) their gradient.
     const double tokens = cfg.micro_batch * static_cast<double>(cfg.seq_len) / p.cp;
-    logits = tokens * static_cast<double>(m.vocab) / p.tp * (pr.weight_bytes + 4);
+    logits =
+        tokens * static_cast<double>(m.vocab) / p.tp * cross_entropy_bytes(cfg.cross_entropy, pr.weight_bytes).resident;
     mb.activations += logits;
   }
   if (cfg.recompute == Recompute::full && !m.is_generic()) {

@@ -8,5 +8,6 @@ const char* to_string(PipelineSchedule s) { return schedule_names.name(s); }
 
 const char* to_string(AttentionKernel a) { return attention_names.name(a); }
 const char* to_string(MoeDispatcher d) { return moe_dispatcher_names.name(d); }
+const char* to_string(CrossEntropyKernel k) { return cross_entropy_names.name(k); }
 
 }  // namespace ctwin

@@ -60,6 +60,8 @@ struct LayerShape {
   bool sequence_parallel = false;
   bool flash = true;  // a fused (blockwise) kernel, priced as attention_impl
   AttentionImpl attention_impl = AttentionImpl::flash;
+  CrossEntropyKernel cross_entropy = CrossEntropyKernel::fp32;
+  int logit_metric_passes = 0;
   bool dropout = false;
   bool cp_ring = true;  // with cp > 1: ring attention, else all-gather of K/V
   double bytes_per_elem = 2;
@@ -69,6 +71,18 @@ struct LayerShape {
 };
 
 LayerShape layer_shape(const ModelSpec& m, const TrainingConfig& cfg);
+
+// The loss kernel's HBM traffic per logit, forward and backward, with the logits in `e` bytes
+// (docs/training.md, "The loss"), and the bytes per logit it holds at once (the logits and their
+// FP32 copy, or the logits and their gradient).
+struct CrossEntropyBytes {
+  double fwd = 0;
+  double bwd = 0;
+  double resident = 0;
+};
+CrossEntropyBytes cross_entropy_bytes(CrossEntropyKernel k, double e);
+// One forward-only FP32 cross-entropy of a training metric, per logit in `e` bytes.
+double metric_cross_entropy_bytes(double e);
 
 // The attention work of one forward pass on one GPU, workload-neutral: training attends full
 // sequences; serving attends a chunk of new query tokens (a prefill chunk, or one decode token)

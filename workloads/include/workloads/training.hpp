@@ -18,6 +18,12 @@ enum class AttentionKernel { flash, flash2, triton, standard };
 // per selected expert; DeepEP (Megatron's flex dispatcher, NeMo AutoModel, SGLang) sends a token
 // once to each rank that holds any of its experts and combines on that rank before sending back.
 enum class MoeDispatcher { alltoall, deepep };
+// The loss kernel over the logits, by the bytes it moves per logit (docs/training.md, "The loss"):
+// fp32 is Megatron's unfused VocabParallelCrossEntropy (its default: the logits cast to FP32, then
+// max, subtract, exp, sum and divide in place, each its own kernel); native is Megatron's
+// --cross-entropy-loss-fusion with the jit-fused FP32 functions; fused is one kernel pair on the
+// logits' own dtype (Transformer Engine's, flash-attn's, Liger's cross-entropy).
+enum class CrossEntropyKernel { fp32, native, fused };
 // Names in the order scenario messages offer them.
 inline constexpr auto recompute_names =
     make_names<Recompute>({{Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}});
@@ -29,6 +35,8 @@ inline constexpr auto attention_names = make_names<AttentionKernel>({{AttentionK
                                                                      {AttentionKernel::flash2, "flash2"},
                                                                      {AttentionKernel::triton, "triton"},
                                                                      {AttentionKernel::standard, "standard"}});
+inline constexpr auto cross_entropy_names = make_names<CrossEntropyKernel>(
+    {{CrossEntropyKernel::fp32, "fp32"}, {CrossEntropyKernel::native, "native"}, {CrossEntropyKernel::fused, "fused"}});
 inline constexpr auto moe_dispatcher_names =
     make_names<MoeDispatcher>({{MoeDispatcher::alltoall, "alltoall"}, {MoeDispatcher::deepep, "deepep"}});
 
@@ -147,6 +155,10 @@ struct TrainingConfig {
   int seq_len = 0;
   Recompute recompute = Recompute::none;
   AttentionKernel attention = AttentionKernel::flash;
+  CrossEntropyKernel cross_entropy = CrossEntropyKernel::fp32;
+  // Forward-only FP32 cross-entropy evaluations of the logits per micro-batch for training
+  // metrics (Composer computes its train metrics from every micro-batch's logits).
+  int logit_metric_passes = 0;
   bool dropout = false;
   double grad_bucket_bytes = 25.0 * 1024 * 1024;  // DDP-style gradient buckets
   bool overlap_grad_reduce = true;
@@ -178,5 +190,6 @@ const char* to_string(Recompute r);
 const char* to_string(PipelineSchedule s);
 const char* to_string(AttentionKernel a);
 const char* to_string(MoeDispatcher d);
+const char* to_string(CrossEntropyKernel k);
 
 }  // namespace ctwin

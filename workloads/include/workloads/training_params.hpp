@@ -55,6 +55,24 @@ inline constexpr ParamDecl training_params[] = {
             "standard (unfused; stores the s x s scores)",
      .source = "rates per kernel in the GPU's profile (/compute/attention_ratio, _flash2, _triton)",
      .choices = attention_names.names},
+    {.key = "cross_entropy",
+     .type = ParamType::choice,
+     .def_name = "fp32",
+     .doc = "the loss kernel over the logits: fp32 (unfused, the logits cast to FP32: Megatron-LM's default, "
+            "PyTorch's cross_entropy on upcast logits), native (Megatron's jit-fused FP32 functions), fused (one "
+            "kernel pair on the logits' own dtype: Transformer Engine, flash-attn, Liger)",
+     .source = "Megatron-LM --cross-entropy-loss-fusion, --cross-entropy-fusion-impl native / te",
+     .choices = cross_entropy_names.names},
+    {.key = "logit_metric_passes",
+     .type = ParamType::integer,
+     .def = 0,
+     .min = 0,
+     .max = 64,
+     .unit = "passes",
+     .doc = "training metrics computed from every micro-batch's logits: forward-only FP32 cross-entropies (PyTorch's "
+            "CrossEntropyLoss under autocast), each reading and writing the logits as docs/training.md's \"The loss\" "
+            "counts",
+     .source = "MosaicML Composer's train_metrics; LLM Foundry's MPT: LanguageCrossEntropy and LanguagePerplexity, 2"},
     {.key = "dropout", .type = ParamType::boolean, .def = 0, .doc = "stores dropout masks"},
     {.key = "grad_bucket_mb",
      .type = ParamType::number,
