@@ -76,7 +76,8 @@ TEST_CASE("the loss item moves tokens x vocab / tp logits at the kernel's bytes 
       CAPTURE(tp);
       CAPTURE(to_string(k));
       const TrainingConfig c = loss_cfg(k, tp);
-      const LayerItem& loss = loss_item(head_items(m, layer_shape(m, c)));
+      const std::vector<LayerItem> items = head_items(m, layer_shape(m, c));
+      const LayerItem& loss = loss_item(items);
       const double logits = 2.0 * 1024 * 128256 / tp;
       const CrossEntropyBytes b = cross_entropy_bytes(k, 2);
       CHECK(loss.fwd.bytes == rel_approx(logits * b.fwd, 1e-12));
