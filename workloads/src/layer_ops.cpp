@@ -94,13 +94,18 @@ LayerItem linear(std::string name, double tokens, double k, double n, double e) 
   return it;
 }
 
-// A memory-bound kernel reading `read` and writing `write` elements; backward moves twice as much.
-LayerItem streaming(std::string name, OpKind kind, double read, double write, double e) {
+// A memory-bound kernel moving `fwd_bytes` forward and `bwd_bytes` backward (none: no kernel).
+LayerItem memory_bound(std::string name, OpKind kind, double fwd_bytes, double bwd_bytes) {
   LayerItem it;
   it.name = std::move(name);
-  it.fwd = OpCost{kind, 0, e * (read + write)};
-  it.bwd = OpCost{kind, 0, 2 * e * (read + write)};
+  it.fwd = OpCost{kind, 0, fwd_bytes};
+  it.bwd = OpCost{kind, 0, bwd_bytes};
   return it;
+}
+
+// A memory-bound kernel reading `read` and writing `write` elements; backward moves twice as much.
+LayerItem streaming(std::string name, OpKind kind, double read, double write, double e) {
+  return memory_bound(std::move(name), kind, e * (read + write), 2 * e * (read + write));
 }
 
 // Megatron's conjugate operators: f is identity forward and all-reduce backward (before a
@@ -358,19 +363,12 @@ std::vector<LayerItem> head_items(const ModelSpec& m, const LayerShape& s) {
   items.push_back(streaming("final_norm", OpKind::norm, T_local * h, T_local * h, s.bytes_per_elem));
   if (t > 1) items.push_back(comm_f(s, h));
   items.push_back(gemm("lm_head", s.tokens, h, v / t, s.bytes_per_elem));
+  const double logits = s.tokens * v / t;
   const CrossEntropyBytes ce = cross_entropy_bytes(s.cross_entropy, s.bytes_per_elem);
-  LayerItem loss;
-  loss.name = "cross_entropy";
-  loss.fwd = OpCost{OpKind::loss, 0, ce.fwd * s.tokens * v / t};
-  loss.bwd = OpCost{OpKind::loss, 0, ce.bwd * s.tokens * v / t};
-  items.push_back(loss);
+  items.push_back(memory_bound("cross_entropy", OpKind::loss, ce.fwd * logits, ce.bwd * logits));
   if (s.logit_metric_passes > 0) {
-    LayerItem metrics;
-    metrics.name = "train_metrics";
-    metrics.fwd = OpCost{OpKind::loss, 0,
-                         s.logit_metric_passes * metric_cross_entropy_bytes(s.bytes_per_elem) * s.tokens * v / t};
-    metrics.bwd = OpCost{OpKind::loss, 0, 0};
-    items.push_back(metrics);
+    const double metric = s.logit_metric_passes * metric_cross_entropy_bytes(s.bytes_per_elem) * logits;
+    items.push_back(memory_bound("train_metrics", OpKind::loss, metric, 0));
   }
   if (s.dtype == Dtype::fp8) return fp8_training_items(std::move(items), s);  // the LM head stays BF16
   return items;

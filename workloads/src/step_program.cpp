@@ -510,9 +510,8 @@ class Builder {
     const bool overlap_tp = par_.tp_comm_overlap;
     StepOpId join = StepOpId::none();
     auto one = [&](const LayerItem& it) {
-      // A loss item with no work in this pass (the training metrics' backward) issues no kernel.
-      if (const OpCost& w = pass == Pass::forward ? it.fwd : it.bwd;
-          !it.is_comm && w.kind == OpKind::loss && w.flops == 0 && w.bytes == 0) {
+      // An item with no work in this pass (the training metrics' backward) issues no kernel.
+      if (const OpCost& w = pass == Pass::forward ? it.fwd : it.bwd; !it.is_comm && w.flops == 0 && w.bytes == 0) {
         return;
       }
       OpDeps deps;
