@@ -2,11 +2,13 @@
 // cases the mutation run (scripts/mutate.sh) found unguarded.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "tolerance.hpp"
+#include "topology/catalog_json.hpp"
 #include "topology/cluster.hpp"
 #include "topology/collective.hpp"
 
@@ -86,4 +88,91 @@ TEST_CASE("inside one node the tuner picks ring (or NVLS), never the tree NCCL b
     const auto e = estimate_collective(a100, CollectiveCall{CollectiveOp::all_reduce, ranks(8), bytes});
     CHECK(e.algo == "ring");
   }
+}
+
+namespace {
+
+// Two DGX A100 nodes (the preset: 8 x 200G a node, 2.7 us a network hop); `no_plateau` sets the
+// tuner's ring plateau factor to 1.
+Cluster two_dgx_a100(bool no_plateau = false) {
+  ClusterSpec s;
+  REQUIRE(preset_cluster("dgx-a100", 2, builtin_gpus(), s));
+  if (no_plateau) s.nccl.ring_plateau_latency_factor = {1, 1, 1, 1};
+  return build_cluster(s);
+}
+
+}  // namespace
+
+TEST_CASE("the tuner derates a tree all_reduce's bandwidth by NCCL's correction at its size, not from 512 MiB") {
+  // tuning.cc treeCorrectionFactor, typed here from NCCL 2.19.3's table, at log2(bytes / 64):
+  // 64 B (0), 512 KiB (13), 4 MiB (16), 256 MiB (22); 512 MiB (23) is past the table.
+  const Cluster c = two_dgx_a100();
+  struct Case {
+    double bytes;
+    Protocol p;
+    double factor;
+  };
+  for (const Case k :
+       {Case{64, Protocol::ll, 1.0}, Case{64, Protocol::simple, 0.9}, Case{512.0 * 1024, Protocol::ll, 0.4},
+        Case{512.0 * 1024, Protocol::ll128, 0.6}, Case{4.0 * 1024 * 1024, Protocol::ll128, 0.8},
+        Case{256.0 * 1024 * 1024, Protocol::simple, 0.9}, Case{512.0 * 1024 * 1024, Protocol::simple, 1.0}}) {
+    CAPTURE(k.bytes);
+    CAPTURE(static_cast<int>(k.p));
+    const CollectivePlan plan = plan_collective(c, CollectiveCall{CollectiveOp::all_reduce, ranks(16), k.bytes},
+                                                forced(CollectiveAlgo::tree, k.p));
+    CHECK(plan.tuner_s == rel_approx(plan.latency_s + plan.bandwidth_s / k.factor, 1e-9));
+  }
+}
+
+TEST_CASE("the correction moves the tuner's protocol: a 512 KiB tree all_reduce runs LL128, not LL") {
+  // At 512 KiB LL's modelled time is the shorter, but the tuner sees LL at 0.4 of its bandwidth
+  // and LL128 at 0.6, and NCCL runs what its tuner predicts fastest.
+  const Cluster c = two_dgx_a100();
+  const CollectiveCall call{CollectiveOp::all_reduce, ranks(16), 512.0 * 1024};
+  const CollectivePlan ll = plan_collective(c, call, forced(CollectiveAlgo::tree, Protocol::ll));
+  const CollectivePlan ll128 = plan_collective(c, call, forced(CollectiveAlgo::tree, Protocol::ll128));
+  REQUIRE(ll.latency_s + ll.bandwidth_s < ll128.latency_s + ll128.bandwidth_s);
+  REQUIRE(ll.latency_s + ll.bandwidth_s / 0.4 > ll128.latency_s + ll128.bandwidth_s / 0.6);
+  const CollectivePlan chosen = plan_collective(c, call, forced(CollectiveAlgo::tree, Protocol::automatic));
+  CHECK(chosen.protocol == Protocol::ll128);
+}
+
+TEST_CASE("a multi-node Simple ring all_reduce is predicted at 1.4 times its latency past 64 B a channel and rank") {
+  // tuning.cc's plateau effect. Two DGX A100 nodes, 16 ranks: the ring's Simple latency is
+  // 8.4 + 28 intra-node hops x max(0.6 + 2.8, 3 x 2.0 net overhead) + 2 network hops x (2.7 + 11.3)
+  // = 204.4 us; the tuner adds 0.4 of it. 24 channels x 16 ranks x 64 B = 24 KiB is the threshold.
+  const auto simple_ring = forced(CollectiveAlgo::ring, Protocol::simple);
+  const CollectiveCall big{CollectiveOp::all_reduce, ranks(16), 64.0 * 1024 * 1024};
+  const double with = plan_collective(two_dgx_a100(), big, simple_ring).tuner_s;
+  const double without = plan_collective(two_dgx_a100(true), big, simple_ring).tuner_s;
+  CHECK(with - without == rel_approx(0.4 * 204.4e-6, 1e-6));
+  const CollectiveCall small{CollectiveOp::all_reduce, ranks(16), 16.0 * 1024};
+  CHECK(plan_collective(two_dgx_a100(), small, simple_ring).tuner_s ==
+        plan_collective(two_dgx_a100(true), small, simple_ring).tuner_s);
+  // Only across nodes: one node's ring is predicted at its latency.
+  ClusterSpec one;
+  REQUIRE(preset_cluster("dgx-a100", 1, builtin_gpus(), one));
+  const CollectiveCall inside{CollectiveOp::all_reduce, ranks(8), 64.0 * 1024 * 1024};
+  const CollectivePlan p1 = plan_collective(build_cluster(one), inside, simple_ring);
+  one.nccl.ring_plateau_latency_factor = {1, 1, 1, 1};
+  CHECK(p1.tuner_s == plan_collective(build_cluster(one), inside, simple_ring).tuner_s);
+}
+
+TEST_CASE("on Blackwell the tuner derates NVLSTree too, one size further than trees (NCCL 2.27 on)") {
+  // 512 MiB is log2 index 23: past the tree's 23 entries, the 24th of NVLSTree's (Simple, 0.9).
+  ClusterSpec s;
+  REQUIRE(preset_cluster("dgx-b200", 2, builtin_gpus(), s));
+  const Cluster c = build_cluster(s);
+  const auto nvls_tree = forced(CollectiveAlgo::nvls_tree, Protocol::simple);
+  const CollectivePlan big =
+      plan_collective(c, CollectiveCall{CollectiveOp::all_reduce, ranks(16), 512.0 * 1024 * 1024}, nvls_tree);
+  CHECK(big.tuner_s == rel_approx(big.latency_s + big.bandwidth_s / 0.9, 1e-9));
+  const CollectivePlan mid =
+      plan_collective(c, CollectiveCall{CollectiveOp::all_reduce, ranks(16), 1024.0 * 1024}, nvls_tree);
+  CHECK(mid.tuner_s == rel_approx(mid.latency_s + mid.bandwidth_s / 0.5, 1e-9));  // index 14
+  // Hopper: none.
+  REQUIRE(preset_cluster("dgx-h100", 2, builtin_gpus(), s));
+  const CollectivePlan h =
+      plan_collective(build_cluster(s), CollectiveCall{CollectiveOp::all_reduce, ranks(16), 1024.0 * 1024}, nvls_tree);
+  CHECK(h.tuner_s == rel_approx(h.latency_s + h.bandwidth_s, 1e-9));
 }

@@ -17,7 +17,8 @@ TEST_CASE("busiest links: pure DP on one node puts 2(n-1)/n of every gradient by
   TrainingOptions opt;
   opt.flow_network = true;
   opt.busiest_links = 100;
-  opt.collectives.algo = CollectiveAlgo::ring;  // every ring edge at Simple's efficiency 1
+  opt.collectives.algo = CollectiveAlgo::ring;
+  opt.collectives.protocol = Protocol::simple;  // every ring edge at Simple's efficiency 1
   opt.collectives.protocol = Protocol::simple;
   const Cluster cl = test::h100_node8();
   const auto r = simulate_training(m, c, cl, opt);
@@ -43,16 +44,21 @@ TEST_CASE("busiest links: pure DP on one node puts 2(n-1)/n of every gradient by
 }
 
 TEST_CASE("busiest links: TP across nodes (dp innermost) loads the NICs more than TP inside each node") {
-  // Two nodes, TP8 DP2. Megatron's order keeps each TP group on one node's NVSwitch and only the
-  // data-parallel gradients cross the NICs; dp innermost pairs GPUs of one node for DP and splits
-  // every TP group over both nodes, so every layer's activations cross them.
+  // Two nodes, TP8 DP2, 8 micro-batches a step. Megatron's order keeps each TP group on one
+  // node's NVSwitch and only the data-parallel gradients cross the NICs; dp innermost pairs GPUs
+  // of one node for DP and splits every TP group over both nodes, so every layer's activations
+  // cross them.
   const ModelSpec m = test::fold_gpt(2);
-  TrainingConfig inside = test::fold_layout(8, 1, 2, 2);
+  TrainingConfig inside = test::fold_layout(8, 1, 2, 8);
   TrainingConfig across = inside;
   across.parallel.order = "dp-tp-cp-ep-pp";
   TrainingOptions opt;
   opt.flow_network = true;
   opt.busiest_links = 1000;  // every class of link that carried anything
+  // Rings for both, so the placement is what differs: left to the tuner, the two layouts' calls
+  // pick ring or tree by their sizes, and a tree crosses the NICs with fewer bytes than a ring.
+  opt.collectives.algo = CollectiveAlgo::ring;
+  opt.collectives.protocol = Protocol::simple;
   const Cluster cl = test::fold_nodes(2);
   const auto a = simulate_training(m, inside, cl, opt);
   const auto b = simulate_training(m, across, cl, opt);
@@ -66,7 +72,15 @@ TEST_CASE("busiest links: TP across nodes (dp innermost) loads the NICs more tha
     return most;
   };
   CHECK(b.busiest_links.front().name.find("nic") != std::string::npos);
-  CHECK(nic_bytes(b) > 2 * nic_bytes(a));  // 21.7 MB against 8.0 MB when written
+  // Inside: each GPU's NIC carries its TP shard's BF16 gradients once (a ring of two ranks sends
+  // 2(n-1)/n = 1 buffer), 1/8 of 2 x (12h^2 + 5h + f + 4h) + Vh + 2h parameters at 2 bytes.
+  const double h = m.hidden, f = m.ffn_hidden;
+  const double params = m.layers * (12 * h * h + 5 * h + f + 4 * h) + m.vocab * h + 2 * h;
+  CHECK(nic_bytes(a) == rel_approx(params / 8 * 2, 0.01));
+  // Across: every micro-batch's TP all-reduces (1 MB each at 512 tokens, four a layer, plus the
+  // embedding's) cross the nodes, 4.6 MB a micro-batch on the busiest NIC: 36.7 MB at 8 against
+  // 7.4 MB of gradients.
+  CHECK(nic_bytes(b) > 2 * nic_bytes(a));
 }
 
 TEST_CASE("a degraded NIC link slows DP's all-reduce by the bytes over the lost bandwidth") {
@@ -85,6 +99,7 @@ TEST_CASE("a degraded NIC link slows DP's all-reduce by the bytes over the lost 
   TrainingOptions opt;
   opt.flow_network = true;
   opt.collectives.algo = CollectiveAlgo::ring;
+  opt.collectives.protocol = Protocol::simple;
   opt.collectives.protocol = Protocol::simple;
   const auto healthy = simulate_training(m, c, build_cluster(s), opt);
   std::string uplink;

@@ -173,6 +173,15 @@ double ring_steps(CollectiveOp op, int n) {
   }
 }
 
+// tuning.cc ncclTopoGetAlgoTime: the factor the tuner scales a tree's bandwidth by for a call of
+// `bytes`, at log2(bytes / 64) below `entries` (23 for Tree, 24 for NVLSTree on Blackwell).
+double tree_tuner_correction(const NcclModel& nm, Protocol p, double bytes, int entries) {
+  const double units = std::floor(bytes / 64);
+  const int log_size = units < 2 ? 0 : static_cast<int>(std::floor(std::log2(units)));
+  if (log_size >= entries) return 1;
+  return nm.tree_correction[static_cast<std::size_t>(proto_index(p))][static_cast<std::size_t>(log_size)];
+}
+
 struct Candidate {
   double latency_s = 0, efficiency = 1, bandwidth_s = 0;
   double tuner_s = -1;  // NCCL's tuner's prediction; < 0: the same as latency_s + bandwidth_s
@@ -347,7 +356,12 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       // takes sends its share in chunks of slices, each a flagged transfer the next rank waits
       // a hop for: past the first slice of a step, each further one costs another intra-node hop
       // (network steps are posted by the proxy, NCCL_STEPS deep, and overlap).
-      out.tuner_s = out.latency_s + out.bandwidth_s;
+      // The tuner's plateau effect: a multi-node Simple ring all_reduce past 64 bytes per channel
+      // and rank is predicted at a multiple of its latency.
+      const bool plateau =
+          multi && p == Protocol::simple && call.op == CollectiveOp::all_reduce && S / (N * sh.n) >= 64;
+      out.tuner_s = out.latency_s * (plateau ? nm.ring_plateau_latency_factor[static_cast<std::size_t>(arch)] : 1.0) +
+                    out.bandwidth_s;
       const int nc = ring_channels(nm, p, S, sh.n);
       out.channels = nc;
       out.rate_cap_gbps = full * nc / N;
@@ -396,6 +410,7 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
         t = std::max(t, tier_seconds(s, both, S / 2 / ch, ch, call.groups));
       }
       out.bandwidth_s = t / out.efficiency;
+      out.tuner_s = out.latency_s + out.bandwidth_s / tree_tuner_correction(nm, p, S, 23);
       return true;
     }
     case CollectiveAlgo::nvls: {
@@ -446,6 +461,10 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
         }
       }
       out.bandwidth_s = std::max(t, tier_seconds(s, both, S / 2 / k, k, call.groups));
+      // From 2.27 the tuner derates NVLSTree as it does trees on Blackwell hosts (x86, as the
+      // presets are), over one more size.
+      if (call.op == CollectiveOp::all_reduce && nccl_arch_index(s.gpu) >= 3)
+        out.tuner_s = out.latency_s + out.bandwidth_s / tree_tuner_correction(nm, p, S, 24);
       return true;
     }
     case CollectiveAlgo::collnet: {

@@ -43,8 +43,9 @@ struct NcclModel {
   double ring_ll_efficiency;
   double ring_ll_copy_efficiency;  // LL on a single-node all-gather, broadcast, ...
   double ring_ll128_efficiency;
-  // Tree: NCCL's tree bandwidth derating (treeCorrectionFactor), times the protocol's share:
-  // LL 1/3.8, LL128 120/128 across nodes and 7/9 inside one.
+  // Tree: NCCL's tree bandwidth derating (busBw x .92), times the protocol's share: LL 1/3.8,
+  // LL128 120/128 across nodes and 7/9 inside one. (The tuner's size-dependent
+  // treeCorrectionFactor is tree_correction, below.)
   double tree_efficiency;
   double tree_ll_efficiency;
   double tree_ll128_efficiency;
@@ -75,6 +76,15 @@ struct NcclModel {
   std::array<double, 4> ll_max_gbps;
   std::array<double, 4> ring_ll128_per_channel_gbps;
   std::array<double, 4> tree_per_channel_gbps;
+  // The tuner's own view of trees at mid sizes (tuning.cc treeCorrectionFactor, the same from 2.19
+  // to 2.29): when it compares algorithms for an all_reduce of B bytes, a tree's bandwidth is
+  // scaled by the entry at floor(log2(B / 64)), the first 23 (up to 256 MiB; none from 512 MiB);
+  // from 2.27, NVLSTree's too on Blackwell x86 hosts, the first 24. Only the choice reads it, not
+  // the time the chosen algorithm then takes. Per protocol, LL, LL128, Simple.
+  std::array<std::array<double, 24>, 3> tree_correction;
+  // The tuner's "plateau effect of ring": a multi-node Simple ring all_reduce of at least 64 bytes
+  // per channel and rank is predicted this many times its latency (1.9 before Ampere, 1.4 after).
+  std::array<double, 4> ring_plateau_latency_factor;
 
   // Point-to-point (all_to_all) inside one NVLink node: the step a channel moves per peer before
   // it signals (init.cc NCCL_P2P_NVL_CHUNKSIZE, 512 KiB); enqueue.cc splits a peer's share into
