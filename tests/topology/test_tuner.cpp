@@ -158,7 +158,7 @@ TEST_CASE("a multi-node Simple ring all_reduce is predicted at 1.4 times its lat
   CHECK(p1.tuner_s == plan_collective(build_cluster(one), inside, simple_ring).tuner_s);
 }
 
-TEST_CASE("on Blackwell the tuner derates NVLSTree too, one size further than trees (NCCL 2.27 on)") {
+TEST_CASE("on Blackwell the tuner derates NVLSTree too, one size further than trees (NCCL 2.29 on)") {
   // 512 MiB is log2 index 23: past the tree's 23 entries, the 24th of NVLSTree's (Simple, 0.9).
   ClusterSpec s;
   REQUIRE(preset_cluster("dgx-b200", 2, builtin_gpus(), s));

@@ -351,17 +351,17 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
             std::max(out.bandwidth_s,
                      tier_seconds(s, edges, bus_factor(call.op, sh.n) * S / ch, ch, call.groups) / out.efficiency);
       }
-      // The ramp (enqueue.cc, device/prims): the call runs on nc of the N channels, each at most
-      // 1/N of the ring's rate, so a small call moves at nc/N of it; and every step a channel
-      // takes sends its share in chunks of slices, each a flagged transfer the next rank waits
-      // a hop for: past the first slice of a step, each further one costs another intra-node hop
-      // (network steps are posted by the proxy, NCCL_STEPS deep, and overlap).
       // The tuner's plateau effect: a multi-node Simple ring all_reduce past 64 bytes per channel
       // and rank is predicted at a multiple of its latency.
       const bool plateau =
           multi && p == Protocol::simple && call.op == CollectiveOp::all_reduce && S / (N * sh.n) >= 64;
       out.tuner_s = out.latency_s * (plateau ? nm.ring_plateau_latency_factor[static_cast<std::size_t>(arch)] : 1.0) +
                     out.bandwidth_s;
+      // The ramp (enqueue.cc, device/prims): the call runs on nc of the N channels, each at most
+      // 1/N of the ring's rate, so a small call moves at nc/N of it; and every step a channel
+      // takes sends its share in chunks of slices, each a flagged transfer the next rank waits
+      // a hop for: past the first slice of a step, each further one costs another intra-node hop
+      // (network steps are posted by the proxy, NCCL_STEPS deep, and overlap).
       const int nc = ring_channels(nm, p, S, sh.n);
       out.channels = nc;
       out.rate_cap_gbps = full * nc / N;
@@ -461,7 +461,7 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
         }
       }
       out.bandwidth_s = std::max(t, tier_seconds(s, both, S / 2 / k, k, call.groups));
-      // From 2.27 the tuner derates NVLSTree as it does trees on Blackwell hosts (x86, as the
+      // From 2.29 the tuner derates NVLSTree as it does trees on Blackwell hosts (x86, as the
       // presets are), over one more size.
       if (call.op == CollectiveOp::all_reduce && nccl_arch_index(s.gpu) >= 3)
         out.tuner_s = out.latency_s + out.bandwidth_s / tree_tuner_correction(nm, p, S, 24);

@@ -79,7 +79,7 @@ struct NcclModel {
   // The tuner's own view of trees at mid sizes (tuning.cc treeCorrectionFactor, the same from 2.19
   // to 2.29): when it compares algorithms for an all_reduce of B bytes, a tree's bandwidth is
   // scaled by the entry at floor(log2(B / 64)), the first 23 (up to 256 MiB; none from 512 MiB);
-  // from 2.27, NVLSTree's too on Blackwell x86 hosts, the first 24. Only the choice reads it, not
+  // from 2.29, NVLSTree's too on Blackwell x86 hosts, the first 24. Only the choice reads it, not
   // the time the chosen algorithm then takes. Per protocol, LL, LL128, Simple.
   std::array<std::array<double, 24>, 3> tree_correction;
   // The tuner's "plateau effect of ring": a multi-node Simple ring all_reduce of at least 64 bytes
