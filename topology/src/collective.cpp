@@ -463,7 +463,7 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       out.bandwidth_s = std::max(t, tier_seconds(s, both, S / 2 / k, k, call.groups));
       // From 2.29 the tuner derates NVLSTree as it does trees on Blackwell hosts (x86, as the
       // presets are), over one more size.
-      if (call.op == CollectiveOp::all_reduce && nccl_arch_index(s.gpu) >= 3)
+      if (nccl_arch_index(s.gpu) >= 3)
         out.tuner_s = out.latency_s + out.bandwidth_s / tree_tuner_correction(nm, p, S, 24);
       return true;
     }
