@@ -69,7 +69,7 @@ struct ComputeModel {
   // shape does: variable per-expert row counts, tile padding, the group scheduler and, in
   // dropless training, the busiest expert setting the pace. One value for every GPU, fitted
   // across the two MoE validation cases (docs/validation.md); calibratable.
-  double grouped_gemm_efficiency = 0.75;
+  double grouped_gemm_efficiency = 0.93;
   // Ops that carry their own dtype (FP8 training: the linear layers' GEMMs in FP8, attention and
   // the LM head in BF16) run at that dtype's peak; 0: peak_flops.
   double bf16_peak_flops = 0;

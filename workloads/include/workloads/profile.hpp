@@ -28,7 +28,7 @@ struct ProfileCompute {
   double hbm_efficiency = 0.85;                    // fraction of HBM bandwidth streaming kernels sustain
   double kernel_launch_us = 2.0;                   // fixed cost per kernel
   double gemm_knee = 64;                           // a GEMM dimension d scales efficiency by d / (d + knee)
-  double grouped_gemm_efficiency = 0.75;           // grouped (MoE) GEMM over one GEMM of the same shape
+  double grouped_gemm_efficiency = 0.93;           // grouped (MoE) GEMM over one GEMM of the same shape
   double fp8_gemm_efficiency = 0.75;               // fraction of the dense FP8 peak a large FP8 GEMM sustains
   double fp8_split_accumulator_efficiency = 0.78;  // FP8 GEMM with split accumulation over fast
   // A kernel that starts while a collective runs on its GPU takes (1 + this) as long: the
