@@ -26,7 +26,10 @@ TEST_CASE("every validation case is within 10% of its published figure, fits in 
       "megatron-gpt-145b-a100", "megatron-gpt-18b-a100", "megatron-gpt-3.6b-a100", "megatron-gpt-39b-a100",
       "megatron-gpt-7.5b-a100", "megatron-gpt-76b-a100", "mixtral-8x7b-64xh100", "mpt-30b-8xh100", "mpt-70b-64xh100",
       // FSDP weak scaling on A100-40GB (docs/training.md, Sharded data parallelism)
-      "mpt-7b-16xa100-40gb", "mpt-7b-128xa100-40gb", "mpt-13b-128xa100-40gb", "mpt-70b-128xa100-40gb",
+      "mpt-7b-16xa100-40gb", "mpt-7b-128xa100-40gb", "mpt-13b-16xa100-40gb", "mpt-13b-128xa100-40gb",
+      "mpt-70b-128xa100-40gb",
+      // MoE with FSDP2 and expert parallelism (NeMo AutoModel, DeepEP dispatch)
+      "qwen3-30b-a3b-8xh100",
       // FSDP on H100: 8 GPUs (Triton attention) and LLM Foundry's large-scale table at 256 and 512
       "mpt-7b-8xh100", "mpt-13b-8xh100", "mpt-13b-256xh100-fsdp", "mpt-13b-512xh100-fsdp", "mpt-30b-256xh100-fsdp",
       "mpt-30b-512xh100-fsdp", "mpt-70b-256xh100-fsdp", "mpt-70b-512xh100-fsdp",
