@@ -288,12 +288,24 @@ std::string economics_text(const ServingJob& job, const ServingFleetRun& fleet) 
   return s;
 }
 
+// The replica-seconds GPU-time shares are taken over: a routed fleet's replicas while they served
+// or drained (an autoscaled fleet's count changes, and may start at zero; for a fixed fleet this
+// is replicas x makespan), otherwise every replica over the makespan.
+double replica_span_s(const ServingFleetRun& fleet) {
+  const ServingResult& r = fleet.run.result;
+  if (fleet.fleet) {
+    double s = 0;
+    for (const FleetPoolResult& p : fleet.fleet->pools) s += p.replica_s.serving_s + p.replica_s.draining_s;
+    if (s > 0) return s;
+  }
+  return (r.makespan_s > 0 ? r.makespan_s : 1) * std::max(1, fleet.replicas);
+}
+
 // /lora: the adapters, the cache's hits and loads, and the LoRA share of GPU time (fleet sums;
-// shares over every replica's makespan).
-J lora_json(const ServingJob& job, const ServingResult& r, int replicas) {
+// shares over replica_span_s).
+J lora_json(const ServingJob& job, const ServingResult& r, double span) {
   const LoraStats& l = r.lora;
   const SchedulerConfig& c = job.scheduler;
-  const double span = (r.makespan_s > 0 ? r.makespan_s : 1) * replicas;
   return J{{"adapters", job.traffic.lora.adapters},
            {"popularity", lora_popularity_names.name(job.traffic.lora.popularity)},
            {"rank", job.traffic.lora.rank},
@@ -633,7 +645,7 @@ J serving_report_json(const Scenario& sc, const ServingFleetRun& fleet) {
   if (fleet.disaggregated) j["disaggregation"] = disaggregation_json(*job.disaggregation, *fleet.disaggregated);
   if (fleet.fleet) add_fleet_json(j["fleet"], *job.fleet, *fleet.fleet);
   economics_json(j, job, fleet);
-  if (job.scheduler.enable_lora) j["lora"] = lora_json(job, r, fleet.replicas);
+  if (job.scheduler.enable_lora) j["lora"] = lora_json(job, r, replica_span_s(fleet));
   j["warnings"] = serving_warnings(sc, fleet);
   return j;
 }
@@ -729,14 +741,19 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
   s += buf;
   if (offload_on(run)) s += offload_text(job, run);
   const GpuTimeSplit& g = r.gpu_time;
-  // Summed over the replicas: shares of every replica's time over the fleet's makespan.
-  const double span = (r.makespan_s > 0 ? r.makespan_s : 1) * fleet.replicas;
+  // Summed over the replicas: shares of the replicas' time (replica_span_s). A routed fleet's
+  // replicas also wait outside their own clocks (before a new replica's first request, after its
+  // last), so its idle share is what the busy parts leave of the span.
+  const double span = replica_span_s(fleet);
+  const double idle_s = fleet.fleet ? std::max(0.0, span - (g.prefill_s + g.decode_s + g.comm_s + g.overhead_s +
+                                                            g.draft_s + g.swap_s + g.kv_load_s))
+                                    : g.idle_s;
   std::snprintf(buf, sizeof buf,
                 "\n  GPU time      prefill %s, decode %s, communication %s, scheduling overhead %s, draft %s, swap %s, "
                 "idle %s\n",
                 pct(g.prefill_s / span).c_str(), pct(g.decode_s / span).c_str(), pct(g.comm_s / span).c_str(),
                 pct(g.overhead_s / span).c_str(), pct(g.draft_s / span).c_str(), pct(g.swap_s / span).c_str(),
-                pct(g.idle_s / span).c_str());
+                pct(idle_s / span).c_str());
   s += buf;
   if (offload_on(run)) {
     std::snprintf(buf, sizeof buf, "                waiting for KV from the host tier with nothing else to run %s\n",

@@ -2,8 +2,11 @@
 // priced on its own GPU for the replica-seconds it held (the shipped A100 + H100 fleet), a pool's
 // own price, the gpu_utilization metric and min_replicas 0 running instead of being refused,
 // random crashes deterministic for a seed, and bad failure keys refused with exit status 2.
+#include <cctype>
+#include <cmath>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -119,6 +122,45 @@ TEST_CASE("autoscaling on gpu_utilization and scale to zero run (no longer refus
   CHECK(zero["fleet"]["router"]["unrouted"].get<long long>() == 0);
   CHECK(zero["requests"]["completed"].get<long long>() == zero["requests"]["arrived"].get<long long>());
   CHECK(zero["cost"]["by_pool"][0]["replica_s"]["starting"].get<double>() > 40.0);
+}
+
+// The report's "GPU time" line: shares of the replica-seconds the fleet's replicas served or
+// drained (cost.by_pool[].replica_s), which for a fleet that scales or starts from zero is not the
+// initial replica count times the makespan (that gave decode 184% and, from zero, inf%).
+TEST_CASE("an autoscaled fleet's GPU time shares are over its replicas' serving seconds and add up to 100%") {
+  json j = hetero();
+  j["serving"]["autoscaling"] = {{"metric", "queue_length"}, {"target", 4}, {"min_replicas", 0}, {"max_replicas", 2}};
+  j["serving"]["pools"][0]["replicas"] = 0;
+  j["serving"]["pools"][1]["replicas"] = 0;
+  const json out = run_json(j, "hetero-zero-shares");
+  double served_s = 0;
+  for (const json& p : out["cost"]["by_pool"])
+    served_s += p["replica_s"]["serving"].get<double>() + p["replica_s"]["draining"].get<double>();
+  REQUIRE(served_s > 0);
+  const auto f = (temp_dir() / "hetero-zero-shares.json").string();
+  const auto r = cli("run " + f);
+  REQUIRE(r.status == 0);
+  const auto at = r.out.find("GPU time");
+  REQUIRE(at != std::string::npos);
+  const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+  CAPTURE(line);
+  CHECK(line.find("nan") == std::string::npos);
+  CHECK(line.find("inf") == std::string::npos);
+  // Each printed share, in order: prefill, decode, communication, overhead, draft, swap, idle.
+  std::vector<double> shares;
+  for (std::size_t k = line.find('%'); k != std::string::npos; k = line.find('%', k + 1)) {
+    std::size_t b = k;
+    while (b > 0 && (std::isdigit(static_cast<unsigned char>(line[b - 1])) || line[b - 1] == '.')) --b;
+    shares.push_back(std::stod(line.substr(b, k - b)));
+  }
+  REQUIRE(shares.size() == 7);
+  const json& g = out["gpu_time_s"];
+  // Printed to 0.1: within half of that of the JSON's seconds over the served replica-seconds.
+  CHECK(std::fabs(shares[0] - 100 * g["prefill"].get<double>() / served_s) <= 0.0501);
+  CHECK(std::fabs(shares[1] - 100 * g["decode"].get<double>() / served_s) <= 0.0501);
+  double sum = 0;
+  for (double x : shares) sum += x;
+  CHECK(std::fabs(sum - 100) <= 0.35);  // seven shares, each rounded to 0.1
 }
 
 TEST_CASE("ctwin run refuses a bad random-failure key with exit status 2, naming it") {
