@@ -668,6 +668,15 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
                   sc.name.c_str(), job.model.name.c_str(), gpus, d.cluster.spec.gpu.name.c_str(), x.prefill_replicas,
                   x.prefill.tp, x.decode_replicas, x.decode.tp, d.pp, x.link_bytes_per_s / 1e9, x.link_latency_s * 1e6,
                   x.decode_link_bytes_per_s / 1e9, weights_text(d.quantization).c_str(), kv_text(d.kv_dtype).c_str());
+  } else if (fleet.fleet && job.autoscaling) {
+    // The count changes: say where it starts and its bounds; job.gpus() is the most it may hold.
+    const AutoscalerSpec& a = job.autoscaling->hpa;
+    std::snprintf(buf, sizeof buf,
+                  "%s\n  %s on a fleet of %d replicas at the start, autoscaled between %d and %d a pool (%d GPUs at "
+                  "most) behind a %s router, weights %s, KV cache %s\n\n",
+                  sc.name.c_str(), job.model.name.c_str(), fleet.replicas, a.min_replicas, a.max_replicas, gpus,
+                  router_policy_names.name(job.fleet->router.policy), weights_text(d.quantization).c_str(),
+                  kv_text(d.kv_dtype).c_str());
   } else if (fleet.fleet) {
     std::snprintf(buf, sizeof buf,
                   "%s\n  %s on a fleet of %d replicas = %d GPUs behind a %s router, weights %s, KV cache %s\n\n",

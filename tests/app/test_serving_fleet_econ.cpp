@@ -140,6 +140,9 @@ TEST_CASE("an autoscaled fleet's GPU time shares are over its replicas' serving 
   const auto f = (temp_dir() / "hetero-zero-shares.json").string();
   const auto r = cli("run " + f);
   REQUIRE(r.status == 0);
+  // The header says where the count starts and its bounds: 2 pools x at most 2 replicas of 1 GPU.
+  CHECK(r.out.find("a fleet of 0 replicas at the start, autoscaled between 0 and 2 a pool (4 GPUs at most)") !=
+        std::string::npos);
   const auto at = r.out.find("GPU time");
   REQUIRE(at != std::string::npos);
   const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
