@@ -7,6 +7,7 @@
 
 #include "report_format.hpp"
 #include "sim/error.hpp"
+#include "workloads/pipeline_split.hpp"
 
 namespace ctwin {
 
@@ -428,6 +429,46 @@ std::string sweep_report_svg(const SweepResult& r) {
   return s;
 }
 
+// Megatron-LM's --pipeline-model-parallel-layout for layers per virtual stage (virtual stage =
+// chunk x pp + stage, Megatron's order too): "t" a decoder layer, "E" the embedding in the first
+// virtual stage, "L" the loss in the last, stages split by "|", a run of equal stages as
+// "(X|)*k". Llama 3 405B's (0, 1 x 126, 0) is "E|(t|)*126,L".
+std::string megatron_pipeline_layout(const std::vector<int>& layers) {
+  std::vector<std::string> stages;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    std::string x = i == 0 ? "E" : "";
+    x += layers[i] > 1 ? "t*" + std::to_string(layers[i]) : std::string(static_cast<std::size_t>(layers[i]), 't');
+    if (i + 1 == layers.size()) x += "L";
+    stages.push_back(x);
+  }
+  std::string out;
+  for (std::size_t i = 0; i < stages.size();) {
+    std::size_t j = i;
+    while (j < stages.size() && stages[j] == stages[i]) ++j;
+    const std::size_t k = j - i;
+    const bool last = j == stages.size();
+    if (k > 1) {
+      out += "(" + stages[i] + "|)*" + std::to_string(k) + ",";  // not the last: only it holds "L"
+    } else {
+      out += stages[i] + (last ? "" : "|");
+    }
+    i = j;
+  }
+  return out;
+}
+
+// How the layers split over the stages, as Megatron-LM takes it: nothing for an even split without
+// virtual stages, --num-layers-per-virtual-pipeline-stage for an even interleaved one, else the
+// whole layout (uneven stages, the embedding or the loss counted as a layer, an explicit list).
+std::string pipeline_split_flags(int model_layers, const Parallelism& p) {
+  if (p.pp <= 1) return "";
+  const PipelineSplit split = pipeline_split(model_layers, p);
+  const bool even = std::all_of(split.layers.begin(), split.layers.end(), [&](int n) { return n == split.layers[0]; });
+  if (even && split.v == 1) return "";
+  if (even) return " --num-layers-per-virtual-pipeline-stage " + std::to_string(split.layers[0]);
+  return " --pipeline-model-parallel-layout \"" + megatron_pipeline_layout(split.layers) + "\"";
+}
+
 std::string launch_flags(const Scenario& sc) {
   std::string s;
   if (const auto* tj = std::get_if<TrainingJob>(&sc.job)) {
@@ -437,10 +478,7 @@ std::string launch_flags(const Scenario& sc) {
         std::to_string(sc.cluster.gpus_per_node) + " pretrain_gpt.py \\\n";
     s += "  --tensor-model-parallel-size " + std::to_string(p.tp) + " --pipeline-model-parallel-size " +
          std::to_string(p.pp);
-    if (p.virtual_stages > 1) {
-      const int layers = tj->model.layers;
-      s += " --num-layers-per-virtual-pipeline-stage " + std::to_string(layers / (p.pp * p.virtual_stages));
-    }
+    s += pipeline_split_flags(tj->model.layers, p);
     if (p.cp > 1) s += " --context-parallel-size " + std::to_string(p.cp);
     if (p.ep > 1) s += " --expert-model-parallel-size " + std::to_string(p.ep);
     if (p.sequence_parallel) s += " --sequence-parallel";

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "sweep.hpp"
 
@@ -22,5 +23,10 @@ std::string sweep_report_svg(const SweepResult& r);
 // The flags a framework takes for a scenario's layout: Megatron-LM's pretrain_gpt.py for training
 // (with torchrun's node counts), `vllm serve` for serving.
 std::string launch_flags(const Scenario& sc);
+// Megatron-LM's --pipeline-model-parallel-layout string for layers per virtual stage (virtual
+// stage = chunk x pp + stage), the embedding in the first and the loss in the last.
+std::string megatron_pipeline_layout(const std::vector<int>& layers);
+// Megatron-LM's flags for how `model_layers` split over par's stages ("" without pipeline).
+std::string pipeline_split_flags(int model_layers, const Parallelism& par);
 
 }  // namespace ctwin
