@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -129,6 +130,13 @@ int cmd_validate(const Args& args) {
   double sum_abs = 0;
   double worst = 0;
   int n = 0, oom = 0;
+  // Training and serving cases have their own targets (docs/validation.md), so each kind is
+  // summarised on its own as well.
+  struct KindSummary {
+    int n = 0;
+    double sum_abs = 0, worst = 0;
+  };
+  std::map<std::string, KindSummary> by_kind;
   if (!p->has("--json")) {
     std::printf("%-44s %-22s %12s %12s %8s  %s\n", "case", "metric", "published", "predicted", "error", "memory (GiB)");
   }
@@ -146,6 +154,10 @@ int cmd_validate(const Args& args) {
     sum_abs += std::fabs(err);
     worst = std::max(worst, std::fabs(err));
     ++n;
+    KindSummary& k = by_kind[std::string(job_kind_names.name(sc.kind))];
+    ++k.n;
+    k.sum_abs += std::fabs(err);
+    k.worst = std::max(k.worst, std::fabs(err));
     const std::string name = std::filesystem::path(f).stem().string();
     if (p->has("--json")) {
       out.push_back({{"case", name},
@@ -178,11 +190,20 @@ int cmd_validate(const Args& args) {
     j["mean_abs_error"] = n ? sum_abs / n : 0.0;
     j["max_abs_error"] = worst;
     j["out_of_memory"] = oom;
+    for (const auto& [kind, k] : by_kind) {
+      j["by_kind"][kind] = {{"cases", k.n}, {"mean_abs_error", k.sum_abs / k.n}, {"max_abs_error", k.worst}};
+    }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("\n%d cases: mean absolute error %.1f%%, worst %.1f%%", n, n ? 100 * sum_abs / n : 0.0, 100 * worst);
     if (oom > 0) std::printf("; %d predicted out of memory although they ran", oom);
     std::printf("\n");
+    if (by_kind.size() > 1) {
+      for (const auto& [kind, k] : by_kind) {
+        std::printf("  %s: %d cases, mean absolute error %.1f%%, worst %.1f%%\n", kind.c_str(), k.n,
+                    100 * k.sum_abs / k.n, 100 * k.worst);
+      }
+    }
   }
   return kExitOk;
 }

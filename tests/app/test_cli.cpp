@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -487,6 +489,45 @@ TEST_CASE("ctwin validate --set changes every case") {
     CHECK(b[i]["predicted"] == a[i]["predicted"]);
   }
   CHECK(cli(cases + " --set /name/x=1").status == 2);
+}
+
+// Training and serving cases have their own targets, so validate summarises each kind as well:
+// the per-kind means are recomputed here from the per-case rows and each file's own /kind.
+TEST_CASE("ctwin validate summarises training and serving cases separately, in text and JSON") {
+  const std::vector<std::string> files = {"scenarios/validation/mpt-30b-8xh100.json",
+                                          "scenarios/validation/megatron-gpt-1.7b-a100.json",
+                                          "scenarios/validation/serving-t1-llama2-7b-a100-fp16-ttft.json"};
+  std::string args = "validate";
+  for (const auto& f : files) args += " " + f;
+  const Run j = cli(args + " --json");
+  REQUIRE(j.status == 0);
+  const auto out = nlohmann::json::parse(j.out);
+  std::map<std::string, std::pair<int, double>> expect;  // kind -> cases, sum of |error|
+  std::map<std::string, double> worst;
+  for (const auto& c : out["cases"]) {
+    std::ifstream in(ctwin::test::source_dir() + "/" + c["file"].get<std::string>());
+    const std::string kind = nlohmann::json::parse(in)["kind"].get<std::string>();
+    const double e = std::fabs(c["error"].get<double>());
+    expect[kind].first += 1;
+    expect[kind].second += e;
+    worst[kind] = std::max(worst[kind], e);
+  }
+  REQUIRE(expect.size() == 2);
+  CHECK(expect["training"].first == 2);
+  for (const auto& [kind, v] : expect) {
+    CAPTURE(kind);
+    const auto& k = out["by_kind"][kind];
+    CHECK(k["cases"].get<int>() == v.first);
+    CHECK(k["mean_abs_error"].get<double>() == rel_approx(v.second / v.first, 1e-12));
+    CHECK(k["max_abs_error"].get<double>() == rel_approx(worst[kind], 1e-12));
+  }
+  const Run t = cli(args);
+  REQUIRE(t.status == 0);
+  char line[128];
+  std::snprintf(line, sizeof line, "  training: 2 cases, mean absolute error %.1f%%, worst %.1f%%",
+                100 * expect["training"].second / 2, 100 * worst["training"]);
+  CHECK(t.out.find(line) != std::string::npos);
+  CHECK(t.out.find("  serving: 1 cases") != std::string::npos);
 }
 
 TEST_CASE("progress lines go to a terminal only: nothing on stderr when it is a file" * doctest::test_suite("slow")) {
