@@ -514,7 +514,9 @@ TEST_CASE("ctwin validate summarises training and serving cases separately, in t
   }
   REQUIRE(expect.size() == 2);
   CHECK(expect["training"].first == 2);
-  for (const auto& [kind, v] : expect) {
+  for (const auto& entry : expect) {
+    const std::string kind = entry.first;  // clang 14 cannot CAPTURE a structured binding
+    const auto& v = entry.second;
     CAPTURE(kind);
     const auto& k = out["by_kind"][kind];
     CHECK(k["cases"].get<int>() == v.first);
