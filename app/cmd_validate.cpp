@@ -127,16 +127,21 @@ int cmd_validate(const Args& args) {
   std::vector<Override> overrides;
   for (const auto& s : p->all("--set")) overrides.push_back(parse_override(s));
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  double sum_abs = 0;
-  double worst = 0;
-  int n = 0, oom = 0;
+  int oom = 0;
   // Training and serving cases have their own targets (docs/validation.md), so each kind is
-  // summarised on its own as well.
-  struct KindSummary {
+  // summarised on its own as well as all together.
+  struct Summary {
     int n = 0;
     double sum_abs = 0, worst = 0;
+    void add(double abs_err) {
+      ++n;
+      sum_abs += abs_err;
+      worst = std::max(worst, abs_err);
+    }
+    double mean() const { return n ? sum_abs / n : 0.0; }
   };
-  std::map<std::string, KindSummary> by_kind;
+  Summary all;
+  std::map<std::string, Summary> by_kind;
   if (!p->has("--json")) {
     std::printf("%-44s %-22s %12s %12s %8s  %s\n", "case", "metric", "published", "predicted", "error", "memory (GiB)");
   }
@@ -151,13 +156,8 @@ int cmd_validate(const Args& args) {
     const double pred = c.value;
     oom += c.oom ? 1 : 0;
     const double err = (pred - sc.validation.published) / sc.validation.published;
-    sum_abs += std::fabs(err);
-    worst = std::max(worst, std::fabs(err));
-    ++n;
-    KindSummary& k = by_kind[std::string(job_kind_names.name(sc.kind))];
-    ++k.n;
-    k.sum_abs += std::fabs(err);
-    k.worst = std::max(k.worst, std::fabs(err));
+    all.add(std::fabs(err));
+    by_kind[std::string(job_kind_names.name(sc.kind))].add(std::fabs(err));
     const std::string name = std::filesystem::path(f).stem().string();
     if (p->has("--json")) {
       out.push_back({{"case", name},
@@ -187,21 +187,21 @@ int cmd_validate(const Args& args) {
   if (p->has("--json")) {
     nlohmann::ordered_json j;
     j["cases"] = out;
-    j["mean_abs_error"] = n ? sum_abs / n : 0.0;
-    j["max_abs_error"] = worst;
+    j["mean_abs_error"] = all.mean();
+    j["max_abs_error"] = all.worst;
     j["out_of_memory"] = oom;
     for (const auto& [kind, k] : by_kind) {
-      j["by_kind"][kind] = {{"cases", k.n}, {"mean_abs_error", k.sum_abs / k.n}, {"max_abs_error", k.worst}};
+      j["by_kind"][kind] = {{"cases", k.n}, {"mean_abs_error", k.mean()}, {"max_abs_error", k.worst}};
     }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("\n%d cases: mean absolute error %.1f%%, worst %.1f%%", n, n ? 100 * sum_abs / n : 0.0, 100 * worst);
+    std::printf("\n%d cases: mean absolute error %.1f%%, worst %.1f%%", all.n, 100 * all.mean(), 100 * all.worst);
     if (oom > 0) std::printf("; %d predicted out of memory although they ran", oom);
     std::printf("\n");
     if (by_kind.size() > 1) {
       for (const auto& [kind, k] : by_kind) {
-        std::printf("  %s: %d cases, mean absolute error %.1f%%, worst %.1f%%\n", kind.c_str(), k.n,
-                    100 * k.sum_abs / k.n, 100 * k.worst);
+        std::printf("  %s: %d cases, mean absolute error %.1f%%, worst %.1f%%\n", kind.c_str(), k.n, 100 * k.mean(),
+                    100 * k.worst);
       }
     }
   }

@@ -45,6 +45,9 @@ FleetPool read_pool(const JsonObject& po, const JsonObject& top, const ServingJo
   if (sc.profile && !own_gpu) p.deployment = with_profile(std::move(p.deployment), *sc.profile);
   p.scheduler = read_scheduler_config(so);
   if (p.scheduler.max_model_len == 0) p.scheduler.max_model_len = job.model.max_seq;
+  // Multi-LoRA follows the traffic (its adapters), as /serving's replica does (scenario_job.cpp).
+  p.scheduler.enable_lora = job.scheduler.enable_lora;
+  p.scheduler.lora_adapter_rank = job.scheduler.lora_adapter_rank;
   return p;
 }
 

@@ -754,9 +754,7 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
   // replicas also wait outside their own clocks (before a new replica's first request, after its
   // last), so its idle share is what the busy parts leave of the span.
   const double span = replica_span_s(fleet);
-  const double idle_s = fleet.fleet ? std::max(0.0, span - (g.prefill_s + g.decode_s + g.comm_s + g.overhead_s +
-                                                            g.draft_s + g.swap_s + g.kv_load_s))
-                                    : g.idle_s;
+  const double idle_s = fleet.fleet ? std::max(0.0, span - g.accounted_s()) : g.idle_s;
   std::snprintf(buf, sizeof buf,
                 "\n  GPU time      prefill %s, decode %s, communication %s, scheduling overhead %s, draft %s, swap %s, "
                 "idle %s\n",

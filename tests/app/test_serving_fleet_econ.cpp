@@ -166,6 +166,40 @@ TEST_CASE("an autoscaled fleet's GPU time shares are over its replicas' serving 
   CHECK(std::fabs(sum - 100) <= 0.35);  // seven shares, each rounded to 0.1
 }
 
+// Multi-LoRA on a fleet of pools: each pool's replica takes the traffic's adapters as /serving's
+// does (it stopped on an internal error, "LoRA is off"), and the report's GPU time, with the
+// LoRA kernels and loads beside it, accounts for the replicas' served seconds once.
+TEST_CASE("a fleet of pools serves LoRA traffic; its GPU time and LoRA shares add up to 100%") {
+  json j = hetero();
+  std::ifstream in(test::source_dir() + "/scenarios/serving-multi-lora-100-adapters.json");
+  const json lora = json::parse(in);
+  for (const char* k : {"max_loras", "max_cpu_loras", "max_lora_rank", "lora_load_gbyte_per_s"})
+    j["serving"][k] = lora["serving"][k];
+  j["traffic"]["lora"] = lora["traffic"]["lora"];
+  const json out = run_json(j, "hetero-lora");
+  REQUIRE(out.contains("lora"));
+  CHECK(out["gpu_time_s"]["lora"].get<double>() > 0);
+  const auto r = cli("run " + (temp_dir() / "hetero-lora.json").string());
+  REQUIRE(r.status == 0);
+  std::vector<double> shares;  // every percentage of the "GPU time" line and the LoRA line under it
+  const auto at = r.out.find("GPU time");
+  REQUIRE(at != std::string::npos);
+  const auto lora_at = r.out.find("LoRA kernels", at);
+  REQUIRE(lora_at != std::string::npos);
+  for (const std::string& line :
+       {r.out.substr(at, r.out.find('\n', at) - at), r.out.substr(lora_at, r.out.find('\n', lora_at) - lora_at)}) {
+    for (std::size_t k = line.find('%'); k != std::string::npos; k = line.find('%', k + 1)) {
+      std::size_t b = k;
+      while (b > 0 && (std::isdigit(static_cast<unsigned char>(line[b - 1])) || line[b - 1] == '.')) --b;
+      shares.push_back(std::stod(line.substr(b, k - b)));
+    }
+  }
+  REQUIRE(shares.size() == 9);  // prefill .. idle, LoRA kernels, LoRA loads
+  double sum = 0;
+  for (double x : shares) sum += x;
+  CHECK(std::fabs(sum - 100) <= 0.45);  // nine shares, each rounded to 0.1
+}
+
 TEST_CASE("ctwin run refuses a bad random-failure key with exit status 2, naming it") {
   for (const auto& [key, value] : {std::pair{"mtbf_hours", json(-1)}, std::pair{"restart_s", json("soon")}}) {
     const std::string name = key;  // clang 14 cannot CAPTURE a structured binding

@@ -81,6 +81,10 @@ struct GpuTimeSplit {
   // overlaps the others' iterations; ServingResult::kv_load_link_s is the loads' own time).
   double kv_load_s = 0;
   double idle_s = 0;  // no iteration running
+  // Every part but idle: the parts do not overlap, so with idle_s they add up to the replica's time.
+  double accounted_s() const {
+    return prefill_s + decode_s + comm_s + overhead_s + draft_s + swap_s + lora_s + lora_load_s + kv_load_s;
+  }
 };
 
 struct ServingResult {
