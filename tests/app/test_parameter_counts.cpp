@@ -3,6 +3,7 @@
 // hand in a comment so a wrong term can be found.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "scenario.hpp"
@@ -51,6 +52,21 @@ TEST_CASE("Llama-2-7B has 6,738,415,616 parameters") {
   // RMSNorm 8,192: 202,383,360. Final norm 4,096. 262,144,000 + 32 x 202,383,360 + 4,096.
   const auto pc = count_parameters(catalog("llama2-7b"));
   CHECK(pc.total == 6738415616);
+}
+
+TEST_CASE("Nemotron-4 340B has 9.4B embedding and 331.6B non-embedding parameters (256K vocabulary, squared ReLU)") {
+  // NVIDIA 2024, Nemotron-4 340B Technical Report, Sec. 2.1: 9.4 billion embedding and 331.6
+  // billion non-embedding parameters, both rounded to 0.1 billion. Embedding and the untied LM
+  // head 256000 x 18432 each = 9,437,184,000. Per layer (head dim 192, 8 KV heads): q, o
+  // 2 x 18432^2 = 679,477,248; k, v 2 x 18432 x 1536 = 56,623,104; MLP (two matrices, squared
+  // ReLU) 2 x 18432 x 73728 = 2,717,908,992; two LayerNorms 73,728. The model also counts
+  // GPT-style projection biases (132,096 a layer, 12.7M in all), which Nemotron does not have
+  // and which stay below the report's rounding. 96 layers and the final norm: 331.6 billion.
+  const auto pc = count_parameters(catalog("nemotron4-340b"));
+  CHECK(pc.embedding + pc.lm_head == 9437184000.0);
+  const double non_embedding = pc.total - pc.embedding - pc.lm_head;
+  CHECK(std::fabs(non_embedding - 331.6e9) <= 0.05e9);
+  CHECK(std::fabs(non_embedding - 96 * (679477248.0 + 56623104.0 + 2717908992.0 + 73728.0)) <= 13e6);
 }
 
 TEST_CASE("Llama-3-8B has 8,030,261,248 parameters (GQA, 128K vocabulary)") {

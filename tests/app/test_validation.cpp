@@ -36,7 +36,9 @@ TEST_CASE("every validation case is within 10% of its published figure, fits in 
       // FP8 (Transformer Engine) on H100, docs/fidelity-fp8.md
       "mbridge-llama3-70b-fp8cs-64xh100", "nemo-gpt3-175b-fp8-128xh100", "nemo-gpt3-175b-fp8-512xh100",
       "nemo-gpt3-20b-fp8-64xh100", "nemo-gpt3-5b-fp8-64xh100", "nemo-llama2-13b-fp8-16xh100",
-      "nemo-llama2-70b-fp8-64xh100", "nemo-llama2-7b-fp8-8xh100", "nemo-llama3-70b-fp8-64xh100"};
+      "nemo-llama2-70b-fp8-64xh100", "nemo-llama2-7b-fp8-8xh100", "nemo-llama3-70b-fp8-64xh100",
+      // Nemotron: squared ReLU, 256K vocabulary (the last stage's LM head and loss), 340B with BF16 optimizer states
+      "nemo-nemotron3-8b-fp8-64xh100", "nemo-nemotron3-22b-fp8-64xh100", "nemo-nemotron4-340b-fp8-128xh100"};
   double sum = 0;
   int n = 0;
   for (const char* name : cases) {
