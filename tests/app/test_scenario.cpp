@@ -1,17 +1,22 @@
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "scenario.hpp"
 #include "sim/error.hpp"
 #include "test_paths.hpp"
+#include "tolerance.hpp"
 #include "topology/catalog_json.hpp"
 #include "workloads/model_json.hpp"
+#include "workloads/training_sim.hpp"
 
 using namespace ctwin;
 using nlohmann::json;
+using ctwin::test::rel_approx;
 
 namespace {
 
@@ -327,4 +332,24 @@ TEST_CASE(
   CHECK(e.path == "/training/cross_entropy");
   e = error_of(base(), {parse_override("/training/logit_metric_passes=-1")});
   CHECK(e.path == "/training/logit_metric_passes");
+}
+
+TEST_CASE("/training/precision's byte counts reach the optimizer states: Nemotron-4 340B's BF16 states are half FP32's") {
+  // The case's distributed Adam keeps a BF16 parameter copy and two BF16 moments (master_bytes 2,
+  // optimizer_state_bytes 4); with FP32 ones (4 and 8) the same shards take twice the bytes, and
+  // BF16 gradients (grad_bytes 2) half of FP32 ones (4).
+  const auto file = std::filesystem::path(ctwin::test::source_dir()) / "scenarios" / "validation" /
+                    "nemo-nemotron4-340b-fp8-128xh100.json";
+  const auto memory = [&](std::vector<Override> sets) {
+    const Scenario sc = load_scenario(file.string(), sets);
+    return simulate_training(training_job(sc).model, training_job(sc).training, build_cluster(sc.cluster), {}).memory;
+  };
+  const auto bf16 = memory({});
+  const auto fp32 = memory({parse_override("/training/precision/master_bytes=4"),
+                            parse_override("/training/precision/optimizer_state_bytes=8"),
+                            parse_override("/training/precision/grad_bytes=4")});
+  CHECK(bf16.optimizer > 0);
+  CHECK(fp32.optimizer == rel_approx(2 * bf16.optimizer, 1e-12));
+  CHECK(fp32.grads == rel_approx(2 * bf16.grads, 1e-12));
+  CHECK_FALSE(bf16.oom);
 }
