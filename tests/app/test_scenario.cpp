@@ -15,8 +15,8 @@
 #include "workloads/training_sim.hpp"
 
 using namespace ctwin;
-using nlohmann::json;
 using ctwin::test::rel_approx;
+using nlohmann::json;
 
 namespace {
 
@@ -334,7 +334,8 @@ TEST_CASE(
   CHECK(e.path == "/training/logit_metric_passes");
 }
 
-TEST_CASE("/training/precision's byte counts reach the optimizer states: Nemotron-4 340B's BF16 states are half FP32's") {
+TEST_CASE(
+    "/training/precision's byte counts reach the optimizer states: Nemotron-4 340B's BF16 states are half FP32's") {
   // The case's distributed Adam keeps a BF16 parameter copy and two BF16 moments (master_bytes 2,
   // optimizer_state_bytes 4); with FP32 ones (4 and 8) the same shards take twice the bytes, and
   // BF16 gradients (grad_bytes 2) half of FP32 ones (4).
