@@ -110,6 +110,7 @@ TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const Clus
     par.cp = static_cast<int>(p.integer("cp"));
     par.cp_comm = p.choice("cp_comm", cp_comm_names);
     par.ep = static_cast<int>(p.integer("ep"));
+    par.etp = static_cast<int>(p.integer("etp"));
     // 64-bit: each of tp, pp, cp may be 2^20 (the layout check refuses a product above the GPUs).
     const long long rest = 1ll * par.tp * par.pp * par.cp;
     par.dp = static_cast<int>(p.integer("dp", std::max<long long>(1, gpus / rest)));

@@ -164,6 +164,7 @@ OrderedJson layout_sets(const TrainingConfig& c) {
                      {"/training/parallelism/dp", p.dp},
                      {"/training/parallelism/cp", p.cp},
                      {"/training/parallelism/ep", p.ep},
+                     {"/training/parallelism/etp", p.etp},
                      {"/training/parallelism/sequence_parallel", p.sequence_parallel},
                      {"/training/parallelism/zero_stage", p.zero_stage},
                      {"/training/parallelism/schedule", schedule_names.name(p.schedule)},
@@ -214,8 +215,8 @@ struct Candidate {
 // Whether two configs are the same layout in every field the search varies.
 bool same_layout(const TrainingConfig& a, const TrainingConfig& b) {
   const Parallelism &x = a.parallel, &y = b.parallel;
-  return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.cp == y.cp && x.ep == y.ep && x.zero_stage == y.zero_stage &&
-         x.sequence_parallel == y.sequence_parallel && x.schedule == y.schedule &&
+  return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.cp == y.cp && x.ep == y.ep && x.etp == y.etp &&
+         x.zero_stage == y.zero_stage && x.sequence_parallel == y.sequence_parallel && x.schedule == y.schedule &&
          x.virtual_stages == y.virtual_stages && x.pipeline_layers == y.pipeline_layers &&
          x.first_stage_layers == y.first_stage_layers && x.last_stage_layers == y.last_stage_layers &&
          x.account_for_embedding == y.account_for_embedding && x.account_for_loss == y.account_for_loss &&

@@ -481,6 +481,7 @@ std::string launch_flags(const Scenario& sc) {
     s += pipeline_split_flags(tj->model.layers, p);
     if (p.cp > 1) s += " --context-parallel-size " + std::to_string(p.cp);
     if (p.ep > 1) s += " --expert-model-parallel-size " + std::to_string(p.ep);
+    if (p.ep > 1 && experts_folded(p)) s += " --expert-tensor-parallel-size 1";
     if (p.sequence_parallel) s += " --sequence-parallel";
     if (p.tp_comm_overlap) s += " --tp-comm-overlap";
     if (p.zero_stage == 1 || p.zero_stage == 2) s += " --use-distributed-optimizer";

@@ -86,6 +86,7 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
                   {"dp", p.dp},
                   {"cp", p.cp},
                   {"ep", p.ep},
+                  {"etp", expert_tp(p)},
                   {"micro_batch", training_job(sc).training.micro_batch},
                   {"grad_accum", r.grad_accum},
                   {"schedule", to_string(p.schedule)},
@@ -193,6 +194,7 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
   // The layout: TP, PP and DP always, EP and CP when not 1.
   std::string layout = "TP" + std::to_string(p.tp) + " PP" + std::to_string(p.pp) + " DP" + std::to_string(p.dp);
   if (p.ep > 1) layout += " EP" + std::to_string(p.ep);
+  if (p.ep > 1 && experts_folded(p)) layout += " ETP1";
   if (p.cp > 1) layout += " CP" + std::to_string(p.cp);
   std::snprintf(line, sizeof line, "  %s on %d x %s (%s, %d node%s); %s; micro-batch %d x %d accum; seq %d\n",
                 training_job(sc).model.name.c_str(), r.gpus, sc.cluster.gpu.name.c_str(), sc.cluster.name.c_str(),

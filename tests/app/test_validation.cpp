@@ -40,7 +40,9 @@ TEST_CASE("every validation case is within 10% of its published figure, fits in 
       // Nemotron: squared ReLU, 256K vocabulary (the last stage's LM head and loss), 340B with BF16 optimizer states
       "nemo-nemotron3-8b-fp8-64xh100", "nemo-nemotron3-22b-fp8-64xh100", "nemo-nemotron4-340b-fp8-128xh100",
       // Megatron-Bridge 25.11: Llama 3.1 405B on 1,024 H100, and the first B200 training cases
-      "mbridge-llama31-405b-fp8cs-1024xh100", "mbridge-llama31-405b-fp8cs-128xb200", "mbridge-llama3-8b-fp8cs-8xb200"};
+      "mbridge-llama31-405b-fp8cs-1024xh100", "mbridge-llama31-405b-fp8cs-128xb200", "mbridge-llama3-8b-fp8cs-8xb200",
+      // MoE parallel folding (etp 1): Qwen3-235B-A22B's EP 32 over TP 2 x DP 16 (docs/training.md)
+      "mbridge-qwen3-235b-a22b-fp8cs-256xh100"};
   double sum = 0;
   int n = 0;
   for (const char* name : cases) {

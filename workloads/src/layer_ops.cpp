@@ -171,7 +171,7 @@ double moe_dispatch_copies(const MoeSpec& moe, int ep, MoeDispatcher dispatcher)
 }
 
 std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s, bool moe, int ep,
-                                         double load_imbalance, MoeDispatcher dispatcher) {
+                                         double load_imbalance, MoeDispatcher dispatcher, int expert_tp) {
   const double e = s.bytes_per_elem, t = s.tp, T = s.tokens, h = static_cast<double>(m.hidden);
   // Tokens each GPU normalises: all of them, or 1/t with sequence parallelism.
   const double T_local = s.sequence_parallel ? T / t : T;
@@ -272,8 +272,10 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
   items.push_back(streaming("mlp_norm", OpKind::norm, T_local * h, T_local * h, e));
   const bool gated = is_gated(m.activation);
   // groups > 1: the experts on this GPU as one grouped GEMM, tokens split evenly over them.
-  auto mlp = [&](const std::string& prefix, double tokens, double ffn, double groups = 0) {
-    const double up_n = (gated ? 2 : 1) * ffn / t;
+  // width_tp: the ranks the MLP's width is split over.
+  auto mlp = [&](const std::string& prefix, double tokens, double ffn, double groups = 0, double width_tp = 0) {
+    const double wt = width_tp > 0 ? width_tp : t;
+    const double up_n = (gated ? 2 : 1) * ffn / wt;
     auto matmul = [&](const std::string& name, double k, double n) {
       LayerItem g = linear(name, tokens, k, n, e);
       if (groups > 0) {
@@ -287,30 +289,35 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
     };
     matmul(prefix + "up", h, up_n);
     items.push_back(
-        streaming(prefix + to_string(m.activation), OpKind::elementwise, tokens * up_n, tokens * ffn / t, e));
+        streaming(prefix + to_string(m.activation), OpKind::elementwise, tokens * up_n, tokens * ffn / wt, e));
     items.back().fuses_fp8_cast = true;
-    matmul(prefix + "down", ffn / t, h);
+    matmul(prefix + "down", ffn / wt, h);
   };
-  if (t > 1) items.push_back(comm_f(s, h));
-  if (moe && m.moe.enabled()) {
+  const bool moe_here = moe && m.moe.enabled();
+  // MoE parallel folding: the routed experts see this rank's own tokens (sequence parallel).
+  const bool folded = moe_here && expert_tp == 1 && t > 1;
+  if (t > 1 && !folded) items.push_back(comm_f(s, h));
+  if (moe_here) {
     const double k = m.moe.top_k, experts = m.moe.experts;
-    items.push_back(gemm("router", T, h, experts, e));
+    // The tokens this rank routes: all of them, gathered over TP, or its own 1/tp when folded.
+    const double Tr = folded ? T_local : T;
+    items.push_back(gemm("router", Tr, h, experts, e));
     // Softmax and top-k over the router logits (FP32), and the load-balancing statistics.
     LayerItem topk;
     topk.name = "router_topk";
-    topk.fwd = OpCost{OpKind::elementwise, 0, 4 * T * experts * 2 + T * k * (4 + 8)};
-    topk.bwd = OpCost{OpKind::elementwise, 0, 4 * T * experts * 3};
+    topk.fwd = OpCost{OpKind::elementwise, 0, 4 * Tr * experts * 2 + Tr * k * (4 + 8)};
+    topk.bwd = OpCost{OpKind::elementwise, 0, 4 * Tr * experts * 3};
     items.push_back(topk);
     // Each token goes to top_k experts spread over the ep ranks: every rank sends and receives
     // T x copies x h activations (balanced; copies = top_k, or fewer with DeepEP), once to
     // dispatch and once to combine.
-    const double routed = T * k * load_imbalance;
+    const double routed = Tr * k * load_imbalance;
     // Permutation (Megatron's alltoall dispatcher, vLLM/DeepEP alike): gather each token's k
     // copies into expert order before dispatch; after combine, scatter them back weighted by
     // the router's probabilities. Memory-bound: T*h read and T*k*h written, and the reverse.
     LayerItem permute;
     permute.name = "moe_permute";
-    permute.fwd = OpCost{OpKind::elementwise, 0, e * (T * h + T * k * h) + 8 * T * k};
+    permute.fwd = OpCost{OpKind::elementwise, 0, e * (Tr * h + Tr * k * h) + 8 * Tr * k};
     permute.bwd = permute.fwd;
     items.push_back(permute);
     if (ep > 1) {
@@ -318,13 +325,13 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
       a2a.name = "ep_dispatch";
       a2a.is_comm = true;
       a2a.group = CommGroup::ep;
-      a2a.comm_bytes = T * moe_dispatch_copies(m.moe, ep, dispatcher) * h * e;
+      a2a.comm_bytes = Tr * moe_dispatch_copies(m.moe, ep, dispatcher) * h * e;
       a2a.fwd_comm = CollectiveOp::all_to_all;
       a2a.bwd_comm = CollectiveOp::all_to_all;
       items.push_back(a2a);
     }
     const double local_experts = std::max(1.0, experts / std::max(1, ep));
-    mlp("expert_", routed, static_cast<double>(m.moe.expert_ffn_hidden), local_experts);
+    mlp("expert_", routed, static_cast<double>(m.moe.expert_ffn_hidden), local_experts, folded ? 1.0 : t);
     if (ep > 1) {
       LayerItem a2a = items[items.size() - 4];  // the dispatch, mirrored
       a2a.name = "ep_combine";
@@ -334,12 +341,15 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
     unpermute.name = "moe_unpermute";
     items.push_back(unpermute);
     if (m.moe.shared_experts > 0) {
+      // Shared experts are TP-split like a dense MLP: folded, they gather and scatter on their own.
+      if (folded) items.push_back(comm_f(s, h));
       mlp("shared_", T, static_cast<double>(m.moe.expert_ffn_hidden) * m.moe.shared_experts);
+      if (folded) items.push_back(comm_g(s, h));
     }
   } else {
     mlp("mlp_", T, static_cast<double>(m.ffn_hidden));
   }
-  if (t > 1) items.push_back(comm_g(s, h));
+  if (t > 1 && !folded) items.push_back(comm_g(s, h));
   items.push_back(streaming("mlp_residual", OpKind::elementwise, 2 * T_local * h, T_local * h, e));
   if (s.dtype == Dtype::fp8) return fp8_training_items(std::move(items), s);
   return items;

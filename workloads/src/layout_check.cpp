@@ -214,10 +214,30 @@ std::vector<LayoutProblem> layout_problems(const ModelSpec& m, const TrainingCon
               " experts",
           "a divisor of " + std::to_string(m.moe.experts));
     }
-    if (par.dp % par.ep != 0) {
+    if (experts_folded(par)) {
+      // 64-bit: tp, cp and dp may each be large.
+      const long long ranks = 1ll * par.tp * par.cp * par.dp;
+      if (ranks % par.ep != 0) {
+        bad("ep", "found " + std::to_string(par.ep) + ", which does not divide tp x cp x dp = " + std::to_string(ranks),
+            "a divisor of tp x cp x dp (with etp 1 expert-parallel groups span TP, CP and DP ranks)");
+      }
+    } else if (par.dp % par.ep != 0) {
       bad("ep", "found " + std::to_string(par.ep) + ", which does not divide dp " + std::to_string(par.dp),
-          "a divisor of dp (expert-parallel groups are carved from data-parallel ranks)");
+          "a divisor of dp (expert-parallel groups are carved from data-parallel ranks), or etp 1");
     }
+  }
+  if (par.etp != 0 && par.etp != 1 && par.etp != par.tp) {
+    bad("etp", "found " + std::to_string(par.etp) + " with tp " + std::to_string(par.tp),
+        "0 or tp (experts split over the TP ranks) or 1 (experts whole); other expert TP sizes are not modelled");
+  }
+  if (experts_folded(par) && par.ep < 2) {
+    bad("etp", "1 with tp " + std::to_string(par.tp) + " but ep 1",
+        "ep > 1, or etp 0 (experts split over the TP ranks)");
+  }
+  if (experts_folded(par) && !par.sequence_parallel) {
+    bad("etp", "1 with tp " + std::to_string(par.tp) + " but sequence_parallel false",
+        "sequence_parallel true: each TP rank dispatches its own 1/tp of the tokens (Megatron-Core requires it "
+        "for MoE with tp > 1)");
   }
   if (par.sequence_parallel && par.tp == 1) {
     bad("sequence_parallel", "true with tp 1", "false, or tp > 1 (sequence parallelism splits along the TP group)");

@@ -197,6 +197,7 @@ std::string layout_label(const Parallelism& par, int micro_batch, Recompute rc) 
   s += " DP" + std::to_string(par.dp);
   if (par.cp > 1) s += " CP" + std::to_string(par.cp);
   if (par.ep > 1) s += " EP" + std::to_string(par.ep);
+  if (par.ep > 1 && experts_folded(par)) s += " ETP1";
   s += " ZeRO" + std::to_string(par.zero_stage) + " mb" + std::to_string(micro_batch);
   s += std::string(" rc:") + to_string(rc);
   return s;

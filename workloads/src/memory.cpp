@@ -121,7 +121,8 @@ double stage_params(const ModelSpec& m, const TrainingConfig& cfg, int stage) {
   params += dense_layers * dims.dense_mlp_params / t;
   if (moe_layers > 0) {
     const double expert = dims.expert_params;
-    params += moe_layers * (expert * m.moe.experts / p.ep / t + expert * m.moe.shared_experts / t + dims.router_params);
+    params += moe_layers *
+              (expert * m.moe.experts / p.ep / expert_tp(p) + expert * m.moe.shared_experts / t + dims.router_params);
   }
   params += per_stage * 2 * dims.norm_params;  // two norms per layer (replicated)
   const double vocab_shard = static_cast<double>(m.vocab) * h / t;
@@ -142,11 +143,13 @@ double stage_expert_params(const ModelSpec& m, const TrainingConfig& cfg, int st
     const auto vs = static_cast<std::size_t>(c * split.pp + stage);
     moe_layers += moe_layers_in(m, split.first[vs], split.layers[vs]);
   }
-  return moe_layers * model_dims(m).expert_params * m.moe.experts / p.ep / p.tp;
+  return moe_layers * model_dims(m).expert_params * m.moe.experts / p.ep / expert_tp(p);
 }
 
 double expert_data_parallel(const Parallelism& p) {
-  return std::max(1.0, static_cast<double>(p.dp) * std::max(1, p.cp) / std::max(1, p.ep));
+  // Folded experts (etp 1) are replicated over the stage's tp x cp x dp ranks / ep.
+  const double ranks = static_cast<double>(p.dp) * std::max(1, p.cp) * (experts_folded(p) ? p.tp : 1);
+  return std::max(1.0, ranks / std::max(1, p.ep));
 }
 
 double inflight_microbatches(const TrainingConfig& cfg, int stage) {

@@ -85,7 +85,8 @@ struct Placement {
   std::array<int, 5> stride{};
   int ep = 1;
   Placement(const Parallelism& par) {
-    ep = std::max(1, par.ep);
+    // Folded experts (etp 1) draw their groups from whole stages, not from the DP ranks.
+    ep = experts_folded(par) ? 1 : std::max(1, par.ep);
     size = {par.tp, par.cp, ep, par.dp / ep, par.pp};
     std::vector<int> order;
     std::stringstream ss(par.order);
@@ -127,6 +128,7 @@ class Builder {
   // the result is exact and otherwise builds again without it).
   Builder(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cl, const TrainingOptions& opt, bool fold_ranks)
       : m_(m), cfg_(cfg), opt_(opt), par_(cfg.parallel), place_(cfg.parallel) {
+    folded_experts_ = experts_folded(par_) && par_.ep > 1;
     cm_ = opt.cost_model ? opt.cost_model : default_cost_model(cl.spec.gpu, cfg.precision.compute);
     shape_ = layer_shape(m, cfg);
     if (!m.is_generic()) dims_ = model_dims(m);
@@ -134,7 +136,8 @@ class Builder {
       for (const auto& l : m.generic_layers) generic_.push_back({generic_layer_item(l, cfg)});
     } else {
       dense_layer_ = transformer_layer(m, shape_, false, par_.ep);
-      moe_layer_ = transformer_layer(m, shape_, true, par_.ep, cfg.moe_load_imbalance, cfg.moe_dispatcher);
+      moe_layer_ =
+          transformer_layer(m, shape_, true, par_.ep, cfg.moe_load_imbalance, cfg.moe_dispatcher, expert_tp(par_));
       embed_ = embedding_items(m, shape_);
       // Selective recomputation (Korthikanti et al. 2022, Megatron's "selective" = core attention):
       // unfused attention's QK^T, softmax and PV run forward again in backward. Flash attention
@@ -241,9 +244,11 @@ class Builder {
     return is_moe_layer(layer) ? moe_layer_ : dense_layer_;
   }
   int mbs_ = 1, replicas_ = 1;
-  OffloadRates rates_;                             // with cfg.offload active
-  bool fold_tp_ = false, fold_cp_ = false;         // one rank stands for its TP (CP) group
-  std::vector<std::array<std::uint32_t, 7>> seq_;  // collectives issued per group kind, per GPU
+  OffloadRates rates_;                      // with cfg.offload active
+  bool fold_tp_ = false, fold_cp_ = false;  // one rank stands for its TP (CP) group
+  bool folded_experts_ = false;             // etp 1: EP groups over TP, CP and DP (experts_folded)
+  std::unordered_map<std::uint64_t, std::uint32_t> folded_members_;  // simulated_members, by group
+  std::vector<std::array<std::uint32_t, 7>> seq_;                    // collectives issued per group kind, per GPU
   struct Pending {
     StepCallId id;
     std::uint32_t remaining;  // simulated members still to join; the entry is dropped at zero
@@ -346,11 +351,19 @@ class Builder {
           for (x.c = 0; x.c < par_.cp; ++x.c) r.emplace_back(place_.rank(x));
         break;
       case CommGroup::ep: {
+        if (folded_experts_) {
+          for (int l : folded_indices(c, grp)) r.emplace_back(place_.rank(from_stage_index(l, c.p)));
+          break;
+        }
         const int base = c.d / par_.ep * par_.ep;
         for (x.d = base; x.d < base + par_.ep; ++x.d) r.emplace_back(place_.rank(x));
         break;
       }
       case CommGroup::edp:  // the DP ranks with this rank's expert-parallel index, and their CP ranks
+        if (folded_experts_) {
+          for (int l : folded_indices(c, grp)) r.emplace_back(place_.rank(from_stage_index(l, c.p)));
+          break;
+        }
         for (x.d = c.d % par_.ep; x.d < par_.dp; x.d += par_.ep)
           for (x.c = 0; x.c < par_.cp; ++x.c) r.emplace_back(place_.rank(x));
         break;
@@ -365,6 +378,38 @@ class Builder {
         break;
     }
     return r;
+  }
+
+  // MoE parallel folding: a rank's index within its stage, TP fastest, then CP, then DP (the order
+  // of Megatron-Core's RankGenerator), and back.
+  int stage_index(const Coords& c) const { return c.t + par_.tp * (c.c + par_.cp * c.d); }
+  Coords from_stage_index(int l, int p) const {
+    return Coords{l % par_.tp, l / par_.tp % par_.cp, l / (par_.tp * par_.cp), p};
+  }
+  // The stage indices of c's folded expert group: ep consecutive ones (ep), or those ep apart (edp).
+  std::vector<int> folded_indices(const Coords& c, CommGroup grp) const {
+    const int l = stage_index(c), ranks = par_.tp * par_.cp * par_.dp;
+    std::vector<int> r;
+    if (grp == CommGroup::ep) {
+      for (int i = l / par_.ep * par_.ep; i < l / par_.ep * par_.ep + par_.ep; ++i) r.push_back(i);
+    } else {
+      for (int i = l % par_.ep; i < ranks; i += par_.ep) r.push_back(i);
+    }
+    return r;
+  }
+  // How many of c's folded expert group this build simulates (folded replicas and TP/CP peers
+  // are not simulated; the collective prices the whole group from its ranks).
+  std::uint32_t simulated_members(const Coords& c, CommGroup grp) {
+    const std::uint64_t key = static_cast<std::uint64_t>(grp) << 32 | static_cast<std::uint64_t>(group_first(c, grp));
+    auto it = folded_members_.find(key);
+    if (it != folded_members_.end()) return it->second;
+    std::uint32_t n = 0;
+    for (int l : folded_indices(c, grp)) {
+      const Coords x = from_stage_index(l, c.p);
+      if (x.d < replicas_ && (!fold_tp_ || x.t == 0) && (!fold_cp_ || x.c == 0)) ++n;
+    }
+    folded_members_.emplace(key, n);
+    return n;
   }
 
   // group_ranks(c, grp).front() and .size(), without listing the group.
@@ -382,11 +427,15 @@ class Builder {
         x.c = 0;
         break;
       case CommGroup::ep:
-        x.d = c.d / par_.ep * par_.ep;
-        break;
       case CommGroup::edp:
-        x.d = c.d % par_.ep;
-        x.c = 0;
+        if (folded_experts_) {
+          x = from_stage_index(folded_indices(c, grp).front(), c.p);
+        } else if (grp == CommGroup::ep) {
+          x.d = c.d / par_.ep * par_.ep;
+        } else {
+          x.d = c.d % par_.ep;
+          x.c = 0;
+        }
         break;
       case CommGroup::pp:
       case CommGroup::embedding:
@@ -406,7 +455,7 @@ class Builder {
       case CommGroup::ep:
         return par_.ep;
       case CommGroup::edp:
-        return par_.dp / par_.ep * par_.cp;
+        return par_.dp * par_.cp * (folded_experts_ ? par_.tp : 1) / par_.ep;
       case CommGroup::pp:
         return par_.pp;
       case CommGroup::embedding:
@@ -430,6 +479,7 @@ class Builder {
     if (opt_.fold && (grp == CommGroup::dp || grp == CommGroup::edp)) {
       members = fold_cp_ ? 1 : static_cast<std::uint32_t>(par_.cp);
     }
+    if (folded_experts_ && (grp == CommGroup::ep || grp == CommGroup::edp)) members = simulated_members(c, grp);
     if ((fold_tp_ && grp == CommGroup::tp) || (fold_cp_ && grp == CommGroup::cp)) members = 1;
     const std::uint32_t group = intern_group(kind << 32 | first, [&] { return group_ranks(c, grp); });
     const StepCallId r = join(kind << 60 | first << 36 | seq, members, op, group, bytes);
@@ -598,7 +648,7 @@ class Builder {
   // This GPU's routed experts of a layer: E / ep of them, split over TP (0 outside MoE layers).
   double routed_expert_params(int layer) const {
     if (m_.is_generic() || !is_moe_layer(layer)) return 0;
-    return dims_.expert_params * m_.moe.experts / par_.ep / par_.tp;
+    return dims_.expert_params * m_.moe.experts / par_.ep / expert_tp(par_);
   }
   // The part of layer_grad_bytes held by the expert-parallel ranks' routed experts, reduced and
   // gathered over the expert-data-parallel group (0 without expert parallelism: one DP group).

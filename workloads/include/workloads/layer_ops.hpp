@@ -114,10 +114,13 @@ OpCost attention_backward(const OpCost& fwd);
 double moe_dispatch_copies(const MoeSpec& moe, int ep, MoeDispatcher dispatcher);
 
 // Forward order. `moe` selects a mixture-of-experts MLP; load_imbalance scales the
-// busiest expert rank's work (1.0 = perfectly balanced).
+// busiest expert rank's work (1.0 = perfectly balanced). expert_tp: the TP ranks one routed
+// expert is split over, 0 for all of them (s.tp); 1 with s.tp > 1 is MoE parallel folding: each
+// TP rank routes its own 1/tp of the tokens (sequence parallel) to whole experts over the ep
+// ranks, with no TP collective around the routed experts (the shared experts keep theirs).
 std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s, bool moe, int ep,
                                          double load_imbalance = 1.0,
-                                         MoeDispatcher dispatcher = MoeDispatcher::alltoall);
+                                         MoeDispatcher dispatcher = MoeDispatcher::alltoall, int expert_tp = 0);
 // Token embedding lookup (first stage) and LM head + loss (last stage).
 std::vector<LayerItem> embedding_items(const ModelSpec& m, const LayerShape& s);
 std::vector<LayerItem> head_items(const ModelSpec& m, const LayerShape& s);

@@ -84,7 +84,11 @@ struct Parallelism {
   // and a reduce-scatter of their gradients after (Llama 3's form).
   enum class CpComm { ring, all_gather };
   CpComm cp_comm = CpComm::ring;
-  int ep = 1;  // expert parallel (inside the data-parallel group)
+  int ep = 1;  // expert parallel (inside the data-parallel group, or with etp 1 over TP, CP and DP)
+  // Expert tensor parallel: 0 splits every expert over the TP ranks as the dense MLP is; 1 keeps
+  // each expert whole on its GPU and draws the expert-parallel groups from the TP, CP and DP
+  // ranks of a stage together (Megatron-Core's MoE parallel folding, --expert-tensor-parallel-size 1).
+  int etp = 0;
   bool sequence_parallel = false;
   bool tp_comm_overlap = false;  // TP collectives overlap the adjacent GEMM (Megatron tp_comm_overlap)
   int zero_stage = 0;            // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (FSDP)
@@ -101,6 +105,13 @@ struct Parallelism {
   bool account_for_embedding = false;
   bool account_for_loss = false;
 };
+
+// MoE parallel folding (Liu et al. 2025, arXiv 2504.14960): with etp 1 and tp > 1 the tp x cp x dp
+// ranks of a stage, numbered TP fastest, then CP, then DP, form consecutive expert-parallel groups
+// of ep ranks; the ranks ep apart form the expert-data-parallel groups.
+inline bool experts_folded(const Parallelism& p) { return p.etp == 1 && p.tp > 1; }
+// The TP ranks one expert is split over.
+inline int expert_tp(const Parallelism& p) { return experts_folded(p) ? 1 : p.tp; }
 
 inline constexpr auto cp_comm_names = make_names<Parallelism::CpComm>(
     {{Parallelism::CpComm::ring, "ring"}, {Parallelism::CpComm::all_gather, "all_gather"}});

@@ -191,7 +191,17 @@ inline constexpr ParamDecl parallelism_params[] = {
      .min = 1,
      .max = 1 << 20,
      .unit = "GPUs",
-     .doc = "expert parallel, carved from DP ranks; divides experts and dp"},
+     .doc = "expert parallel, carved from DP ranks; divides experts and dp (with etp 1: tp x cp x dp)"},
+    {.key = "etp",
+     .type = ParamType::integer,
+     .def = 0,
+     .min = 0,
+     .max = 1 << 20,
+     .unit = "GPUs",
+     .doc = "expert tensor parallel: 0 (or tp) splits every expert over the TP ranks; 1 keeps experts whole and "
+            "draws the EP groups from the TP, CP and DP ranks of a stage (MoE parallel folding; needs "
+            "sequence_parallel with tp > 1)",
+     .source = "Megatron-LM --expert-tensor-parallel-size"},
     {.key = "sequence_parallel",
      .type = ParamType::boolean,
      .def = 0,
