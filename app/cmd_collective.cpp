@@ -1,4 +1,5 @@
 // ctwin collective: what nccl-tests would print for a collective on a cluster, predicted.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -49,7 +50,7 @@ int cmd_collective(const Args& args) {
       "                        [--algo auto|ring|tree|nvls|nvlstree|collnet] [--proto auto|ll|ll128|simple]\n"
       "                        [--dtype bf16] [--min-bytes 8] [--max-bytes 8G] [--step-factor 2]\n"
       "                        [--fidelity analytical|flow] [--set /cluster/KEY=VALUE]... [--custom-all-reduce]\n"
-      "                        [--json]\n\n"
+      "                        [--gpus-per-thread G] [--json]\n\n"
       "Predicts what nccl-tests' OP_perf would print on the cluster: per size, the time, algbw and\n"
       "busbw with nccl-tests' conventions (all_reduce busbw = algbw*2(n-1)/n; all_gather,\n"
       "reduce_scatter and all_to_all (n-1)/n; broadcast, reduce and send_recv 1).\n\n"
@@ -77,6 +78,9 @@ int cmd_collective(const Args& args) {
        {"--custom-all-reduce", "",
         "time the all_reduce sizes vLLM's and TensorRT-LLM's own kernels take (up to 8 MiB on 2, 4, 6 or 8 GPUs of "
         "one NVSwitch node) on those one-shot / two-shot kernels, as serving does; NCCL takes the rest"},
+       {"--gpus-per-thread", "G",
+        "GPUs one process thread drives, as nccl-tests' -g (default 1, one GPU a process as with mpirun -np N -g 1); "
+        "with -g 8 an iteration takes at least the 8 kernel launches one after another"},
        {"--json", "", "print a JSON list of rows"}});
   if (!p) return kExitOk;
   if (!p->positional.empty()) throw InputError("", p->positional[0], "unexpected argument", "options only");
@@ -136,6 +140,11 @@ int cmd_collective(const Args& args) {
     throw InputError("", "--proto", "unknown protocol '" + proto + "'", "auto, ll, ll128 or simple");
   }
   if (p->has("--sharp")) spec.sharp = true;
+  const double gpt = p->number("--gpus-per-thread", 1);
+  if (gpt < 1 || gpt != std::floor(gpt) || gpt > 1024) {
+    throw InputError("", "--gpus-per-thread", "must be an integer from 1 to 1024", "nccl-tests' -g, e.g. 1 or 8");
+  }
+  options.gpus_per_thread = static_cast<int>(gpt);
   const std::size_t elem = dtype_bytes(p->get("--dtype").value_or("bf16"));
   const double min_b = p->bytes("--min-bytes", 8), max_b = p->bytes("--max-bytes", 8.0 * (1u << 30));
   const double factor = p->number("--step-factor", 2);
@@ -166,6 +175,11 @@ int cmd_collective(const Args& args) {
   if (!json) {
     std::printf("# ctwin collective: %s on %s, %d node(s) x %d GPUs, algo %s (%s model)\n", op_name->c_str(),
                 cluster_name.c_str(), spec.nodes, static_cast<int>(gpn), algo.c_str(), fidelity.c_str());
+    if (options.gpus_per_thread > 1) {
+      std::printf("# %d GPUs a thread (nccl-tests -g %d): at least %.1f us an iteration for their launches\n",
+                  options.gpus_per_thread, options.gpus_per_thread,
+                  group_launch_floor_s(cl, options.gpus_per_thread) * 1e6);
+    }
     std::printf("#\n#%12s %12s %6s %10s %10s %10s %8s %7s\n", "size", "count", "type", "time(us)", "algbw", "busbw",
                 "algo", "proto");
     std::printf("#%12s %12s %6s %10s %10s %10s %8s %7s\n", "(B)", "(elements)", "", "", "(GB/s)", "(GB/s)", "", "");
@@ -188,7 +202,8 @@ int cmd_collective(const Args& args) {
     const CustomAllReduceKernel kernel =
         custom ? custom_all_reduce_kernel(cl, call, CustomAllReduce{}) : CustomAllReduceKernel::none;
     if (kernel != CustomAllReduceKernel::none) {
-      est.time = ctwin::seconds(custom_all_reduce_s(cl, call, CustomAllReduce{}, kernel));
+      est.time = ctwin::seconds(std::max(custom_all_reduce_s(cl, call, CustomAllReduce{}, kernel),
+                                         group_launch_floor_s(cl, options.gpus_per_thread)));
       est.algbw_gbps = bytes / est.time.seconds() / 1e9;
       est.busbw_gbps = est.algbw_gbps * bus_factor(op, static_cast<int>(call.ranks.size()));
       est.algo = kernel == CustomAllReduceKernel::one_shot ? "oneshot" : "twoshot";
@@ -208,7 +223,7 @@ int cmd_collective(const Args& args) {
       Engine* eng = &engine;
       runner.start(call, [end_ptr, eng] { *end_ptr = eng->now(); });
       engine.run();
-      est.time = end;
+      est.time = std::max(end, ctwin::seconds(group_launch_floor_s(cl, options.gpus_per_thread)));
       est.algbw_gbps = end.ps > 0 ? bytes / end.seconds() / 1e9 : 0;
       est.busbw_gbps = est.algbw_gbps * bus_factor(op, static_cast<int>(call.ranks.size()));
     }

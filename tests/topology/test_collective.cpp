@@ -333,3 +333,25 @@ TEST_CASE("NCCL's tuner chooses, the ramp times: at 64 MiB on 8 B200 Simple wins
   CHECK(p.latency_s == rel_approx((8.4 + 2 * 7 * 4.2) * 1e-6, 1e-12));
   CHECK(p.bandwidth_s == rel_approx(7.0 / 8 * S / (B * 1e9), 1e-12));
 }
+
+TEST_CASE(
+    "one thread driving 8 GPUs (nccl-tests -g 8): an iteration takes at least 8 group launches, large sizes "
+    "unchanged") {
+  ClusterSpec s;
+  REQUIRE(preset_cluster("dgx-h100", 1, builtin_gpus(), s));
+  const Cluster cl = build_cluster(s);
+  CollectiveCall call;
+  for (int i = 0; i < 8; ++i) call.ranks.emplace_back(i);
+  CollectiveOptions one, eight;
+  eight.gpus_per_thread = 8;
+  const double launch_s = s.nccl.group_launch_us_per_gpu * 1e-6;
+  CHECK(group_launch_floor_s(cl, 1) == 0.0);
+  CHECK(group_launch_floor_s(cl, 8) == rel_approx(8 * launch_s, 1e-12));
+  // 1 KiB: NCCL's LL ring takes ~15 us, under the 8 launches (35.7 us): the launches set the pace.
+  call.bytes = 1024;
+  REQUIRE(estimate_collective(cl, call, one).time.seconds() < 8 * launch_s);
+  CHECK(estimate_collective(cl, call, eight).time.seconds() == rel_approx(8 * launch_s, 1e-9));
+  // 1 GiB takes milliseconds: the launches hide behind it, the time is -g 1's.
+  call.bytes = 1 << 30;
+  CHECK(estimate_collective(cl, call, eight).time == estimate_collective(cl, call, one).time);
+}

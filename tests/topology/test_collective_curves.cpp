@@ -32,6 +32,8 @@ struct Row {
 struct Curve {
   std::string op, cluster;
   int nodes = 1;
+  int gpus_per_thread = 1;    // nccl-tests -g
+  std::string algo = "auto";  // the run's NCCL_ALGO
   std::vector<Row> rows;
 };
 
@@ -49,6 +51,8 @@ Curve load(const std::string& name) {
       std::string key;
       h >> key >> c.nodes;  // "nodes:" N
     }
+    if (line.rfind("# gpus_per_thread: ", 0) == 0) c.gpus_per_thread = std::stoi(line.substr(19));
+    if (line.rfind("# algo: ", 0) == 0) c.algo = line.substr(8);
     if (line.empty() || line[0] == '#') continue;
     std::istringstream r(line);
     Row row{};
@@ -83,11 +87,14 @@ Errors compare(const std::string& file, double tail_from = 1e300) {
   CollectiveCall call;
   call.op = op_named(c.op);
   for (int i = 0; i < cl.gpu_count(); ++i) call.ranks.emplace_back(i);
+  CollectiveOptions opt;
+  opt.gpus_per_thread = c.gpus_per_thread;
+  REQUIRE(parse_collective_algo(c.algo, opt.algo));
   Errors e;
   int big = 0, small = 0;
   for (const Row& r : c.rows) {
     call.bytes = r.bytes;
-    const double t = estimate_collective(cl, call).time.micros();
+    const double t = estimate_collective(cl, call, opt).time.micros();
     const double err = rel_diff(t, r.time_us);
     CAPTURE(file);
     CAPTURE(r.bytes);
@@ -155,11 +162,12 @@ TEST_CASE("HGX B200 all_to_all, 1 KiB to 8 GiB: p2p's ramp within 10% from 8 MiB
 }
 
 TEST_CASE("8 A100 all_reduce, two published runs: within 48% (the LL128 region runs 1.4-1.9x slower than modelled)") {
-  // Both runs drive 8 GPUs from one process (-g 8), whose launch loop sets a ~36 us floor the model
-  // does not have; from 2 to 16 MiB (NCCL's tuner picks LL128) both runs are 1.4-1.9x the model,
-  // from 32 MiB (Simple) 1.1-1.2x; 1 GiB within 1%. docs/validation-network.md.
+  // Both runs drive 8 GPUs from one process (-g 8), whose launches set the ~36 us floor below
+  // 256 KiB (group_launch_us_per_gpu: within 5% there); from 2 to 16 MiB (NCCL's tuner picks LL128) both runs
+  // are 1.4-1.9x the model, from 32 MiB (Simple) 1.1-1.2x; 1 GiB within 1%. docs/validation-network.md.
   const Errors a80 = compare("a100-sxm4-80gb-all_reduce.txt");
-  CHECK(a80.small_worst <= 0.58);
+  CHECK(a80.small_worst <= 0.33);
+  CHECK(a80.small_mean <= 0.08);
   CHECK(a80.big_worst <= 0.37);
   const Errors a40 = compare("a100-sxm4-40gb-all_reduce.txt");
   CHECK(a40.big_worst <= 0.48);
@@ -192,4 +200,59 @@ TEST_CASE("2 x 8 A100 over RoCE all_reduce, 1 KiB to 8 GiB: from 1 GiB within 7%
   CHECK(e.tail_worst <= 0.07);
   CHECK(e.big_worst <= 0.34);
   CHECK(e.small_worst <= 0.52);
+}
+
+TEST_CASE(
+    "8 H100, one thread for 8 GPUs (-g 8), NCCL 2.26: ring all_reduce, all_gather, reduce_scatter and NVLS "
+    "all_reduce") {
+  // One node of a Together AI cluster (each file's header), run as all_reduce_perf -g 8: below
+  // about 2 MiB the iteration is the host's eight group launches, 35.7 us (NcclModel::
+  // group_launch_us_per_gpu, fitted on these four curves' and the A100 80GB run's 1-64 KiB rows).
+  // From 4 MiB the ring's ramp and NVLS's loops hold every size within 15% (NVLS within 6%, the
+  // ring at 8 GiB within 5%). The misses of the 10% target: 1-2 MiB, where the runs sit at
+  // 41-46 us above their own floor (the launches cost more once every channel carries work), the
+  // ring all_reduce's 64 MiB (12%, the tuner's switch to Simple) and 4 MiB (15%), reduce_scatter's
+  // 32 MiB (12%); and the ring all_reduce's 512 KiB row, 69 us out of place against 44 us in place
+  // in the same run (48%).
+  const Errors ring = compare("h100-all_reduce-ring-g8.txt", 4 << 20);
+  CHECK(ring.small_worst <= 0.49);
+  CHECK(ring.small_mean <= 0.055);
+  CHECK(ring.big_worst <= 0.24);
+  CHECK(ring.big_mean <= 0.07);
+  CHECK(ring.tail_worst <= 0.15);
+  const Errors nvls = compare("h100-all_reduce-nvls-g8.txt", 2 << 20);
+  CHECK(nvls.small_worst <= 0.11);
+  CHECK(nvls.big_worst <= 0.14);
+  CHECK(nvls.big_mean <= 0.04);
+  CHECK(nvls.tail_worst <= 0.063);
+  const Errors ag = compare("h100-all_gather-ring-g8.txt", 4 << 20);
+  CHECK(ag.small_worst <= 0.13);
+  CHECK(ag.big_worst <= 0.15);
+  CHECK(ag.big_mean <= 0.048);
+  CHECK(ag.tail_worst <= 0.08);
+  const Errors rs = compare("h100-reduce_scatter-ring-g8.txt", 4 << 20);
+  CHECK(rs.small_worst <= 0.15);
+  CHECK(rs.big_worst <= 0.15);
+  CHECK(rs.big_mean <= 0.051);
+  CHECK(rs.tail_worst <= 0.13);
+}
+
+TEST_CASE(
+    "2 and 4 x 8 H100 over 400G InfiniBand all_reduce, NCCL 2.26: largest sizes within 10%, 1-256 MiB 15-35% too "
+    "fast") {
+  // NVIDIA/nccl-tests #309 (each file's header), one GPU a process. From 2 GiB the 2-node curve's
+  // NVLSTree is 9-10% slower than modelled (the thread's NCCL maintainer calls two-node results a
+  // flattering special case), the 4-node one within 2% from 1 GiB. Between 1 and 256 MiB both runs
+  // are 15-35% slower than the model's tree and NVLSTree (4 nodes' 2 MiB row, slower than its own
+  // 4 MiB, 59%); below 1 MiB the 8 B and 256 B rows are 3x their neighbours in both runs.
+  const Errors two = compare("h100-2node-ib-all_reduce.txt", 2.0 * (1 << 30));
+  CHECK(two.tail_worst <= 0.10);
+  CHECK(two.big_worst <= 0.34);
+  CHECK(two.big_mean <= 0.20);
+  CHECK(two.small_mean <= 0.22);
+  const Errors four = compare("h100-4node-ib-all_reduce.txt", 1 << 30);
+  CHECK(four.tail_worst <= 0.02);
+  CHECK(four.big_worst <= 0.60);
+  CHECK(four.big_mean <= 0.195);
+  CHECK(four.small_mean <= 0.25);
 }

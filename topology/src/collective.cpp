@@ -649,6 +649,10 @@ CollectivePlan plan_collective(const Cluster& c, const CollectiveCall& call, con
   return best;
 }
 
+double group_launch_floor_s(const Cluster& c, int gpus_per_thread) {
+  return gpus_per_thread > 1 ? gpus_per_thread * c.spec.nccl.group_launch_us_per_gpu * 1e-6 : 0.0;
+}
+
 CollectiveEstimate estimate_collective(const Cluster& c, const CollectiveCall& call, const CollectiveOptions& opt) {
   const int n = static_cast<int>(call.ranks.size());
   if (n < 1) throw std::invalid_argument("estimate_collective: no ranks");
@@ -656,7 +660,8 @@ CollectiveEstimate estimate_collective(const Cluster& c, const CollectiveCall& c
   const CollectivePlan plan = plan_collective(c, call, opt);
   e.algo = to_string(plan.algo);
   e.protocol = to_string(plan.protocol);
-  const double secs = plan.latency_s + plan.bandwidth_s;
+  // Iterations pipeline behind the host's launches: the slower of the two sets the pace.
+  const double secs = std::max(plan.latency_s + plan.bandwidth_s, group_launch_floor_s(c, opt.gpus_per_thread));
   if (secs <= 0) return e;
   e.time = ctwin::seconds(secs);
   e.algbw_gbps = call.bytes / secs / 1e9;

@@ -42,6 +42,7 @@ NcclModel::NcclModel() {
   nvls_chunk_bytes = 131072;
   nvls_stages = 3;
   nvls_handoff_hops_per_rank = 0.29;
+  group_launch_us_per_gpu = 4.46;
 }
 
 int nccl_arch_index(const GpuSpec& gpu) {

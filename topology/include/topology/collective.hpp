@@ -73,7 +73,14 @@ struct CollectiveOptions {
   // choice cannot run a call (tree for an all_gather, LL128 off NVLink) the tuner picks instead
   // of the call failing.
   bool where_applicable = false;
+  // GPUs one host thread launches on (nccl-tests -g): above 1 an iteration takes at least that
+  // many group launches (group_launch_floor_s).
+  int gpus_per_thread = 1;
 };
+
+// The least time an iteration takes when one thread launches on `gpus_per_thread` GPUs: their
+// launches in turn (NcclModel::group_launch_us_per_gpu each); 0 for one GPU a thread.
+double group_launch_floor_s(const Cluster& c, int gpus_per_thread);
 
 // The options one call runs under: its operation's entries, else the general ones; with
 // where_applicable, choices the call cannot run are dropped back to automatic.

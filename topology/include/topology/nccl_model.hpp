@@ -107,6 +107,13 @@ struct NcclModel {
   // turn): this many NVLink Simple hops per rank a loop. Fitted (docs/validation-network.md,
   // "NVLS's ramp"): HGX B200 nccl-tests and 8- and 4-rank H100 runs.
   double nvls_handoff_hops_per_rank;
+
+  // One host thread driving several GPUs (nccl-tests -g G, a single-process job): NCCL launches
+  // the group's kernels one GPU after another, each costing the thread this long, so an
+  // iteration takes at least G times it however small the message. Fitted: the median of the
+  // 1-64 KiB rows of five -g 8 curves (8 A100 with NCCL 2.19, 8 H100 with NCCL 2.26), 35.7 us / 8
+  // (docs/validation-network.md, "One thread, eight GPUs").
+  double group_launch_us_per_gpu;
 };
 
 // NCCL's architecture index for its per-architecture tables (tuning.cc compCapIndex): Volta 0,
