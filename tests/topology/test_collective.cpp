@@ -207,7 +207,11 @@ TEST_CASE("NVLSTree across NVLS nodes: the longer of NVLS in the node and the tr
   // edge: a node sends half up one and half down the other), twice from 4 (a node inside one tree
   // sends half up and half to each of two children, 1.5, and half up the other, where it is a
   // leaf). Latency (tuning.cc, hwLat NVLSTree): 25 us in the node, and up and down each of
-  // log2(nodes) levels one network hop, 2.7 + 18.2 = 20.9 us.
+  // log2(nodes) levels one network hop, 2.7 + 18.2 = 20.9 us. In the node NVLS runs its loops
+  // (the NVLS case's ramp): 16 channels x 8 ranks x 128 KiB = 16 MiB a loop, each waiting on
+  // 0.29 x 8 NVLink Simple hops; between hand-offs the bytes stream at 1/275e9 less a loop's
+  // hand-off over its bytes, so 8 GiB's 512 loops take S / 275e9 less one hand-off; the first loop
+  // fills NVLS's other two stages. The network runs beside the loops.
   const double S = 8.0 * (1 << 30);
   CollectiveOptions o;
   o.algo = CollectiveAlgo::nvls_tree;
@@ -215,8 +219,11 @@ TEST_CASE("NVLSTree across NVLS nodes: the longer of NVLS in the node and the tr
     CAPTURE(nodes);
     const ClusterSpec s = dgx_h100(nodes);
     const double levels = std::log2(nodes);
-    const double intra = S / 275e9, inter = (nodes == 2 ? 1.0 : 2.0) * S / (8 * 48e9);
-    const double expected = (25 + 2 * levels * 20.9) * 1e-6 + std::max(intra, inter);
+    const double loop = 16.0 * 8 * 131072;
+    const double handoff = 0.29 * 8 * (s.intra_latency_us + s.nccl.ring_nvlink_extra_us[2]) * 1e-6;
+    const double stream = 1 / 275e9 - handoff / loop;
+    const double intra = S / 275e9 - handoff, inter = (nodes == 2 ? 1.0 : 2.0) * S / (8 * 48e9);
+    const double expected = (25 + 2 * levels * 20.9) * 1e-6 + 2 * loop * stream + std::max(intra, inter);
     const CollectiveEstimate e = estimate_collective(build_cluster(s), all(CollectiveOp::all_reduce, s, S), o);
     CHECK(e.time.seconds() == rel_approx(expected, 1e-9));
     CHECK(e.algo == "nvlstree");

@@ -237,22 +237,23 @@ TEST_CASE(
   CHECK(rs.tail_worst <= 0.13);
 }
 
-TEST_CASE(
-    "2 and 4 x 8 H100 over 400G InfiniBand all_reduce, NCCL 2.26: largest sizes within 10%, 1-256 MiB 15-35% too "
-    "fast") {
-  // NVIDIA/nccl-tests #309 (each file's header), one GPU a process. From 2 GiB the 2-node curve's
-  // NVLSTree is 9-10% slower than modelled (the thread's NCCL maintainer calls two-node results a
-  // flattering special case), the 4-node one within 2% from 1 GiB. Between 1 and 256 MiB both runs
-  // are 15-35% slower than the model's tree and NVLSTree (4 nodes' 2 MiB row, slower than its own
-  // 4 MiB, 59%); below 1 MiB the 8 B and 256 B rows are 3x their neighbours in both runs.
+TEST_CASE("2 and 4 x 8 H100 over 400G InfiniBand all_reduce, NCCL 2.26: NVLSTree with NVLS's loops in the node") {
+  // NVIDIA/nccl-tests #309 (each file's header), one GPU a process. NVLSTree's node part runs NVLS's
+  // loops (collective.cpp, nvls_loops): 2 nodes from 8 MiB within 17%, mean 8.4% (was 26-33% too
+  // fast at 8-256 MiB with NVLS at its large-call rate), 4 nodes within 18% from 32 MiB and within
+  // 1.5% from 1 GiB. From 2 GiB the 2-node run is 8.8% slower than modelled (the thread's NCCL
+  // maintainer calls two-node results a flattering special case). Still too fast: the LL/LL128
+  // tree below NVLSTree's sizes (16 KiB-4 MiB on 2 nodes, 20-38%; up to 16 MiB on 4, 13-47%, its
+  // 2 MiB row, slower than its own 4 MiB, 59%); below 1 MiB the 8 B and 256 B rows are 3x their
+  // neighbours in both runs.
   const Errors two = compare("h100-2node-ib-all_reduce.txt", 2.0 * (1 << 30));
-  CHECK(two.tail_worst <= 0.10);
-  CHECK(two.big_worst <= 0.34);
-  CHECK(two.big_mean <= 0.20);
+  CHECK(two.tail_worst <= 0.09);
+  CHECK(two.big_worst <= 0.25);
+  CHECK(two.big_mean <= 0.112);
   CHECK(two.small_mean <= 0.22);
   const Errors four = compare("h100-4node-ib-all_reduce.txt", 1 << 30);
-  CHECK(four.tail_worst <= 0.02);
+  CHECK(four.tail_worst <= 0.015);
   CHECK(four.big_worst <= 0.60);
-  CHECK(four.big_mean <= 0.195);
+  CHECK(four.big_mean <= 0.173);
   CHECK(four.small_mean <= 0.25);
 }

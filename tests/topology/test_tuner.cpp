@@ -164,15 +164,26 @@ TEST_CASE("on Blackwell the tuner derates NVLSTree too, one size further than tr
   REQUIRE(preset_cluster("dgx-b200", 2, builtin_gpus(), s));
   const Cluster c = build_cluster(s);
   const auto nvls_tree = forced(CollectiveAlgo::nvls_tree, Protocol::simple);
-  const CollectivePlan big =
-      plan_collective(c, CollectiveCall{CollectiveOp::all_reduce, ranks(16), 512.0 * 1024 * 1024}, nvls_tree);
-  CHECK(big.tuner_s == rel_approx(big.latency_s + big.bandwidth_s / 0.9, 1e-9));
-  const CollectivePlan mid =
-      plan_collective(c, CollectiveCall{CollectiveOp::all_reduce, ranks(16), 1024.0 * 1024}, nvls_tree);
-  CHECK(mid.tuner_s == rel_approx(mid.latency_s + mid.bandwidth_s / 0.5, 1e-9));  // index 14
+  // The tuner sees NVLS at its measured rate, without the loops' hand-offs and fill the time
+  // has: the plan on the same cluster with those two set to nothing is its view.
+  auto tuner_view = [](ClusterSpec spec, double bytes) {
+    spec.nccl.nvls_handoff_hops_per_rank = 0;
+    spec.nccl.nvls_stages = 1;
+    return plan_collective(build_cluster(spec), CollectiveCall{CollectiveOp::all_reduce, ranks(16), bytes},
+                           forced(CollectiveAlgo::nvls_tree, Protocol::simple));
+  };
+  const double big_b = 512.0 * 1024 * 1024, mid_b = 1024.0 * 1024;
+  const CollectivePlan big = plan_collective(c, CollectiveCall{CollectiveOp::all_reduce, ranks(16), big_b}, nvls_tree);
+  const CollectivePlan big_ref = tuner_view(s, big_b);
+  CHECK(big.tuner_s == rel_approx(big_ref.latency_s + big_ref.bandwidth_s / 0.9, 1e-9));
+  const CollectivePlan mid = plan_collective(c, CollectiveCall{CollectiveOp::all_reduce, ranks(16), mid_b}, nvls_tree);
+  const CollectivePlan mid_ref = tuner_view(s, mid_b);
+  CHECK(mid.tuner_s == rel_approx(mid_ref.latency_s + mid_ref.bandwidth_s / 0.5, 1e-9));  // index 14
+  CHECK(mid.latency_s + mid.bandwidth_s > mid_ref.latency_s + mid_ref.bandwidth_s);       // the loops cost time
   // Hopper: none.
   REQUIRE(preset_cluster("dgx-h100", 2, builtin_gpus(), s));
   const CollectivePlan h =
-      plan_collective(build_cluster(s), CollectiveCall{CollectiveOp::all_reduce, ranks(16), 1024.0 * 1024}, nvls_tree);
-  CHECK(h.tuner_s == rel_approx(h.latency_s + h.bandwidth_s, 1e-9));
+      plan_collective(build_cluster(s), CollectiveCall{CollectiveOp::all_reduce, ranks(16), mid_b}, nvls_tree);
+  const CollectivePlan h_ref = tuner_view(s, mid_b);
+  CHECK(h.tuner_s == rel_approx(h_ref.latency_s + h_ref.bandwidth_s, 1e-9));
 }

@@ -173,6 +173,31 @@ double ring_steps(CollectiveOp op, int n) {
   }
 }
 
+// NVLS's loops inside one node of `ranks` GPUs over S bytes, at `rate` bytes/s measured on large
+// calls (all_reduce.h): each channel loops over its part, a chunk per rank a loop, and a loop waits
+// on a flagged hand-off with every rank. The measured rate holds those of a large call, which runs
+// NCCL's full chunk; a smaller call runs smaller chunks, so more loops per byte, and its first
+// loop's data fills the stages one after another. stream_s: the bytes between hand-offs;
+// handoff_s: the hand-offs past the first loop; fill_s: the first loop through the stages.
+struct NvlsLoops {
+  double stream_s = 0, handoff_s = 0, fill_s = 0;
+};
+NvlsLoops nvls_loops(const NcclModel& nm, const ClusterSpec& s, int ranks, double S, double rate) {
+  const int nch = std::max(1, nm.nvls_channels[static_cast<std::size_t>(nccl_arch_index(s.gpu))]);
+  const double loop_handoff_s =
+      nm.nvls_handoff_hops_per_rank * ranks * (s.intra_latency_us + nm.ring_nvlink_extra_us[2]) * 1e-6;
+  const double full_loop = static_cast<double>(nch) * ranks * nm.nvls_chunk_bytes;
+  const double loop = static_cast<double>(nch) * ranks * nvls_chunk_bytes(nm, S, nch, ranks);
+  // Seconds per byte between hand-offs: at least a tenth of the measured rate's, so a profile's
+  // higher measured rate never turns it negative.
+  const double stream = std::max(0.1 / rate, 1 / rate - loop_handoff_s / full_loop);
+  NvlsLoops r;
+  r.stream_s = S * stream;
+  r.handoff_s = (std::ceil(S / loop) - 1) * loop_handoff_s;
+  r.fill_s = (nm.nvls_stages - 1) * std::min(S, loop) * stream;
+  return r;
+}
+
 // tuning.cc ncclTopoGetAlgoTime: the factor the tuner scales a tree's bandwidth by for a call of
 // `bytes`, at log2(bytes / 64) below `entries` (23 for Tree, 24 for NVLSTree on Blackwell).
 double tree_tuner_correction(const NcclModel& nm, Protocol p, double bytes, int entries) {
@@ -187,6 +212,7 @@ struct Candidate {
   double tuner_s = -1;  // NCCL's tuner's prediction; < 0: the same as latency_s + bandwidth_s
   int channels = 0;
   double rate_cap_gbps = std::numeric_limits<double>::infinity();
+  double node_s = 0;  // CollectivePlan::node_s
 };
 
 // Node-level egress of NCCL's double binary tree, in units of the buffer: the most any node sends.
@@ -420,20 +446,9 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       const double rate = s.intra_gbyte_per_s * s.nvls_efficiency * 1e9;
       out.latency_s = nm.nvls_latency_us * 1e-6;
       out.tuner_s = out.latency_s + S / rate;
-      // The ramp (all_reduce.h): each channel loops over its part, a chunk per rank a loop, and a
-      // loop waits on a flagged hand-off with every rank. The measured rate holds those of a large
-      // call, which runs NCCL's full chunk; a smaller call runs smaller chunks, so more loops per
-      // byte, and its first loop's data fills the stages one after another.
-      const int nch = std::max(1, nm.nvls_channels[static_cast<std::size_t>(nccl_arch_index(s.gpu))]);
-      const double loop_handoff_s =
-          nm.nvls_handoff_hops_per_rank * sh.n * (intra_hop + nm.ring_nvlink_extra_us[2]) * 1e-6;
-      const double full_loop = static_cast<double>(nch) * sh.n * nm.nvls_chunk_bytes;
-      const double loop = static_cast<double>(nch) * sh.n * nvls_chunk_bytes(nm, S, nch, sh.n);
-      // Seconds per byte between hand-offs: at least a tenth of the measured rate's, so a
-      // profile's higher measured rate never turns it negative.
-      const double stream = std::max(0.1 / rate, 1 / rate - loop_handoff_s / full_loop);
-      out.bandwidth_s = S * stream;
-      out.latency_s += (std::ceil(S / loop) - 1) * loop_handoff_s + (nm.nvls_stages - 1) * std::min(S, loop) * stream;
+      const NvlsLoops r = nvls_loops(nm, s, sh.n, S, rate);
+      out.bandwidth_s = r.stream_s;
+      out.latency_s += r.handoff_s + r.fill_s;
       return true;
     }
     case CollectiveAlgo::nvls_tree: {
@@ -441,15 +456,16 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       // tuning.cc: NVLS inside the node once, then a network hop up and down each level of the
       // trees over the nodes.
       const int log2n = static_cast<int>(std::floor(std::log2(sh.nodes)));
-      out.latency_s = (nm.nvls_tree_latency_us + 2 * log2n * (net_hop + nm.nvls_tree_net_extra_us)) * 1e-6;
+      const double tuner_latency_s =
+          (nm.nvls_tree_latency_us + 2 * log2n * (net_hop + nm.nvls_tree_net_extra_us)) * 1e-6;
       // Pipelined: each node's NVSwitch reduces its GPUs' buffers and multicasts the result (NVLS's
       // time for the whole buffer, as inside one node), while every GPU's 1/g of the node's sum
       // runs NCCL's two trees over the nodes on its own NIC: a node sends what its places in the
       // trees need (tree_node_egress: the buffer once with 2 nodes, where each tree is one edge,
       // twice from 4), over its k NICs.
-      double t = S / (s.intra_gbyte_per_s * s.nvls_efficiency * 1e9);
+      const double rate = s.intra_gbyte_per_s * s.nvls_efficiency * 1e9;
       const int k = std::min(nics(s), sh.local);
-      t = std::max(t, tree_node_egress(sh.nodes) * S / (k * nic_bw(s) * 1e9));
+      double net = tree_node_egress(sh.nodes) * S / (k * nic_bw(s) * 1e9);
       const auto nodes = nodes_of(c, call.ranks);
       std::vector<std::pair<int, int>> both;
       for (int tr = 0; tr < 2; ++tr) {
@@ -460,11 +476,20 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
           both.emplace_back(nodes[static_cast<std::size_t>(up)], nodes[static_cast<std::size_t>(j)]);
         }
       }
-      out.bandwidth_s = std::max(t, tier_seconds(s, both, S / 2 / k, k, call.groups));
+      net = std::max(net, tier_seconds(s, both, S / 2 / k, k, call.groups));
+      // NCCL's tuner sees NVLS at its measured rate; the kernel's node part runs NVLS's loops over
+      // the whole buffer, its scatter, reduce and gather warps handing off each loop as in one
+      // node (the ramp of the NVLS case above; the tree's warps add stages it leaves out). The
+      // network's part runs beside the loops: the slower of the two, then the first loop's fill.
+      const NvlsLoops r = nvls_loops(nm, s, sh.local, S, rate);
+      out.latency_s = tuner_latency_s + r.fill_s;
+      out.node_s = r.stream_s + r.handoff_s;
+      out.bandwidth_s = std::max(out.node_s, net);
+      out.tuner_s = tuner_latency_s + std::max(S / rate, net);
       // From 2.29 the tuner derates NVLSTree as it does trees on Blackwell hosts (x86, as the
       // presets are), over one more size.
       if (nccl_arch_index(s.gpu) >= 3)
-        out.tuner_s = out.latency_s + out.bandwidth_s / tree_tuner_correction(nm, p, S, 24);
+        out.tuner_s = tuner_latency_s + std::max(S / rate, net) / tree_tuner_correction(nm, p, S, 24);
       return true;
     }
     case CollectiveAlgo::collnet: {
@@ -634,7 +659,7 @@ CollectivePlan plan_collective(const Cluster& c, const CollectiveCall& call, con
       const double t = k.tuner_s >= 0 ? k.tuner_s : k.latency_s + k.bandwidth_s;
       if (t < best_t) {  // ties keep the earlier (ring before tree, LL before Simple)
         best_t = t;
-        best = CollectivePlan{a, p, k.latency_s, k.efficiency, k.bandwidth_s, t, k.channels, k.rate_cap_gbps};
+        best = CollectivePlan{a, p, k.latency_s, k.efficiency, k.bandwidth_s, t, k.channels, k.rate_cap_gbps, k.node_s};
       }
     }
   }

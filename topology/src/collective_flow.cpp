@@ -125,7 +125,8 @@ void CollectiveFlows::start(const CollectiveCall& call, std::function<void()> on
       // that NIC, each tree carrying half of the channel's share each way.
       const int channels = std::min(nics, local);
       const int nodes = static_cast<int>(by_node.size());
-      const double nvls_bytes = S * spec.intra_eff() / spec.nvls_efficiency;
+      // Sized so an idle switch takes the plan's NVLS loops (node_s: its streaming and hand-offs).
+      const double nvls_bytes = plan.node_s * spec.intra_effective_gbyte_per_s() * 1e9;
       for (const auto& [node, members] : by_node) {
         const int k = static_cast<int>(members.size());
         for (int i = 0; i < k; ++i) {

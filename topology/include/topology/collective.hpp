@@ -112,6 +112,7 @@ struct CollectivePlan {
   double tuner_s = 0;      // what NCCL's tuner predicts for this choice
   int channels = 0;        // channels the call runs on (0: not a ring or tree)
   double rate_cap_gbps = std::numeric_limits<double>::infinity();
+  double node_s = 0;  // NVLSTree: its NVLS loops in a node on an idle switch (the flows' size)
 };
 
 // The ring's channel count for a call of `bytes` (NCCL's nBytes: the whole buffer) on `ranks`
