@@ -186,4 +186,7 @@ TEST_CASE("on Blackwell the tuner derates NVLSTree too, one size further than tr
       plan_collective(build_cluster(s), CollectiveCall{CollectiveOp::all_reduce, ranks(16), mid_b}, nvls_tree);
   const CollectivePlan h_ref = tuner_view(s, mid_b);
   CHECK(h.tuner_s == rel_approx(h_ref.latency_s + h_ref.bandwidth_s, 1e-9));
+  // By hand (tuning.cc's NVLSTree latency, 25 us in the node and 2.7 + 18.2 us up and down the one
+  // tree level; NVLS at 275 GB/s binds over the NICs' 8 x 48 GB/s with 2 nodes):
+  CHECK(h.tuner_s == rel_approx((25 + 2 * 20.9) * 1e-6 + mid_b / 275e9, 1e-9));
 }

@@ -128,7 +128,6 @@ class Builder {
   // the result is exact and otherwise builds again without it).
   Builder(const ModelSpec& m, const TrainingConfig& cfg, const Cluster& cl, const TrainingOptions& opt, bool fold_ranks)
       : m_(m), cfg_(cfg), opt_(opt), par_(cfg.parallel), place_(cfg.parallel) {
-    folded_experts_ = experts_folded(par_) && par_.ep > 1;
     cm_ = opt.cost_model ? opt.cost_model : default_cost_model(cl.spec.gpu, cfg.precision.compute);
     shape_ = layer_shape(m, cfg);
     if (!m.is_generic()) dims_ = model_dims(m);
@@ -244,9 +243,8 @@ class Builder {
     return is_moe_layer(layer) ? moe_layer_ : dense_layer_;
   }
   int mbs_ = 1, replicas_ = 1;
-  OffloadRates rates_;                      // with cfg.offload active
-  bool fold_tp_ = false, fold_cp_ = false;  // one rank stands for its TP (CP) group
-  bool folded_experts_ = false;             // etp 1: EP groups over TP, CP and DP (experts_folded)
+  OffloadRates rates_;                                               // with cfg.offload active
+  bool fold_tp_ = false, fold_cp_ = false;                           // one rank stands for its TP (CP) group
   std::unordered_map<std::uint64_t, std::uint32_t> folded_members_;  // simulated_members, by group
   std::vector<std::array<std::uint32_t, 7>> seq_;                    // collectives issued per group kind, per GPU
   struct Pending {
@@ -351,7 +349,7 @@ class Builder {
           for (x.c = 0; x.c < par_.cp; ++x.c) r.emplace_back(place_.rank(x));
         break;
       case CommGroup::ep: {
-        if (folded_experts_) {
+        if (experts_folded(par_)) {
           for (int l : folded_indices(c, grp)) r.emplace_back(place_.rank(from_stage_index(l, c.p)));
           break;
         }
@@ -360,7 +358,7 @@ class Builder {
         break;
       }
       case CommGroup::edp:  // the DP ranks with this rank's expert-parallel index, and their CP ranks
-        if (folded_experts_) {
+        if (experts_folded(par_)) {
           for (int l : folded_indices(c, grp)) r.emplace_back(place_.rank(from_stage_index(l, c.p)));
           break;
         }
@@ -428,8 +426,9 @@ class Builder {
         break;
       case CommGroup::ep:
       case CommGroup::edp:
-        if (folded_experts_) {
-          x = from_stage_index(folded_indices(c, grp).front(), c.p);
+        if (experts_folded(par_)) {
+          x = from_stage_index(grp == CommGroup::ep ? stage_index(c) / par_.ep * par_.ep : stage_index(c) % par_.ep,
+                               c.p);
         } else if (grp == CommGroup::ep) {
           x.d = c.d / par_.ep * par_.ep;
         } else {
@@ -455,7 +454,7 @@ class Builder {
       case CommGroup::ep:
         return par_.ep;
       case CommGroup::edp:
-        return par_.dp * par_.cp * (folded_experts_ ? par_.tp : 1) / par_.ep;
+        return par_.dp * par_.cp * (experts_folded(par_) ? par_.tp : 1) / par_.ep;
       case CommGroup::pp:
         return par_.pp;
       case CommGroup::embedding:
@@ -479,7 +478,7 @@ class Builder {
     if (opt_.fold && (grp == CommGroup::dp || grp == CommGroup::edp)) {
       members = fold_cp_ ? 1 : static_cast<std::uint32_t>(par_.cp);
     }
-    if (folded_experts_ && (grp == CommGroup::ep || grp == CommGroup::edp)) members = simulated_members(c, grp);
+    if (experts_folded(par_) && (grp == CommGroup::ep || grp == CommGroup::edp)) members = simulated_members(c, grp);
     if ((fold_tp_ && grp == CommGroup::tp) || (fold_cp_ && grp == CommGroup::cp)) members = 1;
     const std::uint32_t group = intern_group(kind << 32 | first, [&] { return group_ranks(c, grp); });
     const StepCallId r = join(kind << 60 | first << 36 | seq, members, op, group, bytes);
