@@ -205,21 +205,22 @@ TEST_CASE("cluster presets: GPUs, NICs and host CPUs of the DGX and HGX systems"
     IntraNodeFabric intra;
     double nic_gbit;  // NIC line rate, Gb/s
     int nics;
+    HostCpu cpu;
     double net_overhead_us;  // NCCL getNetOverhead: 1 us on Intel hosts, 2 us on AMD
   };
   const Row rows[] = {
       // DGX A100 user guide: 8x ConnectX-6 HDR 200 Gb/s for the compute fabric; AMD EPYC 7742.
-      {"dgx-a100", "A100-SXM-80GB", IntraNodeFabric::nvswitch, 200, 8, 2.0},
+      {"dgx-a100", "A100-SXM-80GB", IntraNodeFabric::nvswitch, 200, 8, HostCpu::amd, 2.0},
       // DGX H100 user guide: 8x ConnectX-7 NDR 400 Gb/s (four OSFP cages); Intel Xeon 8480C.
-      {"dgx-h100", "H100-SXM", IntraNodeFabric::nvswitch, 400, 8, 1.0},
+      {"dgx-h100", "H100-SXM", IntraNodeFabric::nvswitch, 400, 8, HostCpu::intel, 1.0},
       // HGX H200 reference configuration: one ConnectX-7 400 Gb/s per GPU; NCCL's default host.
-      {"hgx-h200", "H200", IntraNodeFabric::nvswitch, 400, 8, 1.0},
+      {"hgx-h200", "H200", IntraNodeFabric::nvswitch, 400, 8, HostCpu::intel, 1.0},
       // DGX B200 datasheet: 8x single-port ConnectX-7 VPI 400 Gb/s; Intel Xeon Platinum 8570.
-      {"dgx-b200", "B200", IntraNodeFabric::nvswitch, 400, 8, 1.0},
+      {"dgx-b200", "B200", IntraNodeFabric::nvswitch, 400, 8, HostCpu::intel, 1.0},
       // 8x L40S PCIe servers: one 200 Gb/s NIC per PCIe switch of two GPUs.
-      {"l40s-pcie", "L40S", IntraNodeFabric::pcie, 200, 4, 1.0},
+      {"l40s-pcie", "L40S", IntraNodeFabric::pcie, 200, 4, HostCpu::intel, 1.0},
       // 8x H100 PCIe in NVLink-bridged pairs: one NDR 400 Gb/s NIC per pair.
-      {"h100-pcie", "H100-PCIe", IntraNodeFabric::nvlink_bridge, 400, 4, 1.0},
+      {"h100-pcie", "H100-PCIe", IntraNodeFabric::nvlink_bridge, 400, 4, HostCpu::intel, 1.0},
   };
   for (const Row& r : rows) {
     const std::string name = r.preset;
@@ -232,6 +233,7 @@ TEST_CASE("cluster presets: GPUs, NICs and host CPUs of the DGX and HGX systems"
     CHECK(s.intra == r.intra);
     CHECK(s.nic_gbyte_per_s == r.nic_gbit / 8);  // GB/s per direction
     CHECK(s.nics() == r.nics);
+    CHECK(s.host_cpu == r.cpu);
     CHECK(s.net_overhead_us == r.net_overhead_us);
   }
   std::vector<std::string> names = preset_cluster_names();

@@ -252,3 +252,24 @@ TEST_CASE("--set in one spelling replaces the file's other spelling of the same 
   const Scenario gpu = parse_scenario(j.dump(), "units.json", {Override{"/catalog/gpus/H100-SXM/hbm_gbps", "2000"}});
   CHECK(gpu.cluster.gpu.hbm_gbyte_per_s == rel_approx(2000, 1e-12));
 }
+
+TEST_CASE("/cluster/host_cpu: NCCL's network overhead follows it unless net_overhead_us is written") {
+  // tuning.cc getNetOverhead: 2 us on AMD hosts, 1 us on the rest.
+  const Scenario amd = load({{"host_cpu", "amd"}});
+  CHECK(amd.cluster.host_cpu == HostCpu::amd);
+  CHECK(amd.cluster.net_overhead_us == 2.0);
+  CHECK(load({{"host_cpu", "arm"}}).cluster.net_overhead_us == 1.0);
+  const Scenario both = load({{"host_cpu", "amd"}, {"net_overhead_us", 1.5}});
+  CHECK(both.cluster.host_cpu == HostCpu::amd);
+  CHECK(both.cluster.net_overhead_us == 1.5);
+  json a100 = scenario_with({{"host_cpu", "intel"}});
+  a100["cluster"]["preset"] = "dgx-a100";
+  const Scenario intel = parse_scenario(a100.dump(), "units.json");
+  CHECK(intel.cluster.host_cpu == HostCpu::intel);
+  CHECK(intel.cluster.net_overhead_us == 1.0);
+  const InputError bad = error_of({{"host_cpu", "epyc"}});
+  CHECK(bad.path == "/cluster/host_cpu");
+  CHECK(mentions(bad.what(), "amd"));
+  // Written out and read back as the preset's.
+  CHECK(as_json(amd.cluster)["host_cpu"] == "amd");
+}

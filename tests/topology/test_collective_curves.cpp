@@ -190,16 +190,19 @@ TEST_CASE("8 H100 all_reduce through torch.distributed, 128 B to 16 MiB: every s
   CHECK(h100.big_mean <= 0.05);
 }
 
-TEST_CASE("2 x 8 A100 over RoCE all_reduce, 1 KiB to 8 GiB: from 1 GiB within 7%, below it 25-51% too fast") {
-  // The one multi-node curve with every size (OCI BM.GPU4.8, NCCL 2.19.3; the file's header). From
-  // 1 GiB the tree's Simple rate over the nodes' 1.6 Tb/s holds within 6.4% (0.1% at 4 GiB). Below,
-  // the run is slower at every size: a 42-50 us floor to 128 KiB where NCCL's tuner latency for a
-  // two-node LL tree is 25 us (RoCE, not the preset's InfiniBand), and 2 MiB-512 MiB 23-34% (the
-  // run's busbw stays at 111-165 GB/s, a ring's, until 1 GiB). docs/validation-network.md.
+TEST_CASE("2 x 8 A100 over RoCE all_reduce, 1 KiB to 8 GiB: from 1 GiB within 7%, below it 17-46% too fast") {
+  // The first multi-node curve with every size (OCI BM.GPU4.8, NCCL 2.19.3; the file's header).
+  // From 1 GiB the tree's Simple rate over the nodes' 1.6 Tb/s holds within 6.4% (0.1% at 4 GiB).
+  // Below, the run is slower at every size: a 42-50 us floor to 128 KiB where NCCL's tuner latency
+  // for a two-node LL tree is 25 us (RoCE, not the preset's InfiniBand), and 512 KiB-512 MiB
+  // 17-33%. The tree's mid-size correction and LL's ceiling on AMD hosts (22.5 GB/s bus) took the
+  // mean from 44.1% to 38.5% below 1 MiB and from 22.1% to 18.5% from it. docs/validation-network.md.
   const Errors e = compare("a100-sxm4-40gb-2node-roce-all_reduce.txt", 1 << 30);
   CHECK(e.tail_worst <= 0.07);
-  CHECK(e.big_worst <= 0.34);
-  CHECK(e.small_worst <= 0.52);
+  CHECK(e.big_worst <= 0.33);
+  CHECK(e.big_mean <= 0.185);
+  CHECK(e.small_worst <= 0.47);
+  CHECK(e.small_mean <= 0.39);
 }
 
 TEST_CASE(
@@ -242,18 +245,22 @@ TEST_CASE("2 and 4 x 8 H100 over 400G InfiniBand all_reduce, NCCL 2.26: NVLSTree
   // loops (collective.cpp, nvls_loops): 2 nodes from 8 MiB within 17%, mean 8.4% (was 26-33% too
   // fast at 8-256 MiB with NVLS at its large-call rate), 4 nodes within 18% from 32 MiB and within
   // 1.5% from 1 GiB. From 2 GiB the 2-node run is 8.8% slower than modelled (the thread's NCCL
-  // maintainer calls two-node results a flattering special case). Still too fast: the LL/LL128
-  // tree below NVLSTree's sizes (16 KiB-4 MiB on 2 nodes, 20-38%; up to 16 MiB on 4, 13-47%, its
-  // 2 MiB row, slower than its own 4 MiB, 59%); below 1 MiB the 8 B and 256 B rows are 3x their
-  // neighbours in both runs.
+  // maintainer calls two-node results a flattering special case). The LL/LL128 tree below
+  // NVLSTree's sizes runs at NCCL's mid-size correction of its bandwidth, and LL at most at its
+  // host-CPU ceiling (39 GB/s bus on 2 Intel-hosted nodes, 20.4 on more): 2 nodes from 1 MiB
+  // 11.1% -> 9.6% mean, 4 nodes below 1 MiB 24.8% -> 18.8%. Still too fast: 2 nodes 4-256 KiB by
+  // 15-21% (a 5-8 us step over the 25 us latency that the run's 128 B rows do not have; its 512 KiB
+  // row, slower than its own 1 MiB, 33%), 4 nodes
+  // 2-16 MiB by 31-55% (its 2 MiB row, slower than its own 4 MiB, 55%); below 1 MiB the 8 B and
+  // 256 B rows are 3x their neighbours in both runs.
   const Errors two = compare("h100-2node-ib-all_reduce.txt", 2.0 * (1 << 30));
   CHECK(two.tail_worst <= 0.09);
-  CHECK(two.big_worst <= 0.25);
-  CHECK(two.big_mean <= 0.112);
-  CHECK(two.small_mean <= 0.22);
+  CHECK(two.big_worst <= 0.20);
+  CHECK(two.big_mean <= 0.097);
+  CHECK(two.small_mean <= 0.21);
   const Errors four = compare("h100-4node-ib-all_reduce.txt", 1 << 30);
   CHECK(four.tail_worst <= 0.015);
-  CHECK(four.big_worst <= 0.60);
-  CHECK(four.big_mean <= 0.173);
-  CHECK(four.small_mean <= 0.25);
+  CHECK(four.big_worst <= 0.55);
+  CHECK(four.big_mean <= 0.159);
+  CHECK(four.small_mean <= 0.19);
 }

@@ -69,12 +69,17 @@ TEST_CASE("the cluster's NcclModel sets the multi-node net overhead factor and r
   // intra-node steps wait one more NVLink hop (0.6 + 2.8 us) each.
   CHECK(p.latency_s == rel_approx((8.4 + 28 * 5.0 + 2 * (2.7 + 11.3) + 28 * 3.4) * 1e-6, 1e-12));
 
-  s.nccl.ring_ll_efficiency = 0.3;
+  s.nccl.ring_ll_efficiency = 0.1;
   const CollectivePlan ll = plan_collective(build_cluster(s), call, forced(CollectiveAlgo::ring, Protocol::ll));
-  CHECK(ll.efficiency == rel_approx(0.3, 1e-15));
-  // Ring bandwidth: 8 channels x min(50 x 0.96, 450 x 20.6/25 / 8) = 8 x 46.35 GB/s, 0.3 of it
-  // (111 GB/s) under LL's Hopper ceiling of 141 GB/s.
-  CHECK(ll.bandwidth_s == rel_approx(2 * 15.0 / 16 * 1e8 / (8 * (450 * 20.6 / 25 / 8) * 0.3 * 1e9), 1e-12));
+  CHECK(ll.efficiency == rel_approx(0.1, 1e-15));
+  // Ring bandwidth: 8 channels x min(50 x 0.96, 450 x 20.6/25 / 8) = 8 x 46.35 GB/s, 0.1 of it
+  // (37.1 GB/s) under LL's ceiling across two Intel-hosted nodes, 39 GB/s.
+  CHECK(ll.bandwidth_s == rel_approx(2 * 15.0 / 16 * 1e8 / (8 * (450 * 20.6 / 25 / 8) * 0.1 * 1e9), 1e-12));
+  // At 0.3 (111 GB/s) the ceiling binds, and it is the cluster's table's.
+  s.nccl.ring_ll_efficiency = 0.3;
+  s.nccl.ll_max_net_gbps[0][0] = 50;
+  const CollectivePlan capped = plan_collective(build_cluster(s), call, forced(CollectiveAlgo::ring, Protocol::ll));
+  CHECK(capped.bandwidth_s == rel_approx(2 * 15.0 / 16 * 1e8 / 50e9, 1e-12));
 }
 
 TEST_CASE("the cluster's NcclModel sets tree latencies and the tree derating") {
@@ -87,7 +92,12 @@ TEST_CASE("the cluster's NcclModel sets tree latencies and the tree derating") {
       plan_collective(build_cluster(s), all_reduce(s, 1e8), forced(CollectiveAlgo::tree, Protocol::simple));
   // Up and down: 7 NVLink hops of 0.6 + 1 us and log2(2) = 1 network hop of 2.7 + 20 us each way.
   CHECK(p.latency_s == rel_approx((10 + 2 * (7 * 1.6 + 22.7)) * 1e-6, 1e-12));
-  CHECK(p.efficiency == rel_approx(0.5, 1e-15));
+  // 0.5, times NCCL's mid-size correction for Simple at 1e8 bytes (log2(1e8 / 64) = 20: 0.8).
+  CHECK(p.efficiency == rel_approx(0.5 * 0.8, 1e-15));
+  s.nccl.tree_correction[2][20] = 0.25;
+  const CollectivePlan q =
+      plan_collective(build_cluster(s), all_reduce(s, 1e8), forced(CollectiveAlgo::tree, Protocol::simple));
+  CHECK(q.efficiency == rel_approx(0.5 * 0.25, 1e-15));
 }
 
 TEST_CASE("the cluster's NcclModel sets NVLS's latency and its loops' hand-offs") {

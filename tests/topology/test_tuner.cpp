@@ -103,10 +103,16 @@ Cluster two_dgx_a100(bool no_plateau = false) {
 
 }  // namespace
 
-TEST_CASE("the tuner derates a tree all_reduce's bandwidth by NCCL's correction at its size, not from 512 MiB") {
+TEST_CASE("a tree all_reduce runs at NCCL's correction of its bandwidth at its size, not from 512 MiB") {
   // tuning.cc treeCorrectionFactor, typed here from NCCL 2.19.3's table, at log2(bytes / 64):
-  // 64 B (0), 512 KiB (13), 4 MiB (16), 256 MiB (22); 512 MiB (23) is past the table.
-  const Cluster c = two_dgx_a100();
+  // 64 B (0), 512 KiB (13), 4 MiB (16), 256 MiB (22); 512 MiB (23) is past the table. Against the
+  // same cluster with a table of ones; LL's ceiling lifted, so that only the factor differs.
+  ClusterSpec s;
+  REQUIRE(preset_cluster("dgx-a100", 2, builtin_gpus(), s));
+  s.nccl.ll_max_net_gbps = {{{1e6, 1e6}, {1e6, 1e6}}};
+  const Cluster c = build_cluster(s);
+  for (auto& row : s.nccl.tree_correction) row.fill(1.0);
+  const Cluster ones = build_cluster(s);
   struct Case {
     double bytes;
     Protocol p;
@@ -120,21 +126,51 @@ TEST_CASE("the tuner derates a tree all_reduce's bandwidth by NCCL's correction 
     CAPTURE(static_cast<int>(k.p));
     const CollectivePlan plan = plan_collective(c, CollectiveCall{CollectiveOp::all_reduce, ranks(16), k.bytes},
                                                 forced(CollectiveAlgo::tree, k.p));
-    CHECK(plan.tuner_s == rel_approx(plan.latency_s + plan.bandwidth_s / k.factor, 1e-9));
+    const CollectivePlan flat = plan_collective(ones, CollectiveCall{CollectiveOp::all_reduce, ranks(16), k.bytes},
+                                                forced(CollectiveAlgo::tree, k.p));
+    CHECK(plan.efficiency == rel_approx(flat.efficiency * k.factor, 1e-12));
+    CHECK(plan.bandwidth_s == rel_approx(flat.bandwidth_s / k.factor, 1e-12));
+    // The tuner sees the time the tree takes.
+    CHECK(plan.tuner_s == rel_approx(plan.latency_s + plan.bandwidth_s, 1e-12));
   }
 }
 
-TEST_CASE("the correction moves the tuner's protocol: a 512 KiB tree all_reduce runs LL128, not LL") {
-  // At 512 KiB LL's modelled time is the shorter, but the tuner sees LL at 0.4 of its bandwidth
-  // and LL128 at 0.6, and NCCL runs what its tuner predicts fastest.
-  const Cluster c = two_dgx_a100();
-  const CollectiveCall call{CollectiveOp::all_reduce, ranks(16), 512.0 * 1024};
-  const CollectivePlan ll = plan_collective(c, call, forced(CollectiveAlgo::tree, Protocol::ll));
-  const CollectivePlan ll128 = plan_collective(c, call, forced(CollectiveAlgo::tree, Protocol::ll128));
-  REQUIRE(ll.latency_s + ll.bandwidth_s < ll128.latency_s + ll128.bandwidth_s);
-  REQUIRE(ll.latency_s + ll.bandwidth_s / 0.4 > ll128.latency_s + ll128.bandwidth_s / 0.6);
-  const CollectivePlan chosen = plan_collective(c, call, forced(CollectiveAlgo::tree, Protocol::automatic));
-  CHECK(chosen.protocol == Protocol::ll128);
+TEST_CASE("across nodes LL stops at NCCL's host-CPU ceiling: 22.5 / 19.0 GB/s bus on AMD hosts, 39 / 20.4 on Intel") {
+  // tuning.cc llMaxBws: a multi-node call takes the row of its host CPU (AMD's, or the one every
+  // other host shares), the column of 2 nodes or more. A tree's bus bandwidth is twice its
+  // algorithm bandwidth, a ring all_reduce's 2(n-1)/n of it. 64 MiB: past the tree's correction
+  // for LL (log2(64 MiB / 64) = 20: 1.0), every ring channel busy.
+  struct Case {
+    const char* preset;
+    HostCpu cpu;
+    int nodes;
+    double ceiling_gbps;
+  };
+  const double S = 64.0 * 1024 * 1024;
+  for (const Case k : {Case{"dgx-a100", HostCpu::amd, 2, 22.5}, Case{"dgx-a100", HostCpu::amd, 4, 19.0},
+                       Case{"dgx-h100", HostCpu::intel, 2, 39.0}, Case{"dgx-h100", HostCpu::intel, 4, 20.4},
+                       Case{"dgx-h100", HostCpu::amd, 2, 22.5}}) {
+    CAPTURE(k.preset);
+    CAPTURE(k.nodes);
+    ClusterSpec s;
+    REQUIRE(preset_cluster(k.preset, k.nodes, builtin_gpus(), s));
+    s.host_cpu = k.cpu;
+    const Cluster c = build_cluster(s);
+    const int n = 8 * k.nodes;
+    const CollectiveCall call{CollectiveOp::all_reduce, ranks(n), S};
+    const CollectivePlan tree = plan_collective(c, call, forced(CollectiveAlgo::tree, Protocol::ll));
+    CHECK(tree.bandwidth_s == rel_approx(2 * S / (k.ceiling_gbps * 1e9), 1e-12));
+    const CollectivePlan ring = plan_collective(c, call, forced(CollectiveAlgo::ring, Protocol::ll));
+    CHECK(ring.bandwidth_s == rel_approx(2.0 * (n - 1) / n * S / (k.ceiling_gbps * 1e9), 1e-12));
+  }
+  // In one node the GPU's column holds: Hopper's 141 GB/s, above the H100 ring's LL quarter.
+  ClusterSpec one;
+  REQUIRE(preset_cluster("dgx-h100", 1, builtin_gpus(), one));
+  one.nccl.ring_ll_efficiency = 1;
+  const CollectivePlan ring1 =
+      plan_collective(build_cluster(one), CollectiveCall{CollectiveOp::all_reduce, ranks(8), S},
+                      forced(CollectiveAlgo::ring, Protocol::ll));
+  CHECK(ring1.bandwidth_s == rel_approx(2.0 * 7 / 8 * S / 141e9, 1e-12));
 }
 
 TEST_CASE("a multi-node Simple ring all_reduce is predicted at 1.4 times its latency past 64 B a channel and rank") {

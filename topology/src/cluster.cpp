@@ -10,6 +10,10 @@ const char* to_string(IntraNodeFabric f) { return intra_fabric_names.name(f); }
 
 const char* to_string(InterNodeFabric f) { return inter_fabric_names.name(f); }
 
+const char* to_string(HostCpu c) { return host_cpu_names.name(c); }
+
+double nccl_net_overhead_us(HostCpu c) { return c == HostCpu::amd ? 2.0 : 1.0; }
+
 int leaf_radix_of(const ClusterSpec& s) {
   if (s.leaf_radix > 0) return s.leaf_radix;
   const double gbit = s.nic_gbyte_per_s * 8;  // line rate in Gb/s

@@ -121,6 +121,10 @@ ClusterSpec cluster_from_json(const JsonObject& o, const CatalogEntries& gpus_js
   c.intra_latency_us = r.number("intra_latency_us", c.intra_latency_us);
   c.nic_gbyte_per_s = r.bandwidth("nic_gbit_per_s", c.nic_gbyte_per_s, warnings);
   c.inter_latency_us = r.number("inter_latency_us", c.inter_latency_us);
+  if (o.has("host_cpu")) {
+    c.host_cpu = r.choice("host_cpu", host_cpu_names);
+    c.net_overhead_us = nccl_net_overhead_us(c.host_cpu);
+  }
   c.net_overhead_us = r.number("net_overhead_us", c.net_overhead_us);
   c.nodes_per_pod = static_cast<int>(r.integer("nodes_per_pod", c.nodes_per_pod));
   c.leaf_radix = static_cast<int>(r.integer("leaf_radix", c.leaf_radix));
@@ -182,6 +186,7 @@ nlohmann::ordered_json cluster_to_json(const ClusterSpec& c) {
                              {"nvls_efficiency", c.nvls_efficiency},
                              {"nic_gbit_per_s", 8 * c.nic_gbyte_per_s},
                              {"inter_latency_us", c.inter_latency_us},
+                             {"host_cpu", to_string(c.host_cpu)},
                              {"net_overhead_us", c.net_overhead_us},
                              {"nodes_per_pod", c.nodes_per_pod},
                              {"leaf_radix", c.leaf_radix},

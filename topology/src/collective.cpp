@@ -207,6 +207,13 @@ double tree_tuner_correction(const NcclModel& nm, Protocol p, double bytes, int 
   return nm.tree_correction[static_cast<std::size_t>(proto_index(p))][static_cast<std::size_t>(log_size)];
 }
 
+// tuning.cc llMaxBw: LL's bus bandwidth ceiling, by GPU generation in one node and by host CPU
+// across 2 or more nodes.
+double ll_max_bus_gbps(const ClusterSpec& s, int nodes) {
+  if (nodes <= 1) return s.nccl.ll_max_gbps[static_cast<std::size_t>(nccl_arch_index(s.gpu))];
+  return s.nccl.ll_max_net_gbps[s.host_cpu == HostCpu::amd ? 1 : 0][nodes > 2 ? 1 : 0];
+}
+
 struct Candidate {
   double latency_s = 0, efficiency = 1, bandwidth_s = 0;
   double tuner_s = -1;  // NCCL's tuner's prediction; < 0: the same as latency_s + bandwidth_s
@@ -362,7 +369,7 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       const int arch = nccl_arch_index(s.gpu);
       const int N = std::max(1, nm.channels);
       double full = ring_bw(s, sh) * out.efficiency;
-      if (p == Protocol::ll) full = std::min(full, nm.ll_max_gbps[static_cast<std::size_t>(arch)]);
+      if (p == Protocol::ll) full = std::min(full, ll_max_bus_gbps(s, sh.nodes));
       if (p == Protocol::ll128)
         full = std::min(full, N * nm.ring_ll128_per_channel_gbps[static_cast<std::size_t>(arch)]);
       const double bus = bus_factor(call.op, sh.n) * S;
@@ -405,10 +412,12 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       const int log2n = sh.nodes > 1 ? static_cast<int>(std::floor(std::log2(sh.nodes))) : 0;
       const double intra_lat = intra_hop + nm.tree_nvlink_extra_us[pi], inter_lat = net_hop + nm.tree_net_extra_us[pi];
       out.latency_s = (nm.base_tree_us[pi] + 2 * ((sh.local - 1) * intra_lat + log2n * inter_lat)) * 1e-6;
-      out.efficiency = nm.tree_efficiency * (p == Protocol::ll ? nm.tree_ll_efficiency
-                                             : p == Protocol::ll128
-                                                 ? (multi ? nm.tree_ll128_efficiency : nm.tree_ll128_intra_efficiency)
-                                                 : 1.0);
+      // NCCL's protocol factors, and its measured shortfall at mid sizes (tree_correction).
+      out.efficiency = nm.tree_efficiency *
+                       (p == Protocol::ll      ? nm.tree_ll_efficiency
+                        : p == Protocol::ll128 ? (multi ? nm.tree_ll128_efficiency : nm.tree_ll128_intra_efficiency)
+                                               : 1.0) *
+                       tree_tuner_correction(nm, p, S, 23);
       // Per channel a chain through the node's GPUs feeds the inter-node trees: reduce up, then
       // broadcast down, pipelined. A GPU's port sends 2(g-1)/g of the buffer; a node's NICs send
       // what its places in the two trees need.
@@ -435,8 +444,11 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
         const int ch = std::min(nics(s), sh.local);
         t = std::max(t, tier_seconds(s, both, S / 2 / ch, ch, call.groups));
       }
+      // LL at most llMaxBw of bus bandwidth, a tree's twice its algorithm bandwidth (tuning.cc:
+      // ratio .5); as a lower efficiency, so the flow fidelity's bytes carry it too.
+      if (p == Protocol::ll && t > 0)
+        out.efficiency = std::min(out.efficiency, t * ll_max_bus_gbps(s, sh.nodes) * 1e9 / (2 * S));
       out.bandwidth_s = t / out.efficiency;
-      out.tuner_s = out.latency_s + out.bandwidth_s / tree_tuner_correction(nm, p, S, 23);
       return true;
     }
     case CollectiveAlgo::nvls: {

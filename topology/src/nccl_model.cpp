@@ -29,6 +29,7 @@ NcclModel::NcclModel() {
   chunk_bytes = {32768, 576000, 2097152};
   slices_per_chunk = {1, 1, 2};
   ll_max_gbps = {39.0, 87.7, 141.0, 282.0};
+  ll_max_net_gbps = {{{39.0, 20.4}, {22.5, 19.0}}};
   ring_ll128_per_channel_gbps = {20.0, 20.0, 36.7, 40.0};
   tree_per_channel_gbps = {26.5, 24.0, 38.7, 70.0};
   tree_correction = {{

@@ -11,22 +11,22 @@ struct Preset {
   IntraNodeFabric intra;
   double nic_gbyte_per_s;  // per NIC per direction
   int nics_per_node;       // 0: one per GPU
-  double net_overhead_us;  // NCCL's per-step network overhead for the host CPU: Intel 1.0, AMD 2.0
+  HostCpu host_cpu;
 };
 
 // NICs: DGX A100 has 8x HDR (200 Gb/s = 25 GB/s); DGX H100, HGX H200 and DGX B200 8x NDR
 // ConnectX-7 (400 Gb/s = 50 GB/s); the PCIe boxes (8x L40S, 8x H100 PCIe in NVLink-bridged
 // pairs) 4 NICs, one per PCIe switch of two GPUs: 4x 200 Gb/s for L40S, 4x NDR for H100 PCIe.
 // Hosts: DGX A100 has AMD EPYC 7742 CPUs, DGX H100 and B200 Intel Xeon (8480C, 8570); the HGX and
-// PCIe boxes vary by OEM and take NCCL's default.
+// PCIe boxes vary by OEM and take NCCL's non-AMD row, which Intel hosts share.
 const std::map<std::string, Preset>& presets() {
   static const std::map<std::string, Preset> p{
-      {"dgx-a100", {"A100-SXM-80GB", 8, IntraNodeFabric::nvswitch, 25, 0, 2.0}},
-      {"dgx-h100", {"H100-SXM", 8, IntraNodeFabric::nvswitch, 50, 0, 1.0}},
-      {"hgx-h200", {"H200", 8, IntraNodeFabric::nvswitch, 50, 0, 1.0}},
-      {"dgx-b200", {"B200", 8, IntraNodeFabric::nvswitch, 50, 0, 1.0}},
-      {"l40s-pcie", {"L40S", 8, IntraNodeFabric::pcie, 25, 4, 1.0}},
-      {"h100-pcie", {"H100-PCIe", 8, IntraNodeFabric::nvlink_bridge, 50, 4, 1.0}},
+      {"dgx-a100", {"A100-SXM-80GB", 8, IntraNodeFabric::nvswitch, 25, 0, HostCpu::amd}},
+      {"dgx-h100", {"H100-SXM", 8, IntraNodeFabric::nvswitch, 50, 0, HostCpu::intel}},
+      {"hgx-h200", {"H200", 8, IntraNodeFabric::nvswitch, 50, 0, HostCpu::intel}},
+      {"dgx-b200", {"B200", 8, IntraNodeFabric::nvswitch, 50, 0, HostCpu::intel}},
+      {"l40s-pcie", {"L40S", 8, IntraNodeFabric::pcie, 25, 4, HostCpu::intel}},
+      {"h100-pcie", {"H100-PCIe", 8, IntraNodeFabric::nvlink_bridge, 50, 4, HostCpu::intel}},
   };
   return p;
 }
@@ -64,7 +64,8 @@ bool preset_cluster(const std::string& name, int nodes, const GpuCatalog& gpus, 
   out.intra = p.intra;
   out.nic_gbyte_per_s = p.nic_gbyte_per_s;
   out.nics_per_node = p.nics_per_node;
-  out.net_overhead_us = p.net_overhead_us;
+  out.host_cpu = p.host_cpu;
+  out.net_overhead_us = nccl_net_overhead_us(p.host_cpu);
   // NCCL's LL hop latencies (tuning.cc hwLat): 0.6 us over NVLink, 1.0 over PCIe, 2.7 over the network.
   out.inter_latency_us = 2.7;
   if (p.intra == IntraNodeFabric::nvswitch) {

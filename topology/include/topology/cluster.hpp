@@ -34,8 +34,18 @@ inline constexpr auto inter_fabric_names =
                                  {InterNodeFabric::fat_tree, "fat_tree"},
                                  {InterNodeFabric::fat_tree3, "fat_tree3"}});
 
+// The host CPU's maker, as NCCL reads it (src/graph/topo.cc): its tuner takes a multi-node
+// call's LL ceiling (llMaxBws) and the network post overhead (NCCL_NET_OVERHEAD) from it.
+// NCCL has a row for AMD and one for everything else (Intel, Arm, POWER).
+enum class HostCpu { intel, amd, arm };
+inline constexpr auto host_cpu_names =
+    make_names<HostCpu>({{HostCpu::intel, "intel"}, {HostCpu::amd, "amd"}, {HostCpu::arm, "arm"}});
+
 const char* to_string(IntraNodeFabric f);
 const char* to_string(InterNodeFabric f);
+const char* to_string(HostCpu c);
+// NCCL's network post overhead for a host CPU (tuning.cc getNetOverhead): 2 us on AMD, else 1.
+double nccl_net_overhead_us(HostCpu c);
 
 // A link slower than it was built: a cable running at a lower rate, a port retransmitting, a
 // flapping link's goodput. `link` names one direction as ClusterNetwork::link_name does (and as
@@ -57,8 +67,10 @@ struct ClusterSpec {
   double nic_gbyte_per_s = 50;   // per GPU per direction (NDR InfiniBand: 400 Gb/s = 50 GB/s)
   double inter_latency_us = 0;   // one hop GPU -> GPU across nodes
   // Host-side cost of posting one network step on a multi-node ring (NCCL's getNetOverhead,
-  // NCCL_NET_OVERHEAD): 1 us on Intel hosts, 2 us on AMD hosts (DGX A100's EPYC), per tuning.cc.
+  // NCCL_NET_OVERHEAD): 1 us on Intel hosts, 2 us on AMD hosts (DGX A100's EPYC), per tuning.cc;
+  // follows host_cpu unless set.
   double net_overhead_us = 1.0;
+  HostCpu host_cpu = HostCpu::intel;
   // Inter-node fabric, rail-optimised two-tier: NIC r of every node in a pod plugs into leaf r of
   // that pod; every leaf connects to every spine. Leaf uplinks carry nodes_per_pod x nic_gbyte_per_s
   // divided by the oversubscription ratio, split over the spines.

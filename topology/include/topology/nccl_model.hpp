@@ -74,13 +74,19 @@ struct NcclModel {
   // one-node column), indexed Volta, Ampere, Hopper, Blackwell: LL's whole-ring bus bandwidth,
   // and LL128's and the tree's per channel, GB/s.
   std::array<double, 4> ll_max_gbps;
+  // LL's bus bandwidth ceiling across nodes (llMaxBws' other two columns, 2 nodes and more than
+  // 2): NCCL picks the row by the host CPU, not the GPU (its Volta row for Intel and every non-AMD
+  // host, 39 and 20.4 GB/s; its Ampere row for AMD, 22.5 and 19.0). Rings and trees both.
+  std::array<std::array<double, 2>, 2> ll_max_net_gbps;
   std::array<double, 4> ring_ll128_per_channel_gbps;
   std::array<double, 4> tree_per_channel_gbps;
   // The tuner's own view of trees at mid sizes (tuning.cc treeCorrectionFactor, the same from 2.19
   // to 2.29): when it compares algorithms for an all_reduce of B bytes, a tree's bandwidth is
   // scaled by the entry at floor(log2(B / 64)), the first 23 (up to 256 MiB; none from 512 MiB);
-  // from 2.29, NVLSTree's too on Blackwell x86 hosts, the first 24. Only the choice reads it, not
-  // the time the chosen algorithm then takes. Per protocol, LL, LL128, Simple.
+  // from 2.29, NVLSTree's too on Blackwell x86 hosts, the first 24. Per protocol, LL, LL128,
+  // Simple. NCCL's comment says why it is there ("trees are not perfectly sticking to the model
+  // for medium sizes"): a tree runs that far below its bandwidth, so the tree's time takes it too
+  // (docs/validation-network.md, "The tree at mid sizes").
   std::array<std::array<double, 24>, 3> tree_correction;
   // The tuner's "plateau effect of ring": a multi-node Simple ring all_reduce of at least 64 bytes
   // per channel and rank is predicted this many times its latency (1.9 before Ampere, 1.4 after).
