@@ -52,7 +52,7 @@ std::string op_label(const calibrate::OpMeasurement& o) {
   return buf;
 }
 
-const char* kLayoutKeys[] = {"tp", "pp", "dp", "cp", "ep"};
+const char* kLayoutKeys[] = {"tp", "pp", "dp", "cp", "ep", "etp"};
 
 }  // namespace
 

@@ -642,6 +642,8 @@ calibrate::Measurements run_realrun(const RealrunJob& job, const RealrunPlan& pl
   sm.kind = "training_step";
   const Parallelism& par = job.training.parallel;
   sm.layout = {{"tp", par.tp}, {"pp", par.pp}, {"dp", par.dp}, {"cp", par.cp}, {"ep", par.ep}};
+  // With experts: their TP size as run (1 when folded, else tp), so the record says which.
+  if (par.ep > 1) sm.layout["etp"] = expert_tp(par);
   sm.stats = slowest_rank_stats(step_s);
   for (const auto& s : step_s) sm.per_rank_median_s.push_back(median_of(s));
   m.steps.push_back(std::move(sm));

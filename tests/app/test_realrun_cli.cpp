@@ -6,7 +6,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "asan.hpp"
 #include "calibrate/measurements.hpp"
@@ -37,6 +40,48 @@ TEST_CASE("ctwin realrun on both twin scenarios writes measurements of their lay
     for (const auto& c : m.collectives) CHECK(c.group == (fit ? "dp" : "tp"));
     CHECK(cli("run " + scenario).status == 0);
   }
+}
+
+TEST_CASE("a folded MoE layout (ETP1) is recorded with its expert TP, and validate predicts that layout") {
+  // cpu-fit made a mixture of 4 experts on 4 thread ranks: TP2 DP2 EP2, whole experts (ETP1).
+  // EP2 divides DP2, so the same layout with the experts split over TP (etp 2) is valid too.
+  nlohmann::json sc = nlohmann::json::parse(
+      ctwin::test::slurp(std::string(ctwin::test::source_dir()) + "/scenarios/twin/cpu-fit.json"));
+  sc["cluster"]["gpus_per_node"] = 4;
+  sc["model"]["moe"] = {{"experts", 4}, {"top_k", 2}};
+  sc["training"]["parallelism"] = {{"tp", 2}, {"pp", 1}, {"dp", 2}, {"ep", 2}, {"etp", 1}, {"sequence_parallel", true}};
+  const auto d = temp_dir();
+  const std::string scenario = (d / "moe-fit.json").string(), out = (d / "moe-meas.json").string();
+  std::ofstream(scenario) << sc.dump();
+  REQUIRE(cli("realrun " + scenario + " -o " + out +
+              " --repeats 1 --warmup 0 --set /realrun/sweep=false --set /realrun/collective_max_bytes=4096 --quiet")
+              .status == 0);
+  const auto m = ctwin::calibrate::load_measurements(out);
+  REQUIRE(m.steps.size() == 1);
+  CHECK(m.steps[0].layout["ep"] == 2);
+  CHECK(m.steps[0].layout["etp"] == 1);
+  // validate applies the recorded layout, etp included: its prediction is `ctwin run`'s of the
+  // folded scenario, and not that of the same file recorded with experts split over TP (etp 2).
+  const auto predicted = [](const std::string& file) {
+    const auto v = cli("validate " + file + " --json");
+    REQUIRE_MESSAGE(v.status == 0, v.err);
+    const auto j = nlohmann::json::parse(v.out);
+    REQUIRE(j["step"]["rows"].size() == 1);
+    return j["step"]["rows"][0];
+  };
+  const auto row = predicted(out);
+  CHECK(row["label"] == "training_step tp2 pp1 dp2 cp1 ep2 etp1");
+  const auto run = cli("run " + scenario + " --json");
+  REQUIRE(run.status == 0);
+  CHECK(row["predicted_s"] == nlohmann::json::parse(run.out)["step_time_s"]);
+  // Rewritten with sorted keys, so "schema" comes after the scenario: still a measurements file.
+  nlohmann::json split = nlohmann::json::parse(ctwin::test::slurp(out));
+  split["steps"][0]["layout"]["etp"] = 2;
+  const std::string split_file = (d / "moe-meas-etp2.json").string();
+  std::ofstream(split_file) << split.dump();
+  const auto split_row = predicted(split_file);
+  CHECK(split_row["label"] == "training_step tp2 pp1 dp2 cp1 ep2 etp2");
+  CHECK(split_row["predicted_s"] != row["predicted_s"]);
 }
 
 namespace {

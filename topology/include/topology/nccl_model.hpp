@@ -70,16 +70,16 @@ struct NcclModel {
   // Slices per chunk, each a separately flagged transfer whose hop latency the next rank waits
   // for: Simple's ring moves a chunk as CHUNKSTEPS / SLICESTEPS = 2 slices, LL and LL128 as one.
   PerProtocol slices_per_chunk;
-  // Per-architecture ceilings (tuning.cc llMaxBws, perChMaxRingLL128Bws, perChMaxTreeBws, the
-  // one-node column), indexed Volta, Ampere, Hopper, Blackwell: LL's whole-ring bus bandwidth,
-  // and LL128's and the tree's per channel, GB/s.
+  // Per-architecture ceilings (tuning.cc llMaxBws, perChMaxRingLL128Bws, the one-node column),
+  // indexed Volta, Ampere, Hopper, Blackwell: LL's whole-ring bus bandwidth, and LL128's per
+  // channel, GB/s. (perChMaxTreeBws is left out: times 24 channels it sits above every preset's
+  // NICs, so it never binds a tree.)
   std::array<double, 4> ll_max_gbps;
   // LL's bus bandwidth ceiling across nodes (llMaxBws' other two columns, 2 nodes and more than
   // 2): NCCL picks the row by the host CPU, not the GPU (its Volta row for Intel and every non-AMD
   // host, 39 and 20.4 GB/s; its Ampere row for AMD, 22.5 and 19.0). Rings and trees both.
   std::array<std::array<double, 2>, 2> ll_max_net_gbps;
   std::array<double, 4> ring_ll128_per_channel_gbps;
-  std::array<double, 4> tree_per_channel_gbps;
   // The tuner's own view of trees at mid sizes (tuning.cc treeCorrectionFactor, the same from 2.19
   // to 2.29): when it compares algorithms for an all_reduce of B bytes, a tree's bandwidth is
   // scaled by the entry at floor(log2(B / 64)), the first 23 (up to 256 MiB; none from 512 MiB);
