@@ -226,3 +226,36 @@ TEST_CASE("on Blackwell the tuner derates NVLSTree too, one size further than tr
   // tree level; NVLS at 275 GB/s binds over the NICs' 8 x 48 GB/s with 2 nodes):
   CHECK(h.tuner_s == rel_approx((25 + 2 * 20.9) * 1e-6 + mid_b / 275e9, 1e-9));
 }
+
+TEST_CASE("a multi-node LL128 tree moves at most NCCL's per-channel ceiling on each of its channels, one a NIC") {
+  // tuning.cc perChMaxTreeLL128Bws, the 2-node and larger columns: 20 GB/s on Ampere, 36.7 and 29.0
+  // on Hopper. Eight NICs, eight tree channels; a tree's bus bandwidth is twice its algorithm
+  // bandwidth. 1 GiB: past the mid-size correction (log2(1 GiB / 64) = 24).
+  struct Case {
+    const char* preset;
+    int nodes;
+    double per_channel_gbps;
+  };
+  const double S = 1024.0 * 1024 * 1024;
+  for (const Case k : {Case{"dgx-a100", 2, 20.0}, Case{"dgx-a100", 4, 20.0}, Case{"dgx-h100", 2, 36.7},
+                       Case{"dgx-h100", 4, 29.0}}) {
+    CAPTURE(k.preset);
+    CAPTURE(k.nodes);
+    ClusterSpec s;
+    REQUIRE(preset_cluster(k.preset, k.nodes, builtin_gpus(), s));
+    const Cluster c = build_cluster(s);
+    const CollectiveCall call{CollectiveOp::all_reduce, ranks(8 * k.nodes), S};
+    const CollectivePlan tree = plan_collective(c, call, forced(CollectiveAlgo::tree, Protocol::ll128));
+    CHECK(tree.bandwidth_s == rel_approx(2 * S / (8 * k.per_channel_gbps * 1e9), 1e-12));
+    // The table is the cluster's: lifted, the tree runs at its links' rate, faster. Simple reads
+    // no such ceiling (perChMaxTreeBws with one channel a NIC would hold the A100 RoCE run's
+    // largest sizes 20% below what it measured): unchanged.
+    const CollectivePlan simple = plan_collective(c, call, forced(CollectiveAlgo::tree, Protocol::simple));
+    s.nccl.tree_ll128_net_per_channel_gbps = {{{1e6, 1e6}, {1e6, 1e6}, {1e6, 1e6}, {1e6, 1e6}}};
+    const Cluster lifted = build_cluster(s);
+    CHECK(plan_collective(lifted, call, forced(CollectiveAlgo::tree, Protocol::ll128)).bandwidth_s <
+          tree.bandwidth_s);
+    CHECK(plan_collective(lifted, call, forced(CollectiveAlgo::tree, Protocol::simple)).bandwidth_s ==
+          simple.bandwidth_s);
+  }
+}

@@ -412,12 +412,11 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       const int log2n = sh.nodes > 1 ? static_cast<int>(std::floor(std::log2(sh.nodes))) : 0;
       const double intra_lat = intra_hop + nm.tree_nvlink_extra_us[pi], inter_lat = net_hop + nm.tree_net_extra_us[pi];
       out.latency_s = (nm.base_tree_us[pi] + 2 * ((sh.local - 1) * intra_lat + log2n * inter_lat)) * 1e-6;
-      // NCCL's protocol factors, and its measured shortfall at mid sizes (tree_correction).
-      out.efficiency = nm.tree_efficiency *
-                       (p == Protocol::ll      ? nm.tree_ll_efficiency
-                        : p == Protocol::ll128 ? (multi ? nm.tree_ll128_efficiency : nm.tree_ll128_intra_efficiency)
-                                               : 1.0) *
-                       tree_tuner_correction(nm, p, S, 23);
+      // NCCL's protocol factors (tuning.cc); the ceilings and the mid-size correction follow.
+      out.efficiency = nm.tree_efficiency * (p == Protocol::ll ? nm.tree_ll_efficiency
+                                             : p == Protocol::ll128
+                                                 ? (multi ? nm.tree_ll128_efficiency : nm.tree_ll128_intra_efficiency)
+                                                 : 1.0);
       // Per channel a chain through the node's GPUs feeds the inter-node trees: reduce up, then
       // broadcast down, pipelined. A GPU's port sends 2(g-1)/g of the buffer; a node's NICs send
       // what its places in the two trees need.
@@ -444,10 +443,22 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
         const int ch = std::min(nics(s), sh.local);
         t = std::max(t, tier_seconds(s, both, S / 2 / ch, ch, call.groups));
       }
-      // LL at most llMaxBw of bus bandwidth, a tree's twice its algorithm bandwidth (tuning.cc:
-      // ratio .5); as a lower efficiency, so the flow fidelity's bytes carry it too.
-      if (p == Protocol::ll && t > 0)
-        out.efficiency = std::min(out.efficiency, t * ll_max_bus_gbps(s, sh.nodes) * 1e9 / (2 * S));
+      // The tuner's ceilings on a tree's bus bandwidth, twice its algorithm bandwidth (tuning.cc:
+      // ratio .5): LL at most llMaxBw; LL128 across nodes at most perChMaxTreeLL128Bw on each of
+      // the tree's channels, one a NIC here. As a lower efficiency, so the flow fidelity's bytes
+      // carry them too. Then NCCL's measured shortfall at mid sizes (tree_correction).
+      if (t > 0) {
+        if (p == Protocol::ll)
+          out.efficiency = std::min(out.efficiency, t * ll_max_bus_gbps(s, sh.nodes) * 1e9 / (2 * S));
+        if (p == Protocol::ll128 && multi) {
+          const double channels = std::min(nics(s), sh.local);
+          const double per_channel =
+              nm.tree_ll128_net_per_channel_gbps[static_cast<std::size_t>(nccl_arch_index(s.gpu))]
+                                                [sh.nodes > 2 ? 1 : 0];
+          out.efficiency = std::min(out.efficiency, t * channels * per_channel * 1e9 / (2 * S));
+        }
+      }
+      out.efficiency *= tree_tuner_correction(nm, p, S, 23);
       out.bandwidth_s = t / out.efficiency;
       return true;
     }

@@ -79,6 +79,10 @@ struct NcclModel {
   // 2): NCCL picks the row by the host CPU, not the GPU (its Volta row for Intel and every non-AMD
   // host, 39 and 20.4 GB/s; its Ampere row for AMD, 22.5 and 19.0). Rings and trees both.
   std::array<std::array<double, 2>, 2> ll_max_net_gbps;
+  // A tree's LL128 bus bandwidth per channel across nodes (perChMaxTreeLL128Bws, 2 nodes and
+  // more), indexed Volta, Ampere, Hopper, Blackwell: 20 before Hopper, 36.7 and 29.0 on Hopper,
+  // twice that on Blackwell. The model's tree runs one channel per NIC.
+  std::array<std::array<double, 2>, 4> tree_ll128_net_per_channel_gbps;
   std::array<double, 4> ring_ll128_per_channel_gbps;
   // The tuner's own view of trees at mid sizes (tuning.cc treeCorrectionFactor, the same from 2.19
   // to 2.29): when it compares algorithms for an all_reduce of B bytes, a tree's bandwidth is
