@@ -237,8 +237,8 @@ TEST_CASE("a multi-node LL128 tree moves at most NCCL's per-channel ceiling on e
     double per_channel_gbps;
   };
   const double S = 1024.0 * 1024 * 1024;
-  for (const Case k : {Case{"dgx-a100", 2, 20.0}, Case{"dgx-a100", 4, 20.0}, Case{"dgx-h100", 2, 36.7},
-                       Case{"dgx-h100", 4, 29.0}}) {
+  for (const Case k :
+       {Case{"dgx-a100", 2, 20.0}, Case{"dgx-a100", 4, 20.0}, Case{"dgx-h100", 2, 36.7}, Case{"dgx-h100", 4, 29.0}}) {
     CAPTURE(k.preset);
     CAPTURE(k.nodes);
     ClusterSpec s;
@@ -253,8 +253,7 @@ TEST_CASE("a multi-node LL128 tree moves at most NCCL's per-channel ceiling on e
     const CollectivePlan simple = plan_collective(c, call, forced(CollectiveAlgo::tree, Protocol::simple));
     s.nccl.tree_ll128_net_per_channel_gbps = {{{1e6, 1e6}, {1e6, 1e6}, {1e6, 1e6}, {1e6, 1e6}}};
     const Cluster lifted = build_cluster(s);
-    CHECK(plan_collective(lifted, call, forced(CollectiveAlgo::tree, Protocol::ll128)).bandwidth_s <
-          tree.bandwidth_s);
+    CHECK(plan_collective(lifted, call, forced(CollectiveAlgo::tree, Protocol::ll128)).bandwidth_s < tree.bandwidth_s);
     CHECK(plan_collective(lifted, call, forced(CollectiveAlgo::tree, Protocol::simple)).bandwidth_s ==
           simple.bandwidth_s);
   }
