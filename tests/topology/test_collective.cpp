@@ -40,7 +40,7 @@ ClusterSpec dgx_h100(int nodes) { return dgx("dgx-h100", 450, 4, 50, nodes); }
 ClusterSpec dgx_a100(int nodes) {
   ClusterSpec s = dgx("dgx-a100", 300, 3, 25, nodes);
   s.host_cpu = HostCpu::amd;  // AMD EPYC hosts
-  s.net_overhead_us = 2.0;    // NCCL's getNetOverhead for them
+  s.net_overhead_us = nccl_net_overhead_us(s.host_cpu);
   return s;
 }
 

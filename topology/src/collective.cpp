@@ -199,7 +199,8 @@ NvlsLoops nvls_loops(const NcclModel& nm, const ClusterSpec& s, int ranks, doubl
 }
 
 // tuning.cc ncclTopoGetAlgoTime: the factor the tuner scales a tree's bandwidth by for a call of
-// `bytes`, at log2(bytes / 64) below `entries` (23 for Tree, 24 for NVLSTree on Blackwell).
+// `bytes`, at log2(bytes / 64) below `entries` (23 for Tree, 24 for NVLSTree on Blackwell). The
+// tree's own time takes it too (NcclModel::tree_correction); NVLSTree's only the tuner's view.
 double tree_tuner_correction(const NcclModel& nm, Protocol p, double bytes, int entries) {
   const double units = std::floor(bytes / 64);
   const int log_size = units < 2 ? 0 : static_cast<int>(std::floor(std::log2(units)));
@@ -422,10 +423,10 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       // what its places in the two trees need.
       double t = 0;
       if (sh.local > 1) t = 2.0 * (sh.local - 1) / sh.local * S / (intra_ring(s, sh.local) * 1e9);
+      const int ch = std::min(nics(s), sh.local);  // the tree's channels across nodes, one a NIC
       if (multi) {
-        const double k = std::min(nics(s), sh.local);
-        t = std::max(t, tree_node_egress(sh.nodes) * S / (k * nic_bw(s) * 1e9));
-        // Each tree edge carries half the buffer per channel each way; one channel per NIC.
+        t = std::max(t, tree_node_egress(sh.nodes) * S / (ch * nic_bw(s) * 1e9));
+        // Each tree edge carries half the buffer per channel each way.
         const auto nodes = nodes_of(c, call.ranks);
         std::vector<std::pair<int, int>> edges;
         for (int tr = 0; tr < 2; ++tr) {
@@ -440,7 +441,6 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
           both.emplace_back(a, b);
           both.emplace_back(b, a);
         }
-        const int ch = std::min(nics(s), sh.local);
         t = std::max(t, tier_seconds(s, both, S / 2 / ch, ch, call.groups));
       }
       // The tuner's ceilings on a tree's bus bandwidth, twice its algorithm bandwidth (tuning.cc:
@@ -451,11 +451,10 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
         if (p == Protocol::ll)
           out.efficiency = std::min(out.efficiency, t * ll_max_bus_gbps(s, sh.nodes) * 1e9 / (2 * S));
         if (p == Protocol::ll128 && multi) {
-          const double channels = std::min(nics(s), sh.local);
           const double per_channel =
               nm.tree_ll128_net_per_channel_gbps[static_cast<std::size_t>(nccl_arch_index(s.gpu))]
                                                 [sh.nodes > 2 ? 1 : 0];
-          out.efficiency = std::min(out.efficiency, t * channels * per_channel * 1e9 / (2 * S));
+          out.efficiency = std::min(out.efficiency, t * ch * per_channel * 1e9 / (2 * S));
         }
       }
       out.efficiency *= tree_tuner_correction(nm, p, S, 23);
