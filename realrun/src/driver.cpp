@@ -224,6 +224,11 @@ RealrunPlan plan_realrun(const RealrunJob& job) {
     throw InputError(job.scenario_file, "/realrun/iterations", "found in a training scenario",
                      "no /realrun/iterations (serving iterations are a serving scenario's)");
   }
+  if (job.model.attention_window > 0) {
+    throw InputError(job.scenario_file, "/model/attention_window",
+                     "sliding-window attention (" + std::to_string(job.model.attention_window) + " tokens)",
+                     "attention_window 0: realrun's attention kernels have no window yet");
+  }
   RealrunPlan plan;
   const Cluster cluster = build_cluster(job.cluster);
   TrainingOptions opt = job.options;

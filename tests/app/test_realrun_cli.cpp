@@ -176,6 +176,11 @@ TEST_CASE("ctwin realrun refuses what it cannot run with exit status 2 and a mes
   r = cli("realrun scenarios/twin/cpu-fit.json -o " + out + " --set /realrun/repeats=0");
   CHECK(r.status == 2);
   CHECK(r.err.find("/realrun/repeats") != std::string::npos);
+  // Its attention kernels have no window: a windowed model is refused, not run over the whole sequence.
+  r = cli("realrun scenarios/twin/cpu-fit.json -o " + out + " --set /model/attention_window=8");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("/model/attention_window") != std::string::npos);
+  CHECK(!std::filesystem::exists(out));
 }
 
 TEST_CASE("ctwin realrun --backend cuda reads the scenario as the CPU backend does and refuses before touching a GPU") {

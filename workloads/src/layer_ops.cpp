@@ -216,7 +216,10 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
     // Per-head widths: GQA shares K/V heads but every query head still attends at full width.
     const double qk_dim = dims.qk_head_dim;
     const double pv_dim = dims.pv_head_dim;
-    const double flops = seqs * heads_local * s.seq * s.seq * (qk_dim + pv_dim);  // 2*s^2*(dq+dv)/2
+    // Flash attention skips the tiles the mask hides, a sliding window's outside it too; unfused
+    // attention (below) scores all s x s pairs whatever the mask.
+    const double pairs = causal_pairs(s.seq, s.window);
+    const double flops = seqs * heads_local * 2 * pairs * (qk_dim + pv_dim);  // 2*pairs*(dq+dv)
     if (s.flash) {
       LayerItem it;
       it.name = "attention";
@@ -227,7 +230,7 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
       it.fwd.dtype = s.dtype;
       it.fwd.attention_impl = s.attention_impl;
       it.fwd.query_tokens = T;
-      it.fwd.attended_pairs = T * s.seq / 2;
+      it.fwd.attended_pairs = seqs * pairs;
       it.fwd.kv_tokens = s.cp * T;
       // Equal to attention_forward(m, sequence_attention(seqs, s.seq), t, e), in the order
       // training has always summed it (tests/workloads/test_attention_shape.cpp checks the two agree).

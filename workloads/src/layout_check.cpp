@@ -239,6 +239,15 @@ std::vector<LayoutProblem> layout_problems(const ModelSpec& m, const TrainingCon
         "sequence_parallel true: each TP rank dispatches its own 1/tp of the tokens (Megatron-Core requires it "
         "for MoE with tp > 1)");
   }
+  if (par.cp > 1 && m.attention_window > 0 && par.cp_comm == Parallelism::CpComm::ring &&
+      t.attention != AttentionKernel::standard) {
+    // Ring attention passes every K/V chunk round the ring; a window leaves most steps idle, which
+    // the ring's model does not know.
+    bad("cp_comm",
+        "\"ring\" with the model's sliding-window attention (attention_window " + std::to_string(m.attention_window) +
+            ")",
+        "\"all_gather\" (K/V gathered, then attention over the window), or cp 1");
+  }
   if (par.sequence_parallel && par.tp == 1) {
     bad("sequence_parallel", "true with tp 1", "false, or tp > 1 (sequence parallelism splits along the TP group)");
   }

@@ -42,6 +42,18 @@ double norm_params(const ModelSpec& m) {
   return m.norm == Norm::layernorm ? 2 * h : h;  // scale (+ bias)
 }
 
+double causal_pairs(double seq, double window) {
+  if (window <= 0 || window >= seq) return seq * seq / 2;
+  return window * seq - window * window / 2;
+}
+
+double attention_span_tokens(const ModelSpec& m, double seq) {
+  double span = 0;
+  for (int l = 0; l < m.layers; ++l)
+    span += m.windowed_layer(l) ? 2 * causal_pairs(seq, static_cast<double>(m.attention_window)) / seq : seq;
+  return span;
+}
+
 ParamCounts count_parameters(const ModelSpec& m) {
   ParamCounts p;
   if (m.is_generic()) {

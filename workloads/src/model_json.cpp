@@ -31,6 +31,8 @@ void model_fields_from_json(const ParamReader& r, ModelSpec& m, bool required) {
   m.tied_embeddings = r.boolean("tied_embeddings", m.tied_embeddings);
   m.learned_positions = r.choice("position", position_names, m.learned_positions);
   m.source = r.string("source", m.source);
+  m.attention_window = r.integer("attention_window", m.attention_window);
+  m.full_attention_every = static_cast<int>(r.integer("full_attention_every", m.full_attention_every));
   if (o.has("moe")) {
     const JsonObject eo = o.object("moe");
     const ParamReader e(eo, moe_params);
@@ -142,6 +144,47 @@ ModelSpec model_from_hf_config(const std::string& path, const std::string& scena
     m.mla.qk_nope_head_dim = static_cast<int>(field("qk_nope_head_dim", mla_params, "qk_nope_head_dim", std::nullopt));
     m.mla.qk_rope_head_dim = static_cast<int>(field("qk_rope_head_dim", mla_params, "qk_rope_head_dim", std::nullopt));
     m.mla.v_head_dim = static_cast<int>(field("v_head_dim", mla_params, "v_head_dim", std::nullopt));
+  }
+  // Sliding windows: sliding_window (Mistral, Gemma, GPT-OSS; Qwen2 writes one it uses only with
+  // use_sliding_window). Which layers: layer_types (GPT-OSS, recent transformers), Gemma 3's
+  // sliding_window_pattern, Gemma 2's alternation; else every layer (Mistral 7B v0.1).
+  const bool window_off =
+      j.contains("use_sliding_window") && j["use_sliding_window"].is_boolean() && !j["use_sliding_window"].get<bool>();
+  if (given("sliding_window") && !window_off) {
+    m.attention_window = field("sliding_window", model_params, "attention_window", std::nullopt);
+    if (given("layer_types")) {
+      const Json& types = j["layer_types"];
+      const std::string expected =
+          "an array of num_hidden_layers \"sliding_attention\" / \"full_attention\" with every Nth layer full";
+      if (!types.is_array() || static_cast<int>(types.size()) != m.layers) {
+        o.fail("layer_types", "found " + shown(types), expected);
+      }
+      int every = 0;
+      for (std::size_t i = 0; i < types.size(); ++i) {
+        if (types[i] == "full_attention") {
+          every = static_cast<int>(i) + 1;
+          break;
+        }
+      }
+      bool any_window = false;
+      for (std::size_t i = 0; i < types.size(); ++i) {
+        const bool full = every > 0 && (static_cast<int>(i) + 1) % every == 0;
+        if (types[i] != (full ? "full_attention" : "sliding_attention")) {
+          o.fail("layer_types",
+                 "layer " + std::to_string(i) + " is " + shown(types[i]) + ", off the pattern of layer " +
+                     std::to_string(every > 0 ? every - 1 : 0),
+                 expected);
+        }
+        any_window = any_window || !full;
+      }
+      m.full_attention_every = every;
+      if (!any_window) m.attention_window = 0;
+    } else if (given("sliding_window_pattern")) {
+      m.full_attention_every =
+          static_cast<int>(field("sliding_window_pattern", model_params, "full_attention_every", std::nullopt));
+    } else if (type == "gemma2") {
+      m.full_attention_every = 2;  // Gemma 2: local and global layers alternate, local first
+    }
   }
   m.source = "HuggingFace config " + file;
   return m;

@@ -95,6 +95,13 @@ ServingDeployment deployment_from_json(const JsonObject& o, const ModelSpec& mod
   if (model.is_generic() || model.layers <= 0) {
     throw InputError(o.file(), o.path(), "the model is not a transformer", "a transformer model to serve");
   }
+  if (model.attention_window > 0) {
+    // vLLM keeps a windowed layer's last blocks only and its decode reads the window: neither is
+    // modelled yet, and pricing every layer over the whole context would be silently wrong.
+    throw InputError(o.file(), "/model/attention_window",
+                     "sliding-window attention (" + std::to_string(model.attention_window) + " tokens) in serving",
+                     "a model with attention_window 0: serving does not model windowed layers yet");
+  }
   d.tp = static_cast<int>(r.integer("tensor_parallel_size"));
   d.pp = static_cast<int>(r.integer("pipeline_parallel_size"));
   d.expert_parallel = r.boolean("enable_expert_parallel");

@@ -137,6 +137,14 @@ class Builder {
       dense_layer_ = transformer_layer(m, shape_, false, par_.ep);
       moe_layer_ =
           transformer_layer(m, shape_, true, par_.ep, cfg.moe_load_imbalance, cfg.moe_dispatcher, expert_tp(par_));
+      if (m.attention_window > 0) {
+        // Sliding-window layers: the same items, attention over the window.
+        LayerShape w = shape_;
+        w.window = static_cast<double>(m.attention_window);
+        dense_window_layer_ = transformer_layer(m, w, false, par_.ep);
+        moe_window_layer_ =
+            transformer_layer(m, w, true, par_.ep, cfg.moe_load_imbalance, cfg.moe_dispatcher, expert_tp(par_));
+      }
       embed_ = embedding_items(m, shape_);
       // Selective recomputation (Korthikanti et al. 2022, Megatron's "selective" = core attention):
       // unfused attention's QK^T, softmax and PV run forward again in backward. Flash attention
@@ -233,6 +241,7 @@ class Builder {
   LayerShape shape_;
   ModelDims dims_;
   std::vector<LayerItem> dense_layer_, moe_layer_, embed_, head_;
+  std::vector<LayerItem> dense_window_layer_, moe_window_layer_;  // with m.attention_window
   std::vector<LayerItem> attention_core_;        // recomputed in backward under selective recomputation
   std::vector<std::vector<LayerItem>> generic_;  // one item list per layer of a generic model
   int layers_ = 0;
@@ -240,6 +249,7 @@ class Builder {
 
   const std::vector<LayerItem>& items_for(int layer) const {
     if (!generic_.empty()) return generic_[static_cast<std::size_t>(layer)];
+    if (m_.windowed_layer(layer)) return is_moe_layer(layer) ? moe_window_layer_ : dense_window_layer_;
     return is_moe_layer(layer) ? moe_layer_ : dense_layer_;
   }
   int mbs_ = 1, replicas_ = 1;

@@ -29,7 +29,8 @@ double model_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
   const double q_dim = model_dims(m).q_dim;
   // 6N per token for the weight GEMMs (2 forward, 4 backward), plus QK^T and PV: 4*s*h_q
   // forward per token per layer, 12*s*h_q with backward (Narayanan et al. 2021; PaLM App. B).
-  return tokens * (6.0 * pc.matmul_per_token + 12.0 * m.layers * cfg.seq_len * q_dim);
+  // A windowed layer counts the tokens its queries attend to (attention_span_tokens).
+  return tokens * (6.0 * pc.matmul_per_token + 12.0 * attention_span_tokens(m, cfg.seq_len) * q_dim);
 }
 
 double recompute_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
@@ -48,6 +49,9 @@ double recompute_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
   // attention's causal kernel does half of that, s a (d_qk + d_v).
   const double core_standard = 2.0 * m.layers * cfg.seq_len * m.heads * (d.qk_head_dim + d.pv_head_dim) * tokens;
   const bool flash = cfg.attention != AttentionKernel::standard;
+  // Flash attention skips a sliding window's masked tiles (layer_ops' causal_pairs).
+  const double core_flash =
+      2.0 * attention_span_tokens(m, cfg.seq_len) * m.heads * (d.qk_head_dim + d.pv_head_dim) * tokens;
   switch (cfg.recompute) {
     case Recompute::none:
       return 0;
@@ -59,7 +63,7 @@ double recompute_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
     case Recompute::full: {
       // Every layer's forward again; the LM head and embedding are not recomputed.
       const double layer_weights = pc.active_per_token - pc.embedding - pc.lm_head - pc.norms;
-      return 2.0 * layer_weights * tokens + (flash ? core_standard / 2 : core_standard);
+      return 2.0 * layer_weights * tokens + (flash ? core_flash / 2 : core_standard);
     }
   }
   return 0;

@@ -55,6 +55,7 @@ struct LayerItem {
 struct LayerShape {
   double tokens = 0;  // tokens of one micro-batch on this GPU (micro_batch * seq_len / cp)
   double seq = 0;     // sequence length attention spans (the whole sequence, also under CP)
+  double window = 0;  // sliding-window attention: tokens a query attends to (0: the whole causal prefix)
   int tp = 1;
   int cp = 1;
   bool sequence_parallel = false;

@@ -80,9 +80,19 @@ struct ModelSpec {
   bool learned_positions = false;
   MoeSpec moe;
   MlaSpec mla;
+  // Sliding-window attention (Mistral, Gemma 2/3, GPT-OSS): a windowed layer's query attends to
+  // at most attention_window tokens, itself and those before it; 0: every layer full. With
+  // full_attention_every N > 0 every Nth layer (the Nth, 2Nth, ...) attends over the whole
+  // context (GPT-OSS and Gemma 2: 2, Gemma 3: 6); 0: every layer windowed.
+  std::int64_t attention_window = 0;
+  int full_attention_every = 0;
   std::string source;
 
   bool is_generic() const { return !generic_layers.empty(); }
+  // Whether layer l (0-based) attends through the sliding window.
+  bool windowed_layer(int l) const {
+    return attention_window > 0 && (full_attention_every <= 0 || (l + 1) % full_attention_every != 0);
+  }
   int effective_head_dim() const { return head_dim > 0 ? head_dim : static_cast<int>(hidden / heads); }
 };
 
@@ -102,6 +112,13 @@ struct ParamCounts {
 };
 
 ParamCounts count_parameters(const ModelSpec& m);
+
+// (query, key) pairs a causal sequence of `seq` tokens scores, in the continuous count training
+// has always used (seq^2 / 2 without a window): with a window of w < seq tokens, w x seq - w^2 / 2.
+double causal_pairs(double seq, double window);
+// The tokens a query attends to, summed over the layers, in model FLOPs' non-causal convention
+// (each full layer seq, a windowed one 2 x causal_pairs / seq): 12 x this x q_dim per token.
+double attention_span_tokens(const ModelSpec& m, double seq);
 
 // Attention-layer parameters of one layer; MLP parameters of one dense layer; of one expert.
 double attention_params_per_layer(const ModelSpec& m);
