@@ -197,3 +197,18 @@ TEST_CASE("sliding window: HF configs: layer_types, Gemma 3's pattern, Gemma 2, 
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("the gpt-oss-120b preset has the model card's 116.8B parameters and 5.13B active, windows on even layers") {
+  // OpenAI, gpt-oss-120b & gpt-oss-20b model card (2025), Table 1: 116.83B total; 5.13B active per
+  // token, which counts the unembedding and not the input embedding. Biases and attention sinks
+  // (a few tens of millions) are not modelled: 0.1% holds them.
+  const ModelSpec m = builtin_models().models.at("gpt-oss-120b");
+  const ParamCounts p = count_parameters(m);
+  CHECK(p.total / 1e9 == rel_approx(116.83, 0.001));
+  CHECK((p.active_per_token - p.embedding) / 1e9 == rel_approx(5.13, 0.01));
+  CHECK(m.attention_window == 128);
+  CHECK(m.windowed_layer(0));
+  CHECK(!m.windowed_layer(1));
+  CHECK(m.windowed_layer(34));
+  CHECK(!m.windowed_layer(35));
+}
