@@ -225,15 +225,16 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
       it.name = "attention";
       const double io = e * T * (q_dim + kv_dim + v_dim + o_in) / t;
       it.fwd = OpCost{OpKind::attention, flops, io};
-      // Geometry: T local queries, each over half the sequence on average (causal); under CP each
-      // GPU reads the whole sequence's K/V (cp chunks of T).
+      // Geometry: T local queries, each over half the sequence on average (causal; with a window at
+      // most w tokens); under CP each GPU reads the whole sequence's K/V (cp chunks of T).
       it.fwd.dtype = s.dtype;
       it.fwd.attention_impl = s.attention_impl;
       it.fwd.query_tokens = T;
       it.fwd.attended_pairs = seqs * pairs;
       it.fwd.kv_tokens = s.cp * T;
-      // Equal to attention_forward(m, sequence_attention(seqs, s.seq), t, e), in the order
-      // training has always summed it (tests/workloads/test_attention_shape.cpp checks the two agree).
+      // Without a window, equal to attention_forward(m, sequence_attention(seqs, s.seq), t, e)
+      // (tests/workloads/test_attention_shape.cpp checks the two agree); with one, its pairs are
+      // the window's (tests/workloads/test_sliding_window.cpp).
       it.bwd = attention_backward(it.fwd);
       if (ring) {
         it.name = "ring_attention";
