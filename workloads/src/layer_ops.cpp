@@ -133,7 +133,7 @@ LayerItem comm_g(const LayerShape& s, double hidden) { return tp_conjugate(s, hi
 }  // namespace
 
 AttentionShape sequence_attention(double seqs, double seq) {
-  return AttentionShape{seqs * seq, seqs * seq * seq / 2, seqs * seq};
+  return AttentionShape{seqs * seq, seqs * causal_pairs(seq, 0), seqs * seq};
 }
 
 AttentionShape chunk_attention(double seqs, double chunk, double context) {
