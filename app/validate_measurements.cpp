@@ -130,7 +130,8 @@ int validate_measurements(const ParsedArgs& p) {
       const ServingJob& job = serving_job(it->second.first);
       const KvCapacity cap = kv_capacity(job.deployment, job.scheduler);
       check_iteration_shape(*s.shape, job.scheduler, cap.num_gpu_blocks, file, at);
-      const IterationTime t = it->second.second->iteration(batch_shape(*s.shape));
+      const IterationTime t =
+          it->second.second->iteration(batch_shape(*s.shape, job.deployment.model.attention_window));
       steps.rows.push_back({s.kind + ": " + iteration_label(*s.shape) + tag, s.stats.median_s, t.forward_s()});
       continue;
     }

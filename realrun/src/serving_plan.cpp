@@ -99,7 +99,7 @@ RealrunPlan plan_serving_realrun(const RealrunJob& job) {
   std::map<int, std::set<double>> exact;  // collective op -> exact sizes
   std::vector<CollectiveOp> ops_used;     // in order of first use
   for (const IterationShape& shape : shapes) {
-    PlannedIteration it{shape, cost.iteration_ops(batch_shape(shape))};
+    PlannedIteration it{shape, cost.iteration_ops(batch_shape(shape, d.model.attention_window))};
     for (IterationOp& op : it.ops) {
       if (op.collective) {
         if (!exact.contains(static_cast<int>(op.op))) ops_used.push_back(op.op);

@@ -232,3 +232,33 @@ TEST_CASE("DeepSeek-V3 (MLA, 3 dense + 58 MoE layers) at TP 8 with expert parall
   // 61 layers, two all-reduces each, one after the embedding (and the logits' gather).
   CHECK(it.comm_s > 123 * cm.tp_all_reduce_s(64));
 }
+
+TEST_CASE("mxfp4: the routed experts' GEMMs read 4.25-bit weights, every other GEMM reads BF16") {
+  // One decode token of gpt-oss-120b at TP1: each layer's up projection runs its 4 routed rows
+  // through (2880 x 5760) experts. The op's bytes are the weights read (at the profile's read
+  // share) plus the activations, 2 x 4 x (2880 + 5760) = 69,120 B; MXFP4 changes only the first
+  // term, by 0.53125 / 2.
+  const ServingDeployment bf16 = deployment("gpt-oss-120b");
+  const ServingDeployment mx = deployment("gpt-oss-120b", 1, Quantization::mxfp4);
+  BatchShape b;
+  b.window = bf16.model.attention_window;
+  add_decode_sequence(b, 100, 0);
+  const auto ops_b = ServingCostModel(bf16).iteration_ops(b);
+  const auto ops_m = ServingCostModel(mx).iteration_ops(b);
+  REQUIRE(ops_b.size() == ops_m.size());
+  int experts = 0, other = 0;
+  for (std::size_t i = 0; i < ops_b.size(); ++i) {
+    const std::string name = ops_b[i].name;
+    CAPTURE(name);
+    if (name == "experts_up") {
+      const double act = 69120;
+      CHECK((ops_m[i].cost.bytes - act) == rel_approx((ops_b[i].cost.bytes - act) * 0.53125 / 2, 1e-12));
+      ++experts;
+    } else if (name == "qkv" || name == "o_proj" || name == "router" || name == "lm_head") {
+      CHECK(ops_m[i].cost.bytes == ops_b[i].cost.bytes);
+      ++other;
+    }
+  }
+  CHECK(experts == 36);
+  CHECK(other == 3 * 36 + 1);
+}

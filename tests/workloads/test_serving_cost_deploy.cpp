@@ -87,6 +87,9 @@ TEST_CASE("serving deployment keys: every bad value names its pointer") {
   CHECK(read(R"({"quantization": "int8"})", "llama3-8b", "dgx-a100").quantization == Quantization::int8);
   CHECK(read(R"({"quantization": "fp4"})", "llama3-8b", "dgx-b200").quantization == Quantization::fp4);
   CHECK(error_path(R"({"quantization": "awq"})") == "/serving/quantization");
+  // MXFP4 quantizes a mixture of experts' routed experts: a dense model has none.
+  CHECK(error_path(R"({"quantization": "mxfp4"})") == "/serving/quantization");
+  CHECK(read(R"({"quantization": "mxfp4"})", "mixtral-8x7b").quantization == Quantization::mxfp4);
   CHECK(error_path(R"({"kv_cache_dtype": "int4"})") == "/serving/kv_cache_dtype");
   CHECK(error_path(R"({"custom_all_reduce_max_bytes": -1})") == "/serving/custom_all_reduce_max_bytes");
   CHECK(error_path(R"({"disable_custom_all_reduce": "yes"})") == "/serving/disable_custom_all_reduce");

@@ -205,7 +205,7 @@ TEST_CASE("an iteration's ops priced one by one add up to its forward pass (dens
   dec.decode_seqs = 32;
   dec.decode_context = 900;
   const IterationShape shapes[] = {pre, dec, mixed()};
-  for (const char* model : {"llama3-8b", "mixtral-8x7b", "deepseek-v3"}) {
+  for (const char* model : {"llama3-8b", "mixtral-8x7b", "deepseek-v3", "gpt-oss-120b"}) {
     for (int tp : {1, 4, 8}) {
       ServingDeployment d;
       d.model = builtin_models().models.at(model);
@@ -217,7 +217,7 @@ TEST_CASE("an iteration's ops priced one by one add up to its forward pass (dens
         CAPTURE(model);
         CAPTURE(tp);
         CAPTURE(iteration_label(sh));
-        const BatchShape b = batch_shape(sh);
+        const BatchShape b = batch_shape(sh, d.model.attention_window);
         double sum = 0, prefill_attention = 0, comm = 0;
         for (const IterationOp& o : cm.iteration_ops(b)) {
           const double t = cm.op_seconds(o);

@@ -145,3 +145,27 @@ TEST_CASE("kv_block_bytes: MLA caches its latent and RoPE key once a token, on e
   d.tp = 1;
   CHECK(kv_block_bytes(d, 16, 0) == 16.0 * 61 * (512 + 64) * 2);
 }
+
+TEST_CASE("serving weights: gpt-oss-120b with its MXFP4 experts on one H100 holds 65,185,376,896 bytes (hand-worked)") {
+  // By hand, per the preset (36 layers, hidden 2880, 64 heads and 8 KV heads of 64, 128 experts
+  // of a SwiGLU 2880 wide, vocabulary 201,088, untied):
+  //   experts 36 x 128 x 3 x 2880 x 2880 = 114,661,785,600 at 4.25 bits (E2M1 and one E8M0 scale
+  //     per 32): x 0.53125 = 60,914,073,600 B
+  //   attention 36 x 2880 x (4096 + 512 + 512 + 4096) = 955,514,880, BF16
+  //   norms 36 x 2 x 2880 = 207,360; routers 36 x 2880 x 128 = 13,271,040; final norm 2,880
+  //   embedding and LM head 201,088 x 2880 = 579,133,440 each
+  //   RoPE's cos/sin cache 131,072 positions x 64 = 8,388,608
+  // BF16 part: 2 x (955,514,880 + 207,360 + 13,271,040 + 2 x 579,133,440 + 2,880 + 8,388,608)
+  //   = 4,271,303,296 B; total 65,185,376,896 B (60.7 GiB).
+  ServingDeployment d;
+  d.model = builtin_models().models.at("gpt-oss-120b");
+  d.cluster = preset("dgx-h100");
+  d.overhead = builtin_profile("H100-SXM").serving;
+  d.quantization = Quantization::mxfp4;
+  CHECK(serving_weight_bytes(d, 0) == rel_approx(65185376896.0, 1e-12));
+  CHECK(expert_weight_bytes_per_param(Quantization::mxfp4) == 0.53125);
+  CHECK(weight_bytes_per_param(Quantization::mxfp4) == 2);  // every GEMM but the experts' stays BF16
+  // In BF16 the experts alone would not fit: 2 x 114,661,785,600 B.
+  d.quantization = Quantization::none;
+  CHECK(serving_weight_bytes(d, 0) == rel_approx(4271303296.0 + 2 * 114661785600.0, 1e-12));
+}

@@ -42,7 +42,7 @@ struct Outcome {
 };
 
 Outcome simulate(bool fast, const std::vector<Request>& rs, const SchedulerConfig& c, std::int64_t blocks,
-                 std::int64_t host_blocks) {
+                 std::int64_t host_blocks, std::int64_t window = 0) {
   const std::vector<RequestClass> cls{{.name = "a", .ttft_slo_s = 0.05, .tpot_slo_s = 0.002, .priority = 1},
                                       {.name = "b", .e2e_slo_s = 0.5, .priority = 0}};
   VectorSource src(rs, cls);
@@ -51,6 +51,7 @@ Outcome simulate(bool fast, const std::vector<Request>& rs, const SchedulerConfi
   ReplicaOptions o;
   o.kv_block_bytes = 2e6;
   o.host_link_bytes_per_s = 25e9;
+  o.attention_window = window;
   Outcome out;
   o.hooks.on_request = [&](const RequestRecord& r) { out.recs.push_back(r); };
   o.hooks.on_iteration = [&](const IterationRecord& r) { out.iters.push_back(r); };
@@ -85,6 +86,11 @@ void check_same(const Outcome& a, const Outcome& b) {
     CHECK(p.decode_seqs == q.decode_seqs);
     CHECK(p.decode_kv_tokens == q.decode_kv_tokens);
     CHECK(p.decode_attended_pairs == q.decode_attended_pairs);
+    CHECK(p.window == q.window);
+    CHECK(p.prefill_window_pairs == q.prefill_window_pairs);
+    CHECK(p.prefill_window_kv_tokens == q.prefill_window_kv_tokens);
+    CHECK(p.decode_window_pairs == q.decode_window_pairs);
+    CHECK(p.decode_window_kv_tokens == q.decode_window_kv_tokens);
     CHECK(a.iters[i].kv_used_blocks == b.iters[i].kv_used_blocks);
     if (a.iters[i].end != b.iters[i].end) break;  // one message, not thousands
   }
@@ -115,9 +121,16 @@ TEST_CASE("serving sim: the fast loop equals the reference loop on randomized wo
     const std::int64_t blocks = (seed % 2 ? 60 : 200) * (c.block_size == 1 ? 16 : 1);
     const std::int64_t host = seed % 4 == 3 ? 3 : 400 * (c.block_size == 1 ? 16 : 1);
     const auto rs = random_requests(seed, 300, seed % 5 == 4 ? 0 : 40.0 + 20.0 * static_cast<double>(seed % 3), 2);
+    // Every third seed with a sliding window the contexts cross (prompts up to 700 tokens).
+    const std::int64_t window = seed % 3 == 2 ? 200 : 0;
     CAPTURE(seed);
-    const Outcome fast = simulate(true, rs, c, blocks, host);
-    const Outcome ref = simulate(false, rs, c, blocks, host);
+    const Outcome fast = simulate(true, rs, c, blocks, host, window);
+    const Outcome ref = simulate(false, rs, c, blocks, host, window);
+    if (window > 0) {
+      double windowed = 0;
+      for (const IterationRecord& it : fast.iters) windowed += it.shape.decode_window_pairs;
+      CHECK(windowed > 0);  // the windowed sums were formed, not left empty
+    }
     check_same(fast, ref);
     CHECK(fast.res.completed_requests + fast.res.rejected_requests == 300);
     preempting += fast.res.preemptions_recompute + fast.res.preemptions_swap > 0 ? 1 : 0;

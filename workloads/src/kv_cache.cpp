@@ -2,6 +2,7 @@
 #include "workloads/kv_cache.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <utility>
@@ -33,14 +34,18 @@ struct Block {
 struct Sequence {
   std::int64_t tokens = 0;           // tokens allocated for
   std::vector<std::int32_t> blocks;  // GPU blocks, in order
+  std::vector<std::int32_t> window;  // the windowed layers' blocks (KvWindow), never findable
   std::int64_t host_blocks = 0;      // > 0: swapped out
+  std::int64_t host_window = 0;      // of those, the window's
 };
 
 class BlockKvCache final : public PrefixKvCache {
  public:
-  BlockKvCache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks, KvOffload offload)
+  BlockKvCache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks, KvOffload offload,
+               KvWindow window)
       : block_size_(block_size),
         num_host_blocks_(num_host_blocks),
+        window_(window),
         blocks_(static_cast<std::size_t>(num_blocks)),
         host_(std::move(offload)) {
     map_.reserve(blocks_.size());
@@ -81,7 +86,12 @@ class BlockKvCache final : public PrefixKvCache {
     // Pages loaded from the host tier take fresh GPU blocks.
     const std::int64_t reach = std::max(tokens, (hit_blocks + host_hits) * block_size_);
     const std::int64_t fresh = std::max<std::int64_t>(0, ceil_blocks(reach) - have - hit_blocks);
-    if (fresh > static_cast<std::int64_t>(free_.size()) + cached_ - hit_unreferenced) return false;
+    // The windowed layers' blocks after this step: from the window's first page on, as computed
+    // before it (the previous allocation, or the prefix found); those before free up first.
+    const std::int64_t computed = first ? (hit_blocks + host_hits) * block_size_ : have_tokens;
+    const std::int64_t window = window_blocks(window_, block_size_, computed, reach);
+    const std::int64_t held = it ? static_cast<std::int64_t>(it->window.size()) : 0;
+    if (fresh + window - held > static_cast<std::int64_t>(free_.size()) + cached_ - hit_unreferenced) return false;
 
     if (first) {
       stats_.prefix_queries += 1;
@@ -89,6 +99,8 @@ class BlockKvCache final : public PrefixKvCache {
       stats_.prefix_hit_tokens += (hit_blocks + host_hits) * block_size_;
     }
     Sequence& s = it ? *it : new_sequence(r.id);
+    // The window's blocks before it go back first: the check above counted them as room.
+    for (; static_cast<std::int64_t>(s.window.size()) > window; s.window.pop_back()) free_window_block(s.window.back());
     for (const std::int32_t b : scratch_) {
       Block& blk = blocks_[static_cast<std::size_t>(b)];
       if (blk.refs == 0) {
@@ -100,6 +112,7 @@ class BlockKvCache final : public PrefixKvCache {
       s.blocks.push_back(b);
     }
     for (std::int64_t i = 0; i < fresh; ++i) s.blocks.push_back(take_block());
+    while (static_cast<std::int64_t>(s.window.size()) < window) s.window.push_back(take_block());
     // Full blocks become findable as soon as they are allocated (vLLM caches full blocks when
     // they are scheduled); a key already held by another block keeps that one.
     const std::int64_t full_before = std::max(have_tokens / block_size_, hit_blocks);
@@ -129,10 +142,12 @@ class BlockKvCache final : public PrefixKvCache {
     Sequence* it = seqs_.find(r.id);
     if (!it || it->host_blocks > 0) return std::int64_t{0};
     Sequence& s = *it;
-    const auto n = static_cast<std::int64_t>(s.blocks.size());
+    const auto w = static_cast<std::int64_t>(s.window.size());
+    const auto n = static_cast<std::int64_t>(s.blocks.size()) + w;
     if (used_host_ + n > num_host_blocks_) return std::nullopt;
     drop_blocks(s);
     s.host_blocks = n;
+    s.host_window = w;
     used_host_ += n;
     return n;
   }
@@ -143,7 +158,9 @@ class BlockKvCache final : public PrefixKvCache {
     Sequence& s = *it;
     const std::int64_t n = s.host_blocks;
     if (n > static_cast<std::int64_t>(free_.size()) + cached_) return std::nullopt;
-    for (std::int64_t i = 0; i < n; ++i) s.blocks.push_back(take_block());
+    for (std::int64_t i = 0; i < n - s.host_window; ++i) s.blocks.push_back(take_block());
+    for (std::int64_t i = 0; i < s.host_window; ++i) s.window.push_back(take_block());
+    s.host_window = 0;
     for (std::int64_t i = 0; i < s.tokens / block_size_; ++i) {
       const std::int32_t b = s.blocks[static_cast<std::size_t>(i)];
       const BlockKey key = detail::page_key(r, i, block_size_);
@@ -165,7 +182,7 @@ class BlockKvCache final : public PrefixKvCache {
   std::int64_t used_host_blocks() const override { return used_host_; }
   std::int64_t blocks_of(const Request& r) const override {
     const Sequence* it = seqs_.find(r.id);
-    return it ? static_cast<std::int64_t>(it->blocks.size()) : 0;
+    return it ? static_cast<std::int64_t>(it->blocks.size() + it->window.size()) : 0;
   }
   const KvCacheStats& stats() const override { return stats_; }
   KvLoads take_loads() override { return host_.take_loads(); }
@@ -186,7 +203,16 @@ class BlockKvCache final : public PrefixKvCache {
       spare_.pop_back();
       s.blocks.clear();
     }
+    s.window.clear();
+    s.host_window = 0;
     return s;
+  }
+
+  // A windowed layer's block back to the free list: it never held anything findable.
+  void free_window_block(std::int32_t b) {
+    blocks_[static_cast<std::size_t>(b)].refs = 0;
+    --used_;
+    free_.push_back(b);
   }
 
   // A never-used or uncached free block first; else evict the least recently freed cached one.
@@ -209,8 +235,11 @@ class BlockKvCache final : public PrefixKvCache {
     return b;
   }
 
-  // Unreferences s's blocks, last first, so a sequence's tail is evicted before its prefix.
+  // Unreferences s's blocks, last first, so a sequence's tail is evicted before its prefix; its
+  // window's blocks are freed.
   void drop_blocks(Sequence& s) {
+    for (const std::int32_t b : s.window) free_window_block(b);
+    s.window.clear();
     for (auto b = s.blocks.rbegin(); b != s.blocks.rend(); ++b) {
       Block& blk = blocks_[static_cast<std::size_t>(*b)];
       if (--blk.refs > 0) continue;
@@ -250,6 +279,7 @@ class BlockKvCache final : public PrefixKvCache {
 
   int block_size_;
   std::int64_t num_host_blocks_;
+  KvWindow window_;
   std::vector<Block> blocks_;
   std::vector<std::int32_t> free_;  // unreferenced blocks holding nothing findable
   std::int32_t lru_head_ = nil, lru_tail_ = nil;
@@ -264,16 +294,28 @@ class BlockKvCache final : public PrefixKvCache {
 
 }  // namespace
 
+std::int64_t window_blocks(const KvWindow& w, int block_size, std::int64_t computed, std::int64_t tokens) {
+  if (!w.enabled() || tokens <= 0) return 0;
+  const std::int64_t bs = block_size;
+  const std::int64_t skipped = std::max<std::int64_t>(0, computed - w.tokens + 1) / bs;  // pages wholly before
+  const std::int64_t pages = std::max<std::int64_t>(0, (tokens + bs - 1) / bs - skipped);
+  // Rounded up, without the round-off of an integral share (1 x pages stays pages).
+  return static_cast<std::int64_t>(std::ceil(w.blocks_per_page * static_cast<double>(pages) - 1e-9));
+}
+
 std::unique_ptr<PrefixKvCache> make_kv_cache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks,
-                                             PrefixCaching mode, KvOffload offload) {
+                                             PrefixCaching mode, KvOffload offload, KvWindow window) {
   if (num_blocks < 0 || num_blocks > INT32_MAX || block_size < 1 || num_host_blocks < 0)
     throw std::invalid_argument("kv cache: needs 0 <= num_blocks < 2^31, block_size >= 1, num_host_blocks >= 0");
   if (offload.tier && mode == PrefixCaching::none)
     throw std::invalid_argument("kv cache: a host tier of KV needs prefix caching");
+  if (window.tokens < 0 || window.blocks_per_page < 0)
+    throw std::invalid_argument("kv cache: a window needs tokens >= 0 and blocks_per_page >= 0");
   if (mode == PrefixCaching::radix)
-    return detail::make_radix_kv_cache(num_blocks, block_size, num_host_blocks, std::move(offload));
-  if (mode == PrefixCaching::none) return detail::make_counting_kv_cache(num_blocks, block_size, num_host_blocks);
-  return std::make_unique<BlockKvCache>(num_blocks, block_size, num_host_blocks, std::move(offload));
+    return detail::make_radix_kv_cache(num_blocks, block_size, num_host_blocks, std::move(offload), window);
+  if (mode == PrefixCaching::none)
+    return detail::make_counting_kv_cache(num_blocks, block_size, num_host_blocks, window);
+  return std::make_unique<BlockKvCache>(num_blocks, block_size, num_host_blocks, std::move(offload), window);
 }
 
 }  // namespace ctwin

@@ -12,8 +12,8 @@ namespace {
 
 class CountingKvCache final : public PrefixKvCache {
  public:
-  CountingKvCache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks)
-      : num_blocks_(num_blocks), block_size_(block_size), num_host_blocks_(num_host_blocks) {}
+  CountingKvCache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks, KvWindow window)
+      : num_blocks_(num_blocks), block_size_(block_size), num_host_blocks_(num_host_blocks), window_(window) {}
 
   std::int64_t cached_prefix_tokens(const Request&, std::int64_t) const override { return 0; }
 
@@ -21,17 +21,21 @@ class CountingKvCache final : public PrefixKvCache {
     Sequence* s = seqs_.find(r.id);
     if (s && s->host_blocks > 0) throw std::logic_error("kv cache: allocate on a swapped-out request");
     if (tokens <= (s ? s->tokens : 0)) return true;
-    const std::int64_t have = s ? s->blocks : 0;
+    const std::int64_t have = s ? s->blocks - s->window_blocks : 0;
     const std::int64_t fresh = std::max<std::int64_t>(0, (tokens + block_size_ - 1) / block_size_ - have);
-    if (fresh > num_blocks_ - used_) return false;
+    // The windowed layers' blocks: those before the window free up as these are taken.
+    const std::int64_t held = s ? s->window_blocks : 0;
+    const std::int64_t window = window_blocks(window_, block_size_, s ? s->tokens : 0, tokens);
+    if (fresh + window - held > num_blocks_ - used_) return false;
     if (have == 0) {  // a first call: a prefix query that finds nothing
       stats_.prefix_queries += 1;
       stats_.prefix_query_tokens += std::max<std::int64_t>(r.prompt_tokens, tokens);
     }
     if (!s) s = &seqs_[r.id];
-    s->blocks += fresh;
+    s->blocks += fresh + window - held;
+    s->window_blocks = window;
     s->tokens = tokens;
-    used_ += fresh;
+    used_ += fresh + window - held;
     return true;
   }
 
@@ -80,13 +84,15 @@ class CountingKvCache final : public PrefixKvCache {
 
  private:
   struct Sequence {
-    std::int64_t tokens = 0;       // tokens allocated for
-    std::int64_t blocks = 0;       // GPU blocks held
-    std::int64_t host_blocks = 0;  // > 0: swapped out
+    std::int64_t tokens = 0;         // tokens allocated for
+    std::int64_t blocks = 0;         // GPU blocks held, the window's included
+    std::int64_t window_blocks = 0;  // of those, the windowed layers' (KvWindow)
+    std::int64_t host_blocks = 0;    // > 0: swapped out
   };
   std::int64_t num_blocks_;
   int block_size_;
   std::int64_t num_host_blocks_;
+  KvWindow window_;
   detail::FlatIdMap<Sequence> seqs_;
   std::int64_t used_ = 0, used_host_ = 0;
   KvCacheStats stats_;
@@ -96,8 +102,8 @@ class CountingKvCache final : public PrefixKvCache {
 
 namespace detail {
 std::unique_ptr<PrefixKvCache> make_counting_kv_cache(std::int64_t num_blocks, int block_size,
-                                                      std::int64_t num_host_blocks) {
-  return std::make_unique<CountingKvCache>(num_blocks, block_size, num_host_blocks);
+                                                      std::int64_t num_host_blocks, KvWindow window) {
+  return std::make_unique<CountingKvCache>(num_blocks, block_size, num_host_blocks, window);
 }
 }  // namespace detail
 

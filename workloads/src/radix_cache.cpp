@@ -59,13 +59,19 @@ struct Sequence {
   std::int32_t node = root;        // deepest node of its locked path
   std::int64_t tree_pages = 0;     // pages on that path (= node's end)
   std::int64_t private_pages = 0;  // pages held outside the tree (the partial last one, copies)
+  std::int64_t window_pages = 0;   // the windowed layers' pages (KvWindow), never in the tree
   std::int64_t host_blocks = 0;    // > 0: swapped out
 };
 
 class RadixKvCache final : public PrefixKvCache {
  public:
-  RadixKvCache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks, KvOffload offload)
-      : block_size_(block_size), num_blocks_(num_blocks), num_host_blocks_(num_host_blocks), host_(std::move(offload)) {
+  RadixKvCache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks, KvOffload offload,
+               KvWindow window)
+      : block_size_(block_size),
+        num_blocks_(num_blocks),
+        num_host_blocks_(num_host_blocks),
+        window_(window),
+        host_(std::move(offload)) {
     nodes_.emplace_back();  // the root: no pages
     nodes_.reserve(1024);
     children_.reserve(1024);
@@ -97,7 +103,12 @@ class RadixKvCache final : public PrefixKvCache {
     // Pages loaded from the host tier come in as fresh private pages, then join the tree.
     const std::int64_t reach = std::max(tokens, (hit + host_hit) * block_size_);
     const std::int64_t fresh = std::max<std::int64_t>(0, ceil_pages(reach) - have - hit);
-    if (fresh > free_pages() + cached_ - hit_unreferenced) return false;
+    // The windowed layers' pages after this step, from the window's first page as computed before
+    // it (the previous allocation, or the prefix found); those before free up first.
+    const std::int64_t computed = first ? (hit + host_hit) * block_size_ : have_tokens;
+    const std::int64_t window = window_blocks(window_, block_size_, computed, reach);
+    const std::int64_t held = first ? 0 : it->second.window_pages;
+    if (fresh + window - held > free_pages() + cached_ - hit_unreferenced) return false;
 
     ++clock_;
     if (first) {
@@ -110,9 +121,12 @@ class RadixKvCache final : public PrefixKvCache {
       s.node = lock_prefix(r, hit);
       s.tree_pages = hit;
     }
-    evict_until(fresh);
+    used_ -= s.window_pages;  // the old window's pages count as free room for the new
+    s.window_pages = 0;
+    evict_until(fresh + window);
     s.private_pages += fresh;
-    used_ += fresh;
+    s.window_pages = window;
+    used_ += fresh + window;
     s.tokens = reach;
     insert_full_pages(r, s);
     host_.after_allocate(r, first, hit, host_hit, have_tokens / block_size_, reach / block_size_, block_size_, stats_);
@@ -131,10 +145,12 @@ class RadixKvCache final : public PrefixKvCache {
     auto it = seqs_.find(r.id);
     if (it == seqs_.end() || it->second.host_blocks > 0) return std::int64_t{0};
     Sequence& s = it->second;
-    const std::int64_t n = s.tree_pages + s.private_pages;
+    const std::int64_t window = s.window_pages;
+    const std::int64_t n = s.tree_pages + s.private_pages + window;
     if (used_host_ + n > num_host_blocks_) return std::nullopt;
     ++clock_;
     drop(s);
+    s.window_pages = window;  // remembered for swap_in; not on the GPUs meanwhile
     s.host_blocks = n;
     used_host_ += n;
     return n;
@@ -150,7 +166,7 @@ class RadixKvCache final : public PrefixKvCache {
     if (n > free_pages() + cached_) return std::nullopt;
     ++clock_;
     evict_until(n);
-    s.private_pages = n;
+    s.private_pages = n - s.window_pages;
     used_ += n;
     s.host_blocks = 0;
     used_host_ -= n;
@@ -166,7 +182,8 @@ class RadixKvCache final : public PrefixKvCache {
   std::int64_t used_host_blocks() const override { return used_host_; }
   std::int64_t blocks_of(const Request& r) const override {
     auto it = seqs_.find(r.id);
-    return it == seqs_.end() ? 0 : it->second.tree_pages + it->second.private_pages;
+    if (it == seqs_.end() || it->second.host_blocks > 0) return 0;
+    return it->second.tree_pages + it->second.private_pages + it->second.window_pages;
   }
   const KvCacheStats& stats() const override { return stats_; }
   KvLoads take_loads() override { return host_.take_loads(); }
@@ -329,8 +346,9 @@ class RadixKvCache final : public PrefixKvCache {
       }
       a = nd.parent;
     }
-    used_ -= s.private_pages;
+    used_ -= s.private_pages + s.window_pages;
     s.private_pages = 0;
+    s.window_pages = 0;
     s.node = root;
     s.tree_pages = 0;
   }
@@ -379,6 +397,7 @@ class RadixKvCache final : public PrefixKvCache {
   int block_size_;
   std::int64_t num_blocks_;
   std::int64_t num_host_blocks_;
+  KvWindow window_;
   std::vector<Node> nodes_;
   std::vector<std::int32_t> free_nodes_;
   std::unordered_map<ChildKey, std::int32_t, ChildKeyHash> children_;
@@ -393,8 +412,9 @@ class RadixKvCache final : public PrefixKvCache {
 }  // namespace
 
 std::unique_ptr<PrefixKvCache> detail::make_radix_kv_cache(std::int64_t num_blocks, int block_size,
-                                                           std::int64_t num_host_blocks, KvOffload offload) {
-  return std::make_unique<RadixKvCache>(num_blocks, block_size, num_host_blocks, std::move(offload));
+                                                           std::int64_t num_host_blocks, KvOffload offload,
+                                                           KvWindow window) {
+  return std::make_unique<RadixKvCache>(num_blocks, block_size, num_host_blocks, std::move(offload), window);
 }
 
 }  // namespace ctwin

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include "topology/custom_all_reduce.hpp"
 #include "workloads/layer_ops.hpp"
@@ -39,8 +40,12 @@ ServingCostModel::ServingCostModel(ServingDeployment d) : d_(with_default_cost_m
   moe_layers_ = m.moe.enabled() ? std::max(0, m.layers - m.moe.first_dense_layers) : 0;
   lora_widths_ = lora_layer_widths(m);
   dense_layers_ = m.layers - moe_layers_;
+  for (int l = 0; l < m.layers; ++l) {
+    if (m.windowed_layer(l)) ++(l < dense_layers_ ? dense_windowed_ : moe_windowed_);
+  }
   kv_bytes_ = kv_bytes_per_elem(d_.kv_dtype);
   w_bytes_ = weight_bytes_per_param(d_.quantization);
+  expert_w_bytes_ = expert_weight_bytes_per_param(d_.quantization);
   if (d_.spec_method == SpecMethod::draft_model && d_.draft) {
     ServingDeployment dd = d_;
     dd.model = *d_.draft;
@@ -223,20 +228,25 @@ struct ServingCostModel::ListSink {
 };
 
 template <class Sink>
-void ServingCostModel::emit_layer(const BatchShape& b, bool moe, unsigned want, Sink& sink) const {
+void ServingCostModel::emit_layer(const BatchShape& b, bool moe, bool windowed, unsigned want, Sink& sink) const {
   const ModelSpec& m = d_.model;
   const ModelDims& dims = dims_;
   const double T = static_cast<double>(b.tokens());
   const double h = dims.hidden, tp = d_.tp;
-  // Attention: each part's own kernel over its sums (paged attention reads the actual contexts).
+  // Attention: each part's own kernel over its sums (paged attention reads the actual contexts;
+  // a windowed layer's kernels score and read only the window's keys).
   auto attention = [&] {
     if ((want & kAttention) == 0) return;
     if (b.prefill_tokens > 0) {
-      const AttentionShape a{static_cast<double>(b.prefill_tokens), b.prefill_attended_pairs, b.prefill_kv_tokens};
+      const AttentionShape a{static_cast<double>(b.prefill_tokens),
+                             windowed ? b.prefill_window_pairs : b.prefill_attended_pairs,
+                             windowed ? b.prefill_window_kv_tokens : b.prefill_kv_tokens};
       sink.kernel(IterationPart::prefill_attention, "attention_prefill", attention_forward(m, a, tp, kv_bytes_), false);
     }
     if (b.decode_tokens > 0) {
-      const AttentionShape a{static_cast<double>(b.decode_tokens), b.decode_attended_pairs, b.decode_kv_tokens};
+      const AttentionShape a{static_cast<double>(b.decode_tokens),
+                             windowed ? b.decode_window_pairs : b.decode_attended_pairs,
+                             windowed ? b.decode_window_kv_tokens : b.decode_kv_tokens};
       sink.kernel(IterationPart::decode_attention, "attention_decode", attention_forward(m, a, tp, kv_bytes_), false);
     }
   };
@@ -322,7 +332,7 @@ void ServingCostModel::emit_layer(const BatchShape& b, bool moe, unsigned want, 
     auto grouped = [&](const char* name, double kk, double n) {
       OpCost op{OpKind::grouped_gemm,
                 2 * rows * kk * n,
-                wread * w_bytes_ * touched * kk * n + kAct * (rows * kk + rows * n),
+                wread * expert_w_bytes_ * touched * kk * n + kAct * (rows * kk + rows * n),
                 rows,
                 n,
                 kk};
@@ -370,37 +380,41 @@ void ServingCostModel::emit_head(const BatchShape& b, Sink& sink) const {
   sink.collective("logits_all_gather", ServingCollective::logits_gather, r);
 }
 
-void ServingCostModel::layer(const BatchShape& b, bool moe, Parts& p) const {
+void ServingCostModel::layer(const BatchShape& b, bool moe, bool windowed, Parts& p) const {
   // The token-proportional part depends on the token count alone: memoized.
   std::vector<double>& memo = moe ? moe_layer_memo_ : dense_layer_memo_;
   double s = memo_get(memo, b.tokens());
   if (std::isnan(s)) {
     Parts one;
     PriceSink sink{*this, one};
-    emit_layer(b, moe, kShared, sink);
+    emit_layer(b, moe, false, kShared, sink);
     s = one.shared;
     memo[static_cast<std::size_t>(b.tokens())] = s;
   }
   PriceSink sink{*this, p};
-  emit_layer(b, moe, kAttention | kComm | kLora, sink);
+  emit_layer(b, moe, windowed, kAttention | kComm | kLora, sink);
   p.shared += s;
 }
 
 ServingCostModel::Parts ServingCostModel::forward(const BatchShape& b, bool lm_head) const {
   Parts p;
   // Layers of one kind cost the same: price one, count it `layers` times.
-  const auto add_layers = [&](int layers, bool moe) {
+  const auto add_layers = [&](int layers, bool moe, bool windowed) {
     if (layers == 0) return;
     Parts one;
-    layer(b, moe, one);
+    layer(b, moe, windowed, one);
     p.shared += layers * one.shared;
     p.prefill_attention += layers * one.prefill_attention;
     p.decode_attention += layers * one.decode_attention;
     p.comm += layers * one.comm;
     p.lora += layers * one.lora;
   };
-  add_layers(dense_layers_, false);
-  add_layers(moe_layers_, true);
+  if (d_.model.attention_window > 0 && b.window != d_.model.attention_window)
+    throw std::logic_error("serving cost: a batch of a windowed model without the model's window");
+  add_layers(dense_layers_ - dense_windowed_, false, false);
+  add_layers(dense_windowed_, false, true);
+  add_layers(moe_layers_ - moe_windowed_, true, false);
+  add_layers(moe_windowed_, true, true);
   PriceSink sink{*this, p};
   emit_embedding(b, sink);
   if (lm_head) emit_head(b, sink);
@@ -419,7 +433,7 @@ std::vector<IterationOp> ServingCostModel::iteration_ops(const BatchShape& b) co
     sink.stage = s;
     for (int i = 0; i < stage_layers(d_, s); ++i, ++layer) {
       sink.layer = layer;
-      emit_layer(b, layer >= dense_layers_, kAll, sink);
+      emit_layer(b, layer >= dense_layers_, d_.model.windowed_layer(layer), kAll, sink);
     }
     sink.layer = -1;
     sink.collective("stage_handoff", ServingCollective::handoff, b.tokens());
@@ -472,7 +486,7 @@ IterationTime ServingCostModel::iteration(const BatchShape& b) const {
       case SpecMethod::eagle: {
         // EAGLE's head: about one decoder layer of the target, then the target's LM head, per step.
         Parts s;
-        layer(step, false, s);
+        layer(step, false, false, s);
         const ModelSpec& m = d_.model;
         const double rows = static_cast<double>(b.decode_seqs), v = static_cast<double>(m.vocab), h = m.hidden;
         const double head =

@@ -9,6 +9,7 @@ namespace ctwin {
 double weight_bytes_per_param(Quantization q) {
   switch (q) {
     case Quantization::none:
+    case Quantization::mxfp4:  // its other GEMMs
       return 2;
     case Quantization::fp8:
     case Quantization::int8:
@@ -22,6 +23,10 @@ double weight_bytes_per_param(Quantization q) {
   return 2;
 }
 
+double expert_weight_bytes_per_param(Quantization q) {
+  return q == Quantization::mxfp4 ? 0.5 + 1.0 / 32 : weight_bytes_per_param(q);
+}
+
 double kv_bytes_per_elem(KvCacheDtype d) { return d == KvCacheDtype::fp8 ? 1 : 2; }
 
 double gemm_peak_flops(const GpuSpec& gpu, Quantization q) {
@@ -29,6 +34,7 @@ double gemm_peak_flops(const GpuSpec& gpu, Quantization q) {
     case Quantization::none:
     case Quantization::w4a16:
     case Quantization::w8a16:
+    case Quantization::mxfp4:
       // Weight-only kernels (Marlin) dequantize to BF16 and multiply at its peak.
       return gpu.peak_flops(Dtype::bf16);
     case Quantization::fp8:
@@ -49,6 +55,7 @@ ServingDeployment with_default_cost_models(ServingDeployment d) {
       case Quantization::none:
       case Quantization::w4a16:
       case Quantization::w8a16:
+      case Quantization::mxfp4:
         d.gemm_cost_model = d.cost_model;
         break;
       case Quantization::fp8:
@@ -71,7 +78,7 @@ ServingDeployment with_profile(ServingDeployment d, const Profile& p) {
   const GpuSpec& gpu = d.cluster.spec.gpu;
   const ComputeModel bf16 = compute_model(p, gpu, Dtype::bf16);
   d.cost_model = profile_cost_model(p, gpu, Dtype::bf16);
-  if (d.quantization == Quantization::none) {
+  if (d.quantization == Quantization::none || d.quantization == Quantization::mxfp4) {
     d.gemm_cost_model = d.cost_model;
   } else {
     ComputeModel gemm = bf16;
@@ -95,12 +102,14 @@ ServingDeployment deployment_from_json(const JsonObject& o, const ModelSpec& mod
   if (model.is_generic() || model.layers <= 0) {
     throw InputError(o.file(), o.path(), "the model is not a transformer", "a transformer model to serve");
   }
-  if (model.attention_window > 0) {
-    // vLLM keeps a windowed layer's last blocks only and its decode reads the window: neither is
-    // modelled yet, and pricing every layer over the whole context would be silently wrong.
-    throw InputError(o.file(), "/model/attention_window",
-                     "sliding-window attention (" + std::to_string(model.attention_window) + " tokens) in serving",
-                     "a model with attention_window 0: serving does not model windowed layers yet");
+  if (model.attention_window > 0 && model.full_attention_every <= 0) {
+    // The KV cache names and prefix-caches the full-attention layers' pages and counts the
+    // windowed layers' beside them (kv_cache.hpp KvWindow): with no full layer there is nothing
+    // to name.
+    throw InputError(
+        o.file(), "/model/full_attention_every",
+        "0 (every layer windowed, attention_window " + std::to_string(model.attention_window) + ") in serving",
+        "a model with some full-attention layers (full_attention_every >= 1), or attention_window 0");
   }
   d.tp = static_cast<int>(r.integer("tensor_parallel_size"));
   d.pp = static_cast<int>(r.integer("pipeline_parallel_size"));
@@ -141,6 +150,10 @@ ServingDeployment deployment_from_json(const JsonObject& o, const ModelSpec& mod
     o.fail("enable_expert_parallel", "found true, but " + model.name + " is not a mixture of experts",
            "false for a dense model");
   }
+  if (d.quantization == Quantization::mxfp4 && !model.moe.enabled()) {
+    o.fail("quantization", "found \"mxfp4\", but " + model.name + " is not a mixture of experts",
+           "a mixture of experts (mxfp4 quantizes the routed experts), or another method");
+  }
   if (gemm_peak_flops(cluster.spec.gpu, d.quantization) <= 0) {
     o.fail("quantization",
            std::string("found \"") + quantization_names.name(d.quantization) + "\", which " + cluster.spec.gpu.name +
@@ -170,6 +183,13 @@ ServingDeployment deployment_from_json(const JsonObject& o, const ModelSpec& mod
         so.fail("model",
                 "found \"" + name + "\" with " + std::to_string(draft.heads) + " heads, not divisible by tp " + tp_text,
                 "a draft whose heads the target's tensor_parallel_size divides");
+      }
+      if (draft.attention_window > 0 || model.attention_window > 0) {
+        so.fail(
+            "model",
+            "a draft model with " + std::string(model.attention_window > 0 ? "a windowed target" : "a windowed draft"),
+            "method \"eagle\" or \"ngram\" with sliding-window models (a draft pass over the target's window is "
+            "not modelled)");
       }
       d.draft = draft;
     } else if (sr.has("model") && d.spec_method == SpecMethod::ngram) {

@@ -168,7 +168,7 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
       const std::vector<LinkId>* ingress;
       Engine* engine;
       Time latency;
-      double kv_bytes_per_token;
+      const ServingDeployment* decode;  // the KV a prompt carries: kv_bytes_of_context
       int in_flight = 0;
       int peak = 0;
       std::vector<LayerwisePlan> plans{};  // layerwise: by index into done
@@ -189,7 +189,7 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
         engine->schedule_at(std::max(engine->now(), (*done)[i].rec.first_token + latency),
                             [c, i] { c->net->start(c->path(i), c->plans[i].tail_bytes, [c, i] { c->land(i); }); });
       }
-    } ctx{&net, &done, &egress, &ingress, &engine, seconds(spec.link_latency_s), run.kv_bytes_per_token};
+    } ctx{&net, &done, &egress, &ingress, &engine, seconds(spec.link_latency_s), &spec.decode};
     for (std::size_t i = 0; i < done.size(); ++i) {
       PrefillDone& d = done[i];
       d.decode_replica = static_cast<int>(static_cast<std::size_t>(d.rec.request.id) % n_dec);
@@ -198,7 +198,7 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
         d.ready = d.rec.first_token;
         continue;
       }
-      const double bytes = static_cast<double>(d.rec.request.prompt_tokens) * run.kv_bytes_per_token;
+      const double bytes = kv_bytes_of_context(spec.decode, d.rec.request.prompt_tokens);
       if (layerwise) {
         // The replica's iterations that started within the prompt's span: one chunk of it each.
         const std::vector<Time>& st = iteration_starts[static_cast<std::size_t>(d.replica)];
@@ -234,7 +234,7 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
         std::vector<LinkId> path{(*c->egress)[static_cast<std::size_t>(x.replica)]};
         if (!c->ingress->empty()) path.push_back((*c->ingress)[static_cast<std::size_t>(x.decode_replica)]);
         c->peak = std::max(c->peak, ++c->in_flight);
-        const double b = static_cast<double>(x.rec.request.prompt_tokens) * c->kv_bytes_per_token;
+        const double b = kv_bytes_of_context(*c->decode, x.rec.request.prompt_tokens);
         c->net->start(
             std::move(path), b,
             [c, i] {
@@ -250,7 +250,7 @@ DisaggregatedRun run_disaggregated(const DisaggregationSpec& spec, const Schedul
       for (const PrefillDone& d : done)
         if (outputs[static_cast<std::size_t>(d.rec.request.id)] >= 2)
           observe.on_transfer(d.replica, d.decode_replica, d.rec.request.id, d.leave, d.ready,
-                              static_cast<double>(d.rec.request.prompt_tokens) * run.kv_bytes_per_token);
+                              kv_bytes_of_context(spec.decode, d.rec.request.prompt_tokens));
   }
 
   // (3) The decode pool: each replica's requests in the order their KV lands (ties by id),

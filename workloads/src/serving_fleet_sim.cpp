@@ -408,7 +408,7 @@ class Fleet {
       offload.tier = rt.offload_tiers.back();
     }
     in.kv = make_kv_cache(rt.capacity.num_gpu_blocks, p.scheduler.block_size, rt.capacity.num_cpu_blocks,
-                          p.scheduler.prefix_caching, offload);
+                          p.scheduler.prefix_caching, offload, kv_window(p.deployment));
     in.options = replica_options(p.deployment, p.scheduler, rt.capacity, info_.seed);
     if (spec_.control.interval_s > 0 || spec_.hooks.on_iteration)
       in.options.hooks.on_iteration = [this, id, &b = s.busy_s](const IterationRecord& it) {

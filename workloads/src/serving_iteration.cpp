@@ -10,8 +10,9 @@ std::string_view IterationShape::kind() const {
   return p && d ? "mixed" : p ? "prefill" : d ? "decode" : "";
 }
 
-BatchShape batch_shape(const IterationShape& s) {
+BatchShape batch_shape(const IterationShape& s, std::int64_t window) {
   BatchShape b;
+  b.window = window;
   for (std::int64_t i = 0; i < s.prefill_seqs; ++i) add_prefill_chunk(b, s.prefill_tokens, s.prefill_context);
   for (std::int64_t i = 0; i < s.decode_seqs; ++i) add_decode_sequence(b, s.decode_context, 0);
   return b;

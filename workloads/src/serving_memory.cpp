@@ -29,20 +29,58 @@ int stage_layers(const ServingDeployment& d, int stage) {
   return base + (extra ? 1 : 0);
 }
 
+namespace {
+
+// Layers of `stage` that attend through the sliding window.
+int stage_windowed_layers(const ServingDeployment& d, int stage) {
+  const int first = stage_first_layer(d, stage);
+  int n = 0;
+  for (int l = first; l < first + stage_layers(d, stage); ++l) n += d.model.windowed_layer(l) ? 1 : 0;
+  return n;
+}
+
+// One token's KV on a GPU of the replica, per layer, at the KV dtype.
+double kv_layer_bytes_per_token(const ServingDeployment& d) {
+  const ModelSpec& m = d.model;
+  const ModelDims dims = model_dims(m);
+  // MLA caches its latent and RoPE key once per token, replicated on every TP rank; standard
+  // attention caches K and V of kv_heads / tp heads.
+  // Beyond tp = kv_heads each rank keeps one (replicated) KV head, as vLLM does.
+  const double kvh = m.kv_heads > 0 ? m.kv_heads : m.heads;
+  const double per_token =
+      m.mla.enabled() ? dims.kv_cache_per_token : dims.kv_cache_per_token / kvh * std::max(1.0, kvh / d.tp);
+  return per_token * kv_bytes_per_elem(d.kv_dtype);
+}
+
+}  // namespace
+
+KvWindow kv_window(const ServingDeployment& d) {
+  KvWindow w;
+  if (d.model.attention_window <= 0) return w;
+  w.tokens = d.model.attention_window;
+  for (int s = 0; s < d.pp; ++s) {
+    const int win = stage_windowed_layers(d, s), full = stage_layers(d, s) - win;
+    if (full > 0) w.blocks_per_page = std::max(w.blocks_per_page, static_cast<double>(win) / full);
+  }
+  return w;
+}
+
 double serving_weight_bytes(const ServingDeployment& d, int stage) {
   const ModelSpec& m = d.model;
   const ModelDims dims = model_dims(m);
   const double w = weight_bytes_per_param(d.quantization), tp = d.tp;
+  const double we = expert_weight_bytes_per_param(d.quantization);
   const int first = stage_first_layer(d, stage);
   const int n = stage_layers(d, stage);
-  double params_q = 0;  // quantized GEMM weights on this GPU
+  double params_q = 0;       // quantized GEMM weights on this GPU
+  double params_expert = 0;  // the routed experts'
   double params_bf16 = 0;
   for (int l = first; l < first + n; ++l) {
     params_q += dims.attention_params / tp;
     params_bf16 += 2 * dims.norm_params;
     if (m.moe.enabled() && l >= m.moe.first_dense_layers) {
       // Routed experts: whole experts split over EP ranks, or every expert sharded over TP.
-      params_q += m.moe.experts * dims.expert_params / tp;
+      params_expert += m.moe.experts * dims.expert_params / tp;
       params_q += m.moe.shared_experts * dims.expert_params / tp;
       params_bf16 += dims.router_params;  // the gate stays unquantized and replicated
     } else {
@@ -60,7 +98,7 @@ double serving_weight_bytes(const ServingDeployment& d, int stage) {
   if (!m.learned_positions) {
     params_bf16 += static_cast<double>(m.max_seq) * (m.mla.enabled() ? m.mla.qk_rope_head_dim : dims.head_dim);
   }
-  return params_q * w + params_bf16 * 2;
+  return params_q * w + params_expert * we + params_bf16 * 2;
 }
 
 double serving_activation_bytes(const ServingDeployment& d, std::int64_t tokens) {
@@ -76,19 +114,22 @@ double serving_activation_bytes(const ServingDeployment& d, std::int64_t tokens)
 }
 
 double kv_block_bytes(const ServingDeployment& d, int block_size, int stage) {
-  const ModelSpec& m = d.model;
-  const ModelDims dims = model_dims(m);
-  // MLA caches its latent and RoPE key once per token, replicated on every TP rank; standard
-  // attention caches K and V of kv_heads / tp heads.
-  // Beyond tp = kv_heads each rank keeps one (replicated) KV head, as vLLM does.
-  const double kvh = m.kv_heads > 0 ? m.kv_heads : m.heads;
-  const double per_token =
-      m.mla.enabled() ? dims.kv_cache_per_token : dims.kv_cache_per_token / kvh * std::max(1.0, kvh / d.tp);
-  return static_cast<double>(block_size) * stage_layers(d, stage) * per_token * kv_bytes_per_elem(d.kv_dtype);
+  const int layers = stage_layers(d, stage) - stage_windowed_layers(d, stage);
+  return static_cast<double>(block_size) * layers * kv_layer_bytes_per_token(d);
 }
 
 double kv_bytes_per_token(const ServingDeployment& d) {
   return static_cast<double>(d.model.layers) * model_dims(d.model).kv_cache_per_token * kv_bytes_per_elem(d.kv_dtype);
+}
+
+double kv_bytes_of_context(const ServingDeployment& d, std::int64_t tokens) {
+  const ModelSpec& m = d.model;
+  int windowed = 0;
+  for (int l = 0; l < m.layers; ++l) windowed += m.windowed_layer(l) ? 1 : 0;
+  const double t = static_cast<double>(tokens);
+  const double wt = windowed > 0 ? std::min(t, static_cast<double>(m.attention_window)) : 0;
+  return (static_cast<double>(m.layers - windowed) * t + windowed * wt) * model_dims(m).kv_cache_per_token *
+         kv_bytes_per_elem(d.kv_dtype);
 }
 
 KvCapacity kv_capacity(const ServingDeployment& d, const SchedulerConfig& s) {
@@ -119,10 +160,32 @@ KvCapacity kv_capacity(const ServingDeployment& d, const SchedulerConfig& s) {
       replica_block > 0
           ? static_cast<std::int64_t>(std::floor(std::min(s.kv_offloading_size_gib * kGiB / replica_block, 2e9)))
           : 0;
-  c.tokens = c.num_gpu_blocks * s.block_size;
   const std::int64_t max_len = s.max_model_len > 0 ? s.max_model_len : d.model.max_seq;
-  c.max_concurrency = max_len > 0 ? static_cast<double>(c.tokens) / static_cast<double>(max_len) : 0;
-  if (c.num_gpu_blocks == 0) {
+  // A request of max_model_len tokens in blocks: its full-attention pages and, with windows, what
+  // vLLM reserves for the windowed ones (SlidingWindowSpec.max_memory_usage_bytes: the window
+  // less one plus a step's tokens, capped at max_model_len, in pages, and one page more).
+  const KvWindow win = kv_window(d);
+  const auto ceil_div = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
+  std::int64_t request_blocks = ceil_div(max_len, s.block_size);
+  double window_share = 0;  // window blocks per full-layer block, for the token count
+  if (win.enabled()) {
+    const std::int64_t span = std::min(win.tokens - 1 + s.max_num_batched_tokens, max_len);
+    request_blocks += static_cast<std::int64_t>(
+        std::ceil(win.blocks_per_page * static_cast<double>(ceil_div(span, s.block_size) + 1) - 1e-9));
+    window_share = win.blocks_per_page;
+  }
+  // vLLM's "GPU KV cache size" divides the pool over its KV cache groups (one page a token each).
+  c.tokens =
+      static_cast<std::int64_t>(std::floor(static_cast<double>(c.num_gpu_blocks) / (1 + window_share))) * s.block_size;
+  c.max_concurrency = max_len <= 0    ? 0
+                      : win.enabled() ? static_cast<double>(c.num_gpu_blocks) / static_cast<double>(request_blocks)
+                                      : static_cast<double>(c.tokens) / static_cast<double>(max_len);
+  if (d.model.attention_window > 0 && c.block_bytes <= 0) {
+    c.num_gpu_blocks = 0;
+    c.refusal =
+        "a pipeline stage holds only sliding-window layers, which the KV cache counts against full-attention "
+        "pages (kv_cache.hpp KvWindow): use fewer pipeline stages";
+  } else if (c.num_gpu_blocks == 0) {
     std::ostringstream e;
     e.precision(3);
     e << std::fixed;
@@ -136,7 +199,7 @@ KvCapacity kv_capacity(const ServingDeployment& d, const SchedulerConfig& s) {
         << c.non_torch_bytes / kGiB << " GiB";
     }
     c.refusal = e.str();
-  } else if (max_len > 0 && c.tokens < max_len) {
+  } else if (max_len > 0 && c.num_gpu_blocks < request_blocks) {
     std::ostringstream e;
     e << "max_model_len " << max_len << " is larger than the " << c.tokens
       << " tokens the KV cache can store (vLLM refuses to start)";

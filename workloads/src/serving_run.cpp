@@ -20,6 +20,7 @@ ReplicaOptions replica_options(const ServingDeployment& d, const SchedulerConfig
   // A LoRA load likewise: each GPU copies its share of the adapter (BF16) at once.
   if (sched.enable_lora) opt.lora_adapter_bytes = lora_adapter_bytes(d.model, sched.lora_adapter_rank, 2);
   opt.request_overhead = seconds(d.overhead.request_overhead_us * 1e-6);
+  opt.attention_window = d.model.attention_window;
   return opt;
 }
 
@@ -37,7 +38,7 @@ ServingReplicaRun run_serving_replica(const ServingDeployment& d, const Schedule
   KvOffload offload;  // one replica: its own tier, whatever the scope
   if (run.capacity.num_offload_blocks > 0) offload.tier = make_kv_host_tier(run.capacity.num_offload_blocks);
   const auto kv = make_kv_cache(run.capacity.num_gpu_blocks, sched.block_size, run.capacity.num_cpu_blocks,
-                                sched.prefix_caching, offload);
+                                sched.prefix_caching, offload, kv_window(d));
   const ServingCostModel cost(d);
   ReplicaOptions opt = replica_options(d, sched, run.capacity, seed);
   opt.hooks = hooks;

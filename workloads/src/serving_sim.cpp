@@ -670,6 +670,7 @@ class Replica {
   BatchShape shape(bool decode_now) {
     BatchShape b;
     b.spec_k = k_;
+    b.window = o_.attention_window;
     for (const Entry& e : prefilling_) {
       const Live& l = slots_[e.slot];
       if (l.chunk == 0) continue;
@@ -681,6 +682,15 @@ class Replica {
       b.decode_tokens = decoders_ * (1 + k_);
       b.decode_kv_tokens = static_cast<double>(ctx_sum_);
       b.decode_attended_pairs = static_cast<double>(ctx_sum_);
+      if (b.window > 0) {  // no running sum for the windowed layers: each decoder's min(context, w)
+        for (const Entry& e : running_) {
+          const Live& l = slots_[e.slot];
+          if (!l.decoding) continue;
+          const auto n = static_cast<double>(std::min(l.r.prompt_tokens + gen(l), b.window));
+          b.decode_window_pairs += n;
+          b.decode_window_kv_tokens += n;
+        }
+      }
     } else {
       // Context n: tokens after this step's 1 + k are written.
       for (const Entry& e : running_) {

@@ -58,19 +58,41 @@ struct KvOffload {
   std::int32_t replica = 0;
 };
 
+// Sliding-window layers under vLLM's hybrid KV cache manager (v1 kv_cache_coordinator.py,
+// single_type_kv_cache_manager.py SlidingWindowManager). A pool block holds block_size tokens of
+// the full-attention layers, and a request's pages of them are named and prefix-cached as
+// before. The windowed layers share the same pool: each request also holds, for them, the pages
+// from the one holding its first token still inside the window to its last. Before an allocation
+// vLLM frees the pages wholly before computed - tokens + 1 (remove_skipped_blocks), computed
+// being the tokens computed before this step: the previous allocation's, or the prefix hit's on
+// a first one. A windowed page costs blocks_per_page pool blocks (the windowed layers' KV bytes
+// over the full layers'), the request's count rounded up. Those blocks are never findable: a
+// prefix hit is decided by the full layers' pages (the windowed layers' last window of a hit
+// assumed still cached).
+struct KvWindow {
+  std::int64_t tokens = 0;     // the window, tokens a query attends to, itself included; 0: none
+  double blocks_per_page = 0;  // pool blocks one windowed page takes
+  bool enabled() const { return tokens > 0 && blocks_per_page > 0; }
+};
+// Pool blocks a request's windowed layers hold after allocating for `tokens` tokens, `computed`
+// computed before: ceil(blocks_per_page x (ceil(tokens / bs) - floor(max(0, computed - w + 1) / bs))),
+// 0 when the window is off or tokens is 0.
+std::int64_t window_blocks(const KvWindow& w, int block_size, std::int64_t computed, std::int64_t tokens);
+
 // num_blocks GPU blocks of block_size tokens and num_host_blocks host blocks for swapping, with
-// an optional host tier of KV (needs a prefix-caching mode). Throws std::invalid_argument on
-// num_blocks < 0, block_size < 1, num_host_blocks < 0 or a host tier with mode none.
+// an optional host tier of KV (needs a prefix-caching mode) and windowed layers. Throws
+// std::invalid_argument on num_blocks < 0, block_size < 1, num_host_blocks < 0, a host tier with
+// mode none, or a window with tokens < 0 or blocks_per_page < 0.
 std::unique_ptr<PrefixKvCache> make_kv_cache(std::int64_t num_blocks, int block_size, std::int64_t num_host_blocks,
-                                             PrefixCaching mode, KvOffload offload = {});
+                                             PrefixCaching mode, KvOffload offload = {}, KvWindow window = {});
 
 namespace detail {
 // The radix mode's cache (radix_cache.cpp); make_kv_cache checks the sizes before calling it.
 std::unique_ptr<PrefixKvCache> make_radix_kv_cache(std::int64_t num_blocks, int block_size,
-                                                   std::int64_t num_host_blocks, KvOffload offload);
+                                                   std::int64_t num_host_blocks, KvOffload offload, KvWindow window);
 // The none mode's (kv_cache_counting.cpp): blocks counted, not named.
 std::unique_ptr<PrefixKvCache> make_counting_kv_cache(std::int64_t num_blocks, int block_size,
-                                                      std::int64_t num_host_blocks);
+                                                      std::int64_t num_host_blocks, KvWindow window);
 }  // namespace detail
 
 }  // namespace ctwin

@@ -94,7 +94,8 @@ inline constexpr ParamDecl model_params[] = {
      .max = 1ll << 30,
      .unit = "tokens",
      .doc = "sliding-window attention: a windowed layer's query attends to this many tokens, itself and those "
-            "before it (Mistral 4096, GPT-OSS 128); 0: full attention. Training only"},
+            "before it (Mistral 4096, GPT-OSS 128); 0: full attention. Training and serving (serving needs some "
+            "full layers), not realrun"},
     {.key = "full_attention_every",
      .type = ParamType::integer,
      .def = 0,

@@ -103,12 +103,12 @@ class ServingCostModel final : public IterationCostModel {
   struct ListSink;   // collects them as IterationOps
   // The forward pass of the whole replica (every stage), no host overhead, no proposer.
   Parts forward(const BatchShape& b, bool lm_head) const;
-  // One layer on one GPU; moe selects the MoE MLP.
-  void layer(const BatchShape& b, bool moe, Parts& p) const;
+  // One layer on one GPU; moe selects the MoE MLP, windowed the sliding-window attention.
+  void layer(const BatchShape& b, bool moe, bool windowed, Parts& p) const;
   // The emitters, in the order the pass runs: one layer's ops (`want`: a mask of kShared,
   // kAttention, kComm, so that pricing builds only what it needs), the embedding, the head.
   template <class Sink>
-  void emit_layer(const BatchShape& b, bool moe, unsigned want, Sink& sink) const;
+  void emit_layer(const BatchShape& b, bool moe, bool windowed, unsigned want, Sink& sink) const;
   template <class Sink>
   void emit_embedding(const BatchShape& b, Sink& sink) const;
   template <class Sink>
@@ -126,9 +126,11 @@ class ServingCostModel final : public IterationCostModel {
   ModelDims dims_;
   std::vector<GpuId> tp_ranks_;
   int dense_layers_ = 0, moe_layers_ = 0;
+  int dense_windowed_ = 0, moe_windowed_ = 0;  // of those, the sliding-window layers
   double kv_bytes_ = 2;
   LoraLayerWidths lora_widths_;
   double w_bytes_ = 2;
+  double expert_w_bytes_ = 2;                    // a routed expert's weight (mxfp4 quantizes only these)
   std::unique_ptr<ServingCostModel> draft_;      // draft_model: the proposer at the same tp
   mutable std::vector<double> all_reduce_memo_;  // by tokens; NaN: not yet computed
   mutable std::vector<double> handoff_memo_;

@@ -22,14 +22,17 @@ namespace ctwin {
 // Weight (and activation) precision of the GEMMs, as vLLM's quantization methods run them.
 // none: BF16. fp8 / int8: W8A8, GEMMs at the FP8 / INT8 tensor peak. w4a16 / w8a16:
 // weight-only (AWQ, GPTQ through Marlin), dequantised to BF16 in the kernel. fp4: NVFP4 W4A4,
-// Blackwell only.
-enum class Quantization : std::uint8_t { none, fp8, int8, w4a16, w8a16, fp4 };
+// Blackwell only. mxfp4: the routed experts only (gpt-oss's checkpoint, vLLM's Mxfp4MoEMethod),
+// E2M1 weights with one E8M0 scale per 32, dequantized and multiplied at BF16 (the kernels vLLM
+// runs before Blackwell; Blackwell's W4A8 path is not modelled); every other GEMM BF16.
+enum class Quantization : std::uint8_t { none, fp8, int8, w4a16, w8a16, fp4, mxfp4 };
 inline constexpr auto quantization_names = make_names<Quantization>({{Quantization::none, "none"},
                                                                      {Quantization::fp8, "fp8"},
                                                                      {Quantization::int8, "int8"},
                                                                      {Quantization::w4a16, "w4a16"},
                                                                      {Quantization::w8a16, "w8a16"},
-                                                                     {Quantization::fp4, "fp4"}});
+                                                                     {Quantization::fp4, "fp4"},
+                                                                     {Quantization::mxfp4, "mxfp4"}});
 // auto: the model's dtype (BF16); fp8: E4M3, one byte per element.
 enum class KvCacheDtype : std::uint8_t { automatic, fp8 };
 inline constexpr auto kv_cache_dtype_names =
@@ -75,6 +78,9 @@ struct ServingDeployment {
 // Bytes per parameter of a quantized GEMM weight, scales included (w4a16: one BF16 scale per
 // group of 128, as AWQ/GPTQ; fp4: one FP8 scale per 16, NVFP4).
 double weight_bytes_per_param(Quantization q);
+// The same for a routed expert's GEMM weight: mxfp4's 4.25 bits (E2M1 and an E8M0 scale per
+// 32), else weight_bytes_per_param.
+double expert_weight_bytes_per_param(Quantization q);
 // KV cache bytes per element.
 double kv_bytes_per_elem(KvCacheDtype d);
 // The tensor peak the quantized GEMMs run at, FLOP/s (INT8: the FP8 figure on Hopper and later,
@@ -117,7 +123,8 @@ inline constexpr ParamDecl serving_deployment_params[] = {
     {.key = "quantization",
      .type = ParamType::choice,
      .def_name = "none",
-     .doc = "GEMM precision: none (BF16), fp8/int8 (W8A8), w4a16/w8a16 (weight-only), fp4 (NVFP4, Blackwell)",
+     .doc = "GEMM precision: none (BF16), fp8/int8 (W8A8), w4a16/w8a16 (weight-only), fp4 (NVFP4, Blackwell), "
+            "mxfp4 (MoE experts only, as gpt-oss ships; the rest BF16)",
      .source = "vLLM --quantization",
      .choices = quantization_names.names},
     {.key = "kv_cache_dtype",

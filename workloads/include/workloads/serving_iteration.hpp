@@ -31,7 +31,8 @@ struct IterationShape {
   bool operator==(const IterationShape&) const = default;
 };
 
-BatchShape batch_shape(const IterationShape& s);
+// The shape's batch; `window` the model's sliding window (BatchShape::window), 0 for none.
+BatchShape batch_shape(const IterationShape& s, std::int64_t window = 0);
 
 // KV blocks of `block_size` tokens the iteration's sequences hold (each its own blocks, rounded up).
 std::int64_t kv_blocks_needed(const IterationShape& s, int block_size);

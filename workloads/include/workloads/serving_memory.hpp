@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "workloads/kv_cache.hpp"
 #include "workloads/serving_deploy_params.hpp"
 #include "workloads/serving_types.hpp"
 
@@ -39,13 +40,21 @@ double serving_weight_bytes(const ServingDeployment& d, int stage);
 // Fits vLLM issue #10517's logs (Llama-3.1-8B: peak_torch - weights = 2.07 GiB at 20,000
 // tokens, 2.99 GiB at 29,000) within 1%. MoE: the routed experts' width top_k * expert_ffn.
 double serving_activation_bytes(const ServingDeployment& d, std::int64_t tokens);
-// Bytes of one KV block on a GPU of `stage`: block_size * layers * (2 * kv_heads / tp * head_dim,
+// Bytes of one KV block on a GPU of `stage`: block_size * full-attention layers (a windowed
+// layer's pages are counted by KvWindow) * (2 * kv_heads / tp * head_dim,
 // or MLA's latent + RoPE key once, replicated over TP) * the KV dtype's bytes.
 double kv_block_bytes(const ServingDeployment& d, int block_size, int stage);
 // The model's KV bytes per token over all its layers, each KV head once (MLA: its latent and
 // RoPE key once) at the deployment's KV dtype: what moving one token's KV to another replica
 // carries, whatever the two replicas' TP.
 double kv_bytes_per_token(const ServingDeployment& d);
+// The KV bytes of one sequence of `tokens` tokens over the model's layers, each KV head once
+// (as kv_bytes_per_token): a windowed layer holds only its last attention_window tokens.
+double kv_bytes_of_context(const ServingDeployment& d, std::int64_t tokens);
+// The windowed layers' share of the KV cache (kv_cache.hpp KvWindow): the model's window, and
+// its windowed layers' KV over its full layers', the largest over the pipeline stages. None
+// without a window.
+KvWindow kv_window(const ServingDeployment& d);
 // The layers of pipeline stage `stage` (vLLM's even split, the remainder on the first stages).
 int stage_layers(const ServingDeployment& d, int stage);
 

@@ -62,6 +62,9 @@ struct ReplicaOptions {
   // server, tokenization, the engine's request setup. In TTFT and end-to-end latency, not in
   // queueing (which starts at the scheduler), no GPU time.
   Time request_overhead{0};
+  // The model's sliding window (ModelSpec::attention_window; 0: none): each batch carries it so
+  // the cost model can price the windowed layers (BatchShape::window).
+  std::int64_t attention_window = 0;
   ServingHooks hooks;
 };
 

@@ -6,6 +6,7 @@
 // engine's picoseconds.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -113,10 +114,29 @@ struct BatchShape {
   std::int64_t lora_tokens = 0;
   std::int32_t lora_adapters = 0;
   std::int32_t lora_rank = 0;
+  // Sliding-window layers (ModelSpec::attention_window): set `window` before adding sequences;
+  // the windowed sums then hold what a windowed layer's kernels score and read (a query sees
+  // at most `window` keys, itself included).
+  std::int64_t window = 0;
+  double prefill_window_pairs = 0;
+  double prefill_window_kv_tokens = 0;
+  double decode_window_pairs = 0;
+  double decode_window_kv_tokens = 0;
   // Tokens the batch holds (for activation size), and whether it may run as a captured CUDA
   // graph (vLLM captures decode-only batches up to a size).
   std::int64_t tokens() const { return prefill_tokens + decode_tokens; }
 };
+
+// Keys the queries at positions first..last (1-based) see through a window of w tokens: the
+// sum of min(q, w), exact in closed form.
+inline double windowed_keys(std::int64_t first, std::int64_t last, std::int64_t w) {
+  if (last < first) return 0;
+  const auto tri = [](double a, double b) { return (a + b) * (b - a + 1) / 2; };  // a + ... + b
+  const double f = static_cast<double>(first), l = static_cast<double>(last), ww = static_cast<double>(w);
+  if (last <= w) return tri(f, l);
+  if (first > w) return (l - f + 1) * ww;
+  return tri(f, ww) + (l - ww) * ww;
+}
 
 // A prefill chunk of `chunk` new tokens after `computed` cached (or earlier-chunk) tokens, added
 // to b: token i (1-based) of the chunk sees computed + i keys.
@@ -126,6 +146,10 @@ inline void add_prefill_chunk(BatchShape& b, std::int64_t chunk, std::int64_t co
   b.prefill_tokens += chunk;
   b.prefill_attended_pairs += c * p + c * (c + 1) / 2;
   b.prefill_kv_tokens += p + c;
+  if (b.window > 0) {
+    b.prefill_window_pairs += windowed_keys(computed + 1, computed + chunk, b.window);
+    b.prefill_window_kv_tokens += static_cast<double>(std::min(computed + chunk, chunk + b.window - 1));
+  }
 }
 
 // A decode sequence of context n (its K/V tokens once this step's 1 + k are written) verifying
@@ -136,6 +160,10 @@ inline void add_decode_sequence(BatchShape& b, std::int64_t n, int k) {
   b.decode_tokens += 1 + k;
   b.decode_kv_tokens += nn;
   b.decode_attended_pairs += (1 + kk) * nn - kk * (kk + 1) / 2;
+  if (b.window > 0) {
+    b.decode_window_pairs += windowed_keys(n - k, n, b.window);
+    b.decode_window_kv_tokens += static_cast<double>(std::min<std::int64_t>(n, b.window + k));
+  }
 }
 
 // An iteration's time and where it went (seconds; the parts add up to total_s).
