@@ -734,8 +734,8 @@ std::string serving_report_text(const Scenario& sc, const ServingFleetRun& fleet
   std::snprintf(buf, sizeof buf,
                 "\n  KV cache      %lld blocks of %d tokens%s%s (%s per GPU, %.1fx max_model_len); peak %s, mean %s\n",
                 static_cast<long long>(c.num_gpu_blocks), job.scheduler.block_size,
-                d.model.attention_window > 0 ? " of the full-attention layers, shared with the windowed ones" : "",
                 fleet.replicas > 1 ? " per replica" : "",
+                d.model.attention_window > 0 ? " of the full-attention layers, shared with the windowed ones" : "",
                 gib(static_cast<double>(c.num_gpu_blocks) * c.block_bytes).c_str(), c.max_concurrency,
                 pct(r.kv_peak_utilization).c_str(), pct(r.kv_mean_utilization).c_str());
   s += buf;
