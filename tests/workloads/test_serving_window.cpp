@@ -120,8 +120,9 @@ TEST_SUITE("serving sliding window") {
       CAPTURE(o.layer);
       CAPTURE(name);
       if (name == "attention_decode") {
-        // 8 sequences: 128 keys each windowed, 8,192 full.
+        // 8 sequences: 128 keys each windowed, 8,192 full, scored and read.
         CHECK(o.cost.kv_tokens == (win ? 8 * 128.0 : 8 * 8192.0));
+        CHECK(o.cost.attended_pairs == (win ? 8 * 128.0 : 8 * 8192.0));
       } else {
         // 2,048 tokens after 4,096: windowed, every query sees 128 keys; reads 2,048 + 127.
         CHECK(o.cost.kv_tokens == (win ? 2048 + 127.0 : 4096 + 2048.0));
