@@ -200,7 +200,8 @@ TEST_SUITE("serving sliding window") {
     const Cluster h100 = preset("dgx-h100");
     const auto error_path = [&](const ModelSpec& m, const std::string& text) -> std::string {
       const Json j = Json::parse(text);
-      const JsonObject o(j, "/serving", "scenario.json");
+      const std::string file = "scenario.json";  // JsonObject keeps a reference to its file name
+      const JsonObject o(j, "/serving", file);
       try {
         (void)deployment_from_json(o, m, h100, cat, true);
       } catch (const InputError& e) {

@@ -61,6 +61,7 @@ struct Sequence {
   std::int64_t private_pages = 0;  // pages held outside the tree (the partial last one, copies)
   std::int64_t window_pages = 0;   // the windowed layers' pages (KvWindow), never in the tree
   std::int64_t host_blocks = 0;    // > 0: swapped out
+  std::int64_t host_window = 0;    // of those, the window's
 };
 
 class RadixKvCache final : public PrefixKvCache {
@@ -150,7 +151,7 @@ class RadixKvCache final : public PrefixKvCache {
     if (used_host_ + n > num_host_blocks_) return std::nullopt;
     ++clock_;
     drop(s);
-    s.window_pages = window;  // remembered for swap_in; not on the GPUs meanwhile
+    s.host_window = window;  // off the GPUs: a release meanwhile has no window pages to free
     s.host_blocks = n;
     used_host_ += n;
     return n;
@@ -166,7 +167,9 @@ class RadixKvCache final : public PrefixKvCache {
     if (n > free_pages() + cached_) return std::nullopt;
     ++clock_;
     evict_until(n);
-    s.private_pages = n - s.window_pages;
+    s.window_pages = s.host_window;
+    s.private_pages = n - s.host_window;
+    s.host_window = 0;
     used_ += n;
     s.host_blocks = 0;
     used_host_ -= n;
