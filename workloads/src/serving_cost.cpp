@@ -40,9 +40,8 @@ ServingCostModel::ServingCostModel(ServingDeployment d) : d_(with_default_cost_m
   moe_layers_ = m.moe.enabled() ? std::max(0, m.layers - m.moe.first_dense_layers) : 0;
   lora_widths_ = lora_layer_widths(m);
   dense_layers_ = m.layers - moe_layers_;
-  for (int l = 0; l < m.layers; ++l) {
-    if (m.windowed_layer(l)) ++(l < dense_layers_ ? dense_windowed_ : moe_windowed_);
-  }
+  dense_windowed_ = m.windowed_layers(0, dense_layers_);
+  moe_windowed_ = m.windowed_layers(dense_layers_, moe_layers_);
   kv_bytes_ = kv_bytes_per_elem(d_.kv_dtype);
   w_bytes_ = weight_bytes_per_param(d_.quantization);
   expert_w_bytes_ = expert_weight_bytes_per_param(d_.quantization);

@@ -33,10 +33,7 @@ namespace {
 
 // Layers of `stage` that attend through the sliding window.
 int stage_windowed_layers(const ServingDeployment& d, int stage) {
-  const int first = stage_first_layer(d, stage);
-  int n = 0;
-  for (int l = first; l < first + stage_layers(d, stage); ++l) n += d.model.windowed_layer(l) ? 1 : 0;
-  return n;
+  return d.model.windowed_layers(stage_first_layer(d, stage), stage_layers(d, stage));
 }
 
 // One token's KV on a GPU of the replica, per layer, at the KV dtype.
@@ -123,13 +120,12 @@ double kv_bytes_per_token(const ServingDeployment& d) {
 }
 
 double kv_bytes_of_context(const ServingDeployment& d, std::int64_t tokens) {
+  // kv_bytes_per_token's layers: the full ones hold every token, the windowed ones the window's.
   const ModelSpec& m = d.model;
-  int windowed = 0;
-  for (int l = 0; l < m.layers; ++l) windowed += m.windowed_layer(l) ? 1 : 0;
+  const int windowed = m.windowed_layers(0, m.layers);
   const double t = static_cast<double>(tokens);
   const double wt = windowed > 0 ? std::min(t, static_cast<double>(m.attention_window)) : 0;
-  return (static_cast<double>(m.layers - windowed) * t + windowed * wt) * model_dims(m).kv_cache_per_token *
-         kv_bytes_per_elem(d.kv_dtype);
+  return kv_bytes_per_token(d) * ((m.layers - windowed) * t + windowed * wt) / m.layers;
 }
 
 KvCapacity kv_capacity(const ServingDeployment& d, const SchedulerConfig& s) {

@@ -93,6 +93,12 @@ struct ModelSpec {
   bool windowed_layer(int l) const {
     return attention_window > 0 && (full_attention_every <= 0 || (l + 1) % full_attention_every != 0);
   }
+  // How many of the `count` layers from `first` attend through the window.
+  int windowed_layers(int first, int count) const {
+    int n = 0;
+    for (int l = first; l < first + count; ++l) n += windowed_layer(l) ? 1 : 0;
+    return n;
+  }
   int effective_head_dim() const { return head_dim > 0 ? head_dim : static_cast<int>(hidden / heads); }
 };
 
