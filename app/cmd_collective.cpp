@@ -176,9 +176,13 @@ int cmd_collective(const Args& args) {
     std::printf("# ctwin collective: %s on %s, %d node(s) x %d GPUs, algo %s (%s model)\n", op_name->c_str(),
                 cluster_name.c_str(), spec.nodes, static_cast<int>(gpn), algo.c_str(), fidelity.c_str());
     if (options.gpus_per_thread > 1) {
-      std::printf("# %d GPUs a thread (nccl-tests -g %d): at least %.1f us an iteration for their launches\n",
-                  options.gpus_per_thread, options.gpus_per_thread,
-                  group_launch_floor_s(cl, options.gpus_per_thread) * 1e6);
+      std::printf(
+          "# %d GPUs a thread (nccl-tests -g %d): at least %.1f us an iteration for their launches, %.2f us more "
+          "for each channel a size runs on\n",
+          options.gpus_per_thread, options.gpus_per_thread, group_launch_floor_s(cl, options.gpus_per_thread, 0) * 1e6,
+          (group_launch_floor_s(cl, options.gpus_per_thread, 2) -
+           group_launch_floor_s(cl, options.gpus_per_thread, 1)) *
+              1e6);
     }
     std::printf("#\n#%12s %12s %6s %10s %10s %10s %8s %7s\n", "size", "count", "type", "time(us)", "algbw", "busbw",
                 "algo", "proto");
@@ -203,7 +207,7 @@ int cmd_collective(const Args& args) {
         custom ? custom_all_reduce_kernel(cl, call, CustomAllReduce{}) : CustomAllReduceKernel::none;
     if (kernel != CustomAllReduceKernel::none) {
       est.time = ctwin::seconds(std::max(custom_all_reduce_s(cl, call, CustomAllReduce{}, kernel),
-                                         group_launch_floor_s(cl, options.gpus_per_thread)));
+                                         group_launch_floor_s(cl, options.gpus_per_thread, 1)));
       est.algbw_gbps = bytes / est.time.seconds() / 1e9;
       est.busbw_gbps = est.algbw_gbps * bus_factor(op, static_cast<int>(call.ranks.size()));
       est.algo = kernel == CustomAllReduceKernel::one_shot ? "oneshot" : "twoshot";
@@ -223,7 +227,7 @@ int cmd_collective(const Args& args) {
       Engine* eng = &engine;
       runner.start(call, [end_ptr, eng] { *end_ptr = eng->now(); });
       engine.run();
-      est.time = std::max(end, ctwin::seconds(group_launch_floor_s(cl, options.gpus_per_thread)));
+      est.time = std::max(end, ctwin::seconds(group_launch_floor_s(cl, options.gpus_per_thread, est.channels)));
       est.algbw_gbps = end.ps > 0 ? bytes / end.seconds() / 1e9 : 0;
       est.busbw_gbps = est.algbw_gbps * bus_factor(op, static_cast<int>(call.ranks.size()));
     }
@@ -234,7 +238,8 @@ int cmd_collective(const Args& args) {
                       {"algbw_gbps", est.algbw_gbps},
                       {"busbw_gbps", est.busbw_gbps},
                       {"algo", est.algo},
-                      {"protocol", est.protocol}});
+                      {"protocol", est.protocol},
+                      {"channels", est.channels}});
     } else {
       progress.clear();
       std::printf(" %12.0f %12.0f %6s %10.2f %10.2f %10.2f %8s %7s\n", bytes, bytes / elem,

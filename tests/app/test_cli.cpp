@@ -230,7 +230,18 @@ TEST_CASE("ctwin collective prints nccl-tests' columns with its busbw convention
           abs_approx((8.4 + slices * 2 * 7 * (0.6 + 2.8)) * 1e-6 + 2.0 * 7 / 8 * bytes / (450e9 * 20.6 / 25), 1e-12));
     CHECK(row["algbw_gbps"].get<double>() == rel_approx(bytes / t / 1e9, 1e-6));
     CHECK(row["busbw_gbps"].get<double>() == rel_approx(row["algbw_gbps"].get<double>() * 2 * 7 / 8, 1e-9));
+    CHECK(row["channels"].get<int>() == 24);  // Simple: 512 threads x 64 B a channel, all 24 from 768 KiB
   }
+  // nccl-tests -g 8: a 512 KiB ring all_reduce runs LL on 16 channels (512 threads x 8 B x 8 ranks
+  // = 32 KiB each) in ~30 us, under the 8 launches of 4.42 us plus 16 channels' 0.033 us each.
+  const Run g8 =
+      cli("collective --op all_reduce --cluster dgx-h100 --algo ring --gpus-per-thread 8 --min-bytes 512K "
+          "--max-bytes 512K --json");
+  REQUIRE(g8.status == 0);
+  const auto r8 = nlohmann::json::parse(g8.out)[0];
+  CHECK(r8["channels"].get<int>() == 16);
+  CHECK(r8["protocol"].get<std::string>() == "ll");
+  CHECK(r8["time_us"].get<double>() == rel_approx(8 * (4.42 + 16 * 0.033), 1e-6));
   const Run g = cli("collective --op all_gather --cluster dgx-a100 --nodes 2 --min-bytes 1G --max-bytes 1G --json");
   REQUIRE(g.status == 0);
   const auto row = nlohmann::json::parse(g.out)[0];

@@ -352,13 +352,23 @@ TEST_CASE(
   for (int i = 0; i < 8; ++i) call.ranks.emplace_back(i);
   CollectiveOptions one, eight;
   eight.gpus_per_thread = 8;
-  const double launch_s = s.nccl.group_launch_us_per_gpu * 1e-6;
-  CHECK(group_launch_floor_s(cl, 1) == 0.0);
-  CHECK(group_launch_floor_s(cl, 8) == rel_approx(8 * launch_s, 1e-12));
-  // 1 KiB: NCCL's LL ring takes ~15 us, under the 8 launches (35.7 us): the launches set the pace.
+  const double launch_s = s.nccl.group_launch_us_per_gpu * 1e-6, channel_s = s.nccl.group_launch_us_per_channel * 1e-6;
+  REQUIRE(channel_s > 0);
+  CHECK(group_launch_floor_s(cl, 1, 24) == 0.0);
+  CHECK(group_launch_floor_s(cl, 8, 0) == rel_approx(8 * (launch_s + channel_s), 1e-12));
+  CHECK(group_launch_floor_s(cl, 8, 24) == rel_approx(8 * (launch_s + 24 * channel_s), 1e-12));
+  // 1 KiB: NCCL's LL ring takes ~15 us on one channel (1 KiB < 512 threads x 8 B x 8 ranks), under
+  // the 8 launches: the launches set the pace.
   call.bytes = 1024;
   REQUIRE(estimate_collective(cl, call, one).time.seconds() < 8 * launch_s);
-  CHECK(estimate_collective(cl, call, eight).time.seconds() == rel_approx(8 * launch_s, 1e-9));
+  CHECK(estimate_collective(cl, call, eight).channels == 1);
+  CHECK(estimate_collective(cl, call, eight).time.seconds() == rel_approx(8 * (launch_s + channel_s), 1e-9));
+  // 512 KiB: the LL ring runs on 16 channels (512 KiB / 32 KiB), still under the launches, which
+  // now add 16 channels' work batches each.
+  call.bytes = 512 * 1024;
+  REQUIRE(estimate_collective(cl, call, one).time.seconds() < 8 * launch_s);
+  CHECK(estimate_collective(cl, call, eight).channels == 16);
+  CHECK(estimate_collective(cl, call, eight).time.seconds() == rel_approx(8 * (launch_s + 16 * channel_s), 1e-9));
   // 1 GiB takes milliseconds: the launches hide behind it, the time is -g 1's.
   call.bytes = 1 << 30;
   CHECK(estimate_collective(cl, call, eight).time == estimate_collective(cl, call, one).time);

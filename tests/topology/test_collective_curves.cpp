@@ -76,6 +76,7 @@ CollectiveOp op_named(const std::string& s) {
 struct Errors {
   double small_worst = 0, small_mean = 0, big_worst = 0, big_mean = 0;  // |model - published| / larger, of the time
   double tail_worst = 0;                                                // from `tail_from` bytes up
+  int within = 0, sizes = 0;  // sizes inside issue 15's target (25% below 1 MiB, 10% from it), of all
 };
 
 // The model's time against the published one at every size (the busbw error is the same ratio).
@@ -112,6 +113,8 @@ Errors compare(const std::string& file, double tail_from = 1e300) {
       ++small;
     }
   }
+  e.within = within;
+  e.sizes = static_cast<int>(c.rows.size());
   if (big > 0) e.big_mean /= big;
   if (small > 0) e.small_mean /= small;
   MESSAGE(file << ": below 1 MiB worst " << 100 * e.small_worst << "% mean " << 100 * e.small_mean
@@ -165,11 +168,11 @@ TEST_CASE("HGX B200 all_to_all, 1 KiB to 8 GiB: p2p's ramp within 10% from 8 MiB
 
 TEST_CASE("8 A100 all_reduce, two published runs: within 48% (the LL128 region runs 1.4-1.9x slower than modelled)") {
   // Both runs drive 8 GPUs from one process (-g 8), whose launches set the ~36 us floor below
-  // 256 KiB (group_launch_us_per_gpu: within 5% there); from 2 to 16 MiB (NCCL's tuner picks LL128) both runs
-  // are 1.4-1.9x the model, from 32 MiB (Simple) 1.1-1.2x; 1 GiB within 1%. docs/validation-network.md.
+  // 256 KiB (group_launch_us_per_gpu and _per_channel: within 6% there); from 2 to 16 MiB (NCCL's tuner picks LL128)
+  // both runs are 1.4-1.9x the model, from 32 MiB (Simple) 1.1-1.2x; 1 GiB within 1%. docs/validation-network.md.
   const Errors a80 = compare("a100-sxm4-80gb-all_reduce.txt");
-  CHECK(a80.small_worst <= 0.33);
-  CHECK(a80.small_mean <= 0.08);
+  CHECK(a80.small_worst <= 0.30);
+  CHECK(a80.small_mean <= 0.074);
   CHECK(a80.big_worst <= 0.37);
   const Errors a40 = compare("a100-sxm4-40gb-all_reduce.txt");
   CHECK(a40.big_worst <= 0.48);
@@ -213,35 +216,41 @@ TEST_CASE(
     "8 H100, one thread for 8 GPUs (-g 8), NCCL 2.26: ring all_reduce, all_gather, reduce_scatter and NVLS "
     "all_reduce") {
   // One node of a Together AI cluster (each file's header), run as all_reduce_perf -g 8: below
-  // about 2 MiB the iteration is the host's eight group launches, 35.7 us (NcclModel::
-  // group_launch_us_per_gpu, fitted on these four curves' and the A100 80GB run's 1-64 KiB rows).
-  // From 4 MiB the ring's ramp and NVLS's loops hold every size within 15% (NVLS within 6%, the
-  // ring at 8 GiB within 5%). The misses of the 10% target: 1-2 MiB, where the runs sit at
-  // 41-46 us above their own floor (the launches cost more once every channel carries work), the
-  // ring all_reduce's 64 MiB (12%, the tuner's switch to Simple) and 4 MiB (15%), reduce_scatter's
-  // 32 MiB (12%); and the ring all_reduce's 512 KiB row, 69 us out of place against 44 us in place
-  // in the same run (48%).
+  // about 2 MiB the iteration is the host's eight group launches, 35.6 us on one channel and 0.26
+  // us more for each further channel the size runs on (NcclModel::group_launch_us_per_gpu and
+  // group_launch_us_per_channel, fitted together on these four curves' and the A100 80GB run's
+  // rows from 1 KiB to 4 MiB). The channels took the 512 KiB-2 MiB rows, 41-46 us where a flat
+  // floor had 35.7, from 11-14% to within 4.5%: NVLS's all_reduce and all_gather now hold every
+  // size within target. From 4 MiB the ring's ramp and NVLS's loops hold every size within 15%
+  // (NVLS within 6.2%, the ring at 8 GiB within 5%). The misses left: the ring all_reduce's 2 and
+  // 4 MiB (18% and 15%, LL128 above the run), 64 MiB (12%, the tuner's switch to Simple),
+  // reduce_scatter's 32 MiB (12%), and the ring all_reduce's 512 KiB row, 69 us out of place
+  // against 44 us in place in the same run (43%).
   const Errors ring = compare("h100-all_reduce-ring-g8.txt", 4 << 20);
-  CHECK(ring.small_worst <= 0.49);
-  CHECK(ring.small_mean <= 0.055);
-  CHECK(ring.big_worst <= 0.24);
-  CHECK(ring.big_mean <= 0.07);
+  CHECK(ring.small_worst <= 0.43);
+  CHECK(ring.small_mean <= 0.047);
+  CHECK(ring.big_worst <= 0.19);
+  CHECK(ring.big_mean <= 0.06);
   CHECK(ring.tail_worst <= 0.15);
+  CHECK(ring.within >= 26);
   const Errors nvls = compare("h100-all_reduce-nvls-g8.txt", 2 << 20);
-  CHECK(nvls.small_worst <= 0.11);
-  CHECK(nvls.big_worst <= 0.14);
-  CHECK(nvls.big_mean <= 0.04);
+  CHECK(nvls.small_worst <= 0.026);
+  CHECK(nvls.big_worst <= 0.063);
+  CHECK(nvls.big_mean <= 0.033);
   CHECK(nvls.tail_worst <= 0.063);
+  CHECK(nvls.within == nvls.sizes);
   const Errors ag = compare("h100-all_gather-ring-g8.txt", 4 << 20);
-  CHECK(ag.small_worst <= 0.13);
-  CHECK(ag.big_worst <= 0.15);
-  CHECK(ag.big_mean <= 0.048);
-  CHECK(ag.tail_worst <= 0.08);
+  CHECK(ag.small_worst <= 0.128);  // 16 KiB: 40.8 us between 35.3 and 35.3 at 8 and 32 KiB
+  CHECK(ag.big_worst <= 0.073);
+  CHECK(ag.big_mean <= 0.023);
+  CHECK(ag.tail_worst <= 0.073);
+  CHECK(ag.within == ag.sizes);
   const Errors rs = compare("h100-reduce_scatter-ring-g8.txt", 4 << 20);
-  CHECK(rs.small_worst <= 0.15);
-  CHECK(rs.big_worst <= 0.15);
-  CHECK(rs.big_mean <= 0.051);
-  CHECK(rs.tail_worst <= 0.13);
+  CHECK(rs.small_worst <= 0.151);  // 8 KiB: 40.0 us between 34.5 and 36.1 at 4 and 16 KiB
+  CHECK(rs.big_worst <= 0.122);
+  CHECK(rs.big_mean <= 0.028);
+  CHECK(rs.tail_worst <= 0.122);
+  CHECK(rs.within >= rs.sizes - 1);
 }
 
 TEST_CASE("2 and 4 x 8 H100 over 400G InfiniBand all_reduce, NCCL 2.26: NVLSTree with NVLS's loops in the node") {

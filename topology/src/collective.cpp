@@ -469,6 +469,7 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       out.latency_s = nm.nvls_latency_us * 1e-6;
       out.tuner_s = out.latency_s + S / rate;
       const NvlsLoops r = nvls_loops(nm, s, sh.n, S, rate);
+      out.channels = std::max(1, nm.nvls_channels[static_cast<std::size_t>(nccl_arch_index(s.gpu))]);
       out.bandwidth_s = r.stream_s;
       out.latency_s += r.handoff_s + r.fill_s;
       return true;
@@ -696,8 +697,10 @@ CollectivePlan plan_collective(const Cluster& c, const CollectiveCall& call, con
   return best;
 }
 
-double group_launch_floor_s(const Cluster& c, int gpus_per_thread) {
-  return gpus_per_thread > 1 ? gpus_per_thread * c.spec.nccl.group_launch_us_per_gpu * 1e-6 : 0.0;
+double group_launch_floor_s(const Cluster& c, int gpus_per_thread, int channels) {
+  if (gpus_per_thread <= 1) return 0.0;
+  const NcclModel& nm = c.spec.nccl;
+  return gpus_per_thread * (nm.group_launch_us_per_gpu + std::max(1, channels) * nm.group_launch_us_per_channel) * 1e-6;
 }
 
 CollectiveEstimate estimate_collective(const Cluster& c, const CollectiveCall& call, const CollectiveOptions& opt) {
@@ -707,8 +710,10 @@ CollectiveEstimate estimate_collective(const Cluster& c, const CollectiveCall& c
   const CollectivePlan plan = plan_collective(c, call, opt);
   e.algo = to_string(plan.algo);
   e.protocol = to_string(plan.protocol);
+  e.channels = plan.channels;
   // Iterations pipeline behind the host's launches: the slower of the two sets the pace.
-  const double secs = std::max(plan.latency_s + plan.bandwidth_s, group_launch_floor_s(c, opt.gpus_per_thread));
+  const double secs =
+      std::max(plan.latency_s + plan.bandwidth_s, group_launch_floor_s(c, opt.gpus_per_thread, plan.channels));
   if (secs <= 0) return e;
   e.time = ctwin::seconds(secs);
   e.algbw_gbps = call.bytes / secs / 1e9;

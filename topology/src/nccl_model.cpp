@@ -43,7 +43,8 @@ NcclModel::NcclModel() {
   nvls_chunk_bytes = 131072;
   nvls_stages = 3;
   nvls_handoff_hops_per_rank = 0.29;
-  group_launch_us_per_gpu = 4.46;
+  group_launch_us_per_gpu = 4.42;
+  group_launch_us_per_channel = 0.033;
 }
 
 int nccl_arch_index(const GpuSpec& gpu) {

@@ -38,6 +38,7 @@ struct CollectiveEstimate {
   double busbw_gbps = 0;  // algbw times nccl-tests' bus factor for the op
   std::string algo;       // "ring", "tree", "nvls", "collnet", "p2p", "nvlstree"
   std::string protocol;   // "ll", "ll128", "simple"
+  int channels = 0;       // channels the call runs on, as NCCL_DEBUG=INFO's nChannels (0: not known)
 };
 
 // nccl-tests' bus-bandwidth factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter and
@@ -79,8 +80,9 @@ struct CollectiveOptions {
 };
 
 // The least time an iteration takes when one thread launches on `gpus_per_thread` GPUs: their
-// launches in turn (NcclModel::group_launch_us_per_gpu each); 0 for one GPU a thread.
-double group_launch_floor_s(const Cluster& c, int gpus_per_thread);
+// launches in turn, each NcclModel::group_launch_us_per_gpu plus group_launch_us_per_channel for
+// each of the `channels` the call runs on (at least one); 0 for one GPU a thread.
+double group_launch_floor_s(const Cluster& c, int gpus_per_thread, int channels);
 
 // The options one call runs under: its operation's entries, else the general ones; with
 // where_applicable, choices the call cannot run are dropped back to automatic.
@@ -110,7 +112,7 @@ struct CollectivePlan {
   double efficiency = 1;
   double bandwidth_s = 0;  // analytical: the bytes over the bottleneck at that efficiency
   double tuner_s = 0;      // what NCCL's tuner predicts for this choice
-  int channels = 0;        // channels the call runs on (0: not a ring or tree)
+  int channels = 0;        // channels the call runs on (0: not a ring, NVLS, or all_to_all in a node)
   double rate_cap_gbps = std::numeric_limits<double>::infinity();
   double node_s = 0;  // NVLSTree: its NVLS loops in a node on an idle switch (the flows' size)
 };

@@ -119,11 +119,14 @@ struct NcclModel {
   double nvls_handoff_hops_per_rank;
 
   // One host thread driving several GPUs (nccl-tests -g G, a single-process job): NCCL launches
-  // the group's kernels one GPU after another, each costing the thread this long, so an
-  // iteration takes at least G times it however small the message. Fitted: the median of the
-  // 1-64 KiB rows of five -g 8 curves (8 A100 with NCCL 2.19, 8 H100 with NCCL 2.26), 35.7 us / 8
-  // (docs/validation-network.md, "One thread, eight GPUs").
+  // the group's kernels one GPU after another, each costing the thread group_launch_us_per_gpu
+  // plus group_launch_us_per_channel for each channel the call runs on (enqueue.cc adds a work
+  // batch per channel to the plan and copies them all with the kernel's arguments), so an
+  // iteration takes at least G times that however small the message. Both fitted together on
+  // the rows of five -g 8 curves (8 A100 with NCCL 2.19, 8 H100 with NCCL 2.26) that the
+  // launches bound (docs/validation-network.md, "One thread, eight GPUs").
   double group_launch_us_per_gpu;
+  double group_launch_us_per_channel;
 };
 
 // NCCL's architecture index for its per-architecture tables (tuning.cc compCapIndex): Volta 0,
