@@ -4,6 +4,7 @@
 // block table) and datasheets, never read back from the code.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -331,7 +332,7 @@ TEST_CASE("InfiniBand ports are read from sysfs: active ones, with their rate") 
   CHECK(parse_ib_rate_gbit("400 Gb/sec (4X NDR)") == 400);
   CHECK(parse_ib_rate_gbit("200 Gb/sec (4X HDR)") == 200);
   CHECK(parse_ib_rate_gbit("unknown") == 0);
-  const auto root = std::filesystem::temp_directory_path() / "ctwin-test-ib";
+  const auto root = std::filesystem::temp_directory_path() / ("ctwin-test-ib-" + std::to_string(::getpid()));
   std::filesystem::remove_all(root);
   const auto port = [&](const std::string& dev, const std::string& state, const std::string& rate) {
     const auto dir = root / dev / "ports" / "1";

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 
@@ -76,7 +77,7 @@ TEST_CASE("HF configs: relu2 (Nemotron) and relu are plain MLPs, Gemma's gelu is
   // and nvidia/Minitron ("model_type": "nemotron", "hidden_act": "relu2"), google/gemma-7b
   // ("model_type": "gemma", "hidden_act": "gelu"), openai-community/gpt2 ("activation_function"
   // gelu_new; as hidden_act "gelu" here).
-  const auto dir = std::filesystem::temp_directory_path() / "ctwin-test-hf-activations";
+  const auto dir = std::filesystem::temp_directory_path() / ("ctwin-test-hf-activations-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto load = [&](const std::string& type, const std::string& act) {
     const auto file = dir / (type + "-" + act + ".json");

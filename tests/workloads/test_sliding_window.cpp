@@ -3,6 +3,7 @@
 // kernel of a windowed layer against a full one; model FLOPs; and the inputs refused.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -160,7 +161,7 @@ TEST_CASE("sliding window: ring context parallelism is refused with the key to c
 }
 
 TEST_CASE("sliding window: HF configs: layer_types, Gemma 3's pattern, Gemma 2, Qwen2's unused window") {
-  const auto dir = std::filesystem::temp_directory_path() / "ctwin-test-hf-window";
+  const auto dir = std::filesystem::temp_directory_path() / ("ctwin-test-hf-window-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto load = [&](const std::string& name, const std::string& extra) {
     const auto file = dir / (name + ".json");
