@@ -179,10 +179,8 @@ int cmd_collective(const Args& args) {
       std::printf(
           "# %d GPUs a thread (nccl-tests -g %d): at least %.1f us an iteration for their launches, %.2f us more "
           "for each channel a size runs on\n",
-          options.gpus_per_thread, options.gpus_per_thread, group_launch_floor_s(cl, options.gpus_per_thread, 0) * 1e6,
-          (group_launch_floor_s(cl, options.gpus_per_thread, 2) -
-           group_launch_floor_s(cl, options.gpus_per_thread, 1)) *
-              1e6);
+          options.gpus_per_thread, options.gpus_per_thread, group_launch_floor_s(cl, options.gpus_per_thread, 1) * 1e6,
+          options.gpus_per_thread * spec.nccl.group_launch_us_per_channel);
     }
     std::printf("#\n#%12s %12s %6s %10s %10s %10s %8s %7s\n", "size", "count", "type", "time(us)", "algbw", "busbw",
                 "algo", "proto");

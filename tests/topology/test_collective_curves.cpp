@@ -253,6 +253,63 @@ TEST_CASE(
   CHECK(rs.within >= rs.sizes - 1);
 }
 
+namespace {
+
+// Mean error over the rows from 1 KiB to 4 MiB of the five -g 8 curves, the rows the launches can
+// bind, with the launch costs given.
+double launch_rows_mean_error(double per_gpu_us, double per_channel_us) {
+  double sum = 0;
+  int rows = 0;
+  for (const char* file :
+       {"h100-all_reduce-ring-g8.txt", "h100-all_gather-ring-g8.txt", "h100-reduce_scatter-ring-g8.txt",
+        "h100-all_reduce-nvls-g8.txt", "a100-sxm4-80gb-all_reduce.txt"}) {
+    const Curve c = load(file);
+    REQUIRE(c.gpus_per_thread == 8);
+    ClusterSpec s;
+    REQUIRE(preset_cluster(c.cluster, c.nodes, builtin_gpus(), s));
+    s.nccl.group_launch_us_per_gpu = per_gpu_us;
+    s.nccl.group_launch_us_per_channel = per_channel_us;
+    const Cluster cl = build_cluster(s);
+    CollectiveCall call;
+    call.op = op_named(c.op);
+    for (int i = 0; i < cl.gpu_count(); ++i) call.ranks.emplace_back(i);
+    CollectiveOptions opt;
+    opt.gpus_per_thread = c.gpus_per_thread;
+    REQUIRE(parse_collective_algo(c.algo, opt.algo));
+    for (const Row& r : c.rows) {
+      if (r.bytes < 1024 || r.bytes > (4 << 20)) continue;
+      call.bytes = r.bytes;
+      sum += rel_diff(estimate_collective(cl, call, opt).time.micros(), r.time_us);
+      ++rows;
+    }
+  }
+  REQUIRE(rows == 65);
+  return sum / rows;
+}
+
+}  // namespace
+
+TEST_CASE("-g 8 launches: a cost per channel fits the five curves better than any flat floor") {
+  // docs/validation-network.md, "One thread, eight GPUs": the shipped pair (4.42 us a launch,
+  // 0.033 us a channel) against every flat floor from 3.5 to 5 us a launch by 0.01 us.
+  const NcclModel nm;
+  const double fitted = launch_rows_mean_error(nm.group_launch_us_per_gpu, nm.group_launch_us_per_channel);
+  double best_flat = 1;
+  int best_flat_cus = 0;  // hundredths of a microsecond
+  for (int cus = 350; cus <= 500; ++cus) {
+    const double e = launch_rows_mean_error(cus / 100.0, 0);
+    if (e < best_flat) {
+      best_flat = e;
+      best_flat_cus = cus;
+    }
+  }
+  MESSAGE("mean error " << 100 * fitted << "% fitted; best flat floor " << best_flat_cus / 100.0
+                        << " us a launch: " << 100 * best_flat << "%");
+  CHECK(fitted <= 0.055);
+  CHECK(best_flat >= 0.074);
+  CHECK(best_flat_cus == 456);
+}
+
 TEST_CASE("2 and 4 x 8 H100 over 400G InfiniBand all_reduce, NCCL 2.26: NVLSTree with NVLS's loops in the node") {
   // NVIDIA/nccl-tests #309 (each file's header), one GPU a process. NVLSTree's node part runs NVLS's
   // loops (collective.cpp, nvls_loops): 2 nodes from 8 MiB within 17%, mean 8.4% (was 26-33% too
