@@ -21,6 +21,7 @@
 #include "tolerance.hpp"
 
 using namespace ctwin;
+using ctwin::test::rel_approx;
 using ctwin::test::rel_diff;
 
 namespace {
@@ -357,10 +358,9 @@ TEST_CASE("8 and 4 H100 of one node, NCCL 2.29, one GPU a process: all four ops,
   // misses are NVLS's all_reduce at 32 MiB (14%, the together run's NVLS at -g 8 is 8% faster
   // than the model there) and reduce_scatter's 32 MiB (17%: the Simple ring's second slice a
   // step, a hop each, as in the together run's 32 MiB). On 4 GPUs the rings are 8-15% too fast
-  // from 64 to 512 MiB, and NVLS's all_reduce 11-12% from 512 MiB: the per-GPU traffic of an
-  // NVLS all-reduce, S (1 + 1/n) each way, would make 4 GPUs 0.9 of the 8-GPU rate, as the run
-  // shows (245 against 276 GB/s algbw at 16 GiB), but the ramp's fill then puts 32 MiB 18% over
-  // the run, so it is not shipped (docs/validation-network.md, "Whole curves").
+  // from 64 to 512 MiB. NVLS's all_reduce on 4 GPUs holds every size within 8.3% (was 11-12% too
+  // fast from 512 MiB): each GPU moves S (1 + 1/n) each way through the switch, so 4 GPUs run at
+  // 0.9 of the 8-GPU rate, and the pipeline's fill, like its hand-offs, is so much a rank.
   // Each held to its mean and worst error, its worst from `from` bytes up (tail), and the sizes
   // within 10% it keeps.
   struct Held {
@@ -371,7 +371,7 @@ TEST_CASE("8 and 4 H100 of one node, NCCL 2.29, one GPU a process: all four ops,
   const Held held[] = {
       {"1x8-all_reduce", 1 << 30, 0.05, 0.142, 0.007, 1},      {"1x8-all_gather", 1 << 30, 0.028, 0.087, 0.025, 0},
       {"1x8-reduce_scatter", 1 << 30, 0.043, 0.173, 0.033, 1}, {"1x8-all_to_all", 1 << 30, 0.039, 0.069, 0.044, 0},
-      {"1x4-all_reduce", 512 << 20, 0.082, 0.123, 0.123, 6},   {"1x4-all_gather", 1 << 30, 0.078, 0.139, 0.07, 3},
+      {"1x4-all_reduce", 512 << 20, 0.035, 0.083, 0.039, 0},   {"1x4-all_gather", 1 << 30, 0.078, 0.139, 0.07, 3},
       {"1x4-reduce_scatter", 1 << 30, 0.08, 0.153, 0.078, 4},  {"1x4-all_to_all", 1 << 30, 0.016, 0.061, 0.013, 0}};
   for (const Held& h : held) {
     const Errors e = compare(std::string("h100-xxrjun-") + h.file + ".txt", h.from);
@@ -380,6 +380,30 @@ TEST_CASE("8 and 4 H100 of one node, NCCL 2.29, one GPU a process: all four ops,
     CHECK(e.tail_worst <= h.tail);
     CHECK(e.within >= e.sizes - h.misses);
   }
+}
+
+TEST_CASE("NVLS's traffic: 4 GPUs of a switch all-reduce at 0.9 of the 8-GPU rate, as the published runs do") {
+  // Each GPU moves S (1 + 1/n) each way through the switch: 1.125 S on 8 GPUs, 1.25 S on 4. The
+  // same cluster's 16 GiB all_reduce (h100-xxrjun-1x8 and -1x4): 62,340.7 us on 8, 70,128.7 on 4,
+  // a ratio of 1.1249; the model's 1.111 (1.25 / 1.125, its fill and hand-offs aside).
+  const Curve eight = load("h100-xxrjun-1x8-all_reduce.txt"), four = load("h100-xxrjun-1x4-all_reduce.txt");
+  const double published = four.rows.back().time_us / eight.rows.back().time_us;
+  CHECK(published == rel_approx(1.1249, 1e-4));
+  ClusterSpec s;
+  REQUIRE(preset_cluster("dgx-h100", 1, builtin_gpus(), s));
+  const Cluster cl = build_cluster(s);
+  CollectiveCall call;
+  call.op = CollectiveOp::all_reduce;
+  call.bytes = eight.rows.back().bytes;
+  for (int i = 0; i < 8; ++i) call.ranks.emplace_back(i);
+  CollectiveOptions opt;
+  opt.algo = CollectiveAlgo::nvls;
+  const double t8 = estimate_collective(cl, call, opt).time.micros();
+  call.ranks.resize(4);
+  const double t4 = estimate_collective(cl, call, opt).time.micros();
+  MESSAGE("16 GiB on 4 GPUs over 8: published " << published << ", model " << t4 / t8);
+  CHECK(t4 / t8 == rel_approx(published, 0.015));
+  CHECK(t4 / t8 == rel_approx(1.25 / 1.125, 0.005));
 }
 
 TEST_CASE("10 nodes of 1, 2, 4 and 8 H100, NCCL 2.29: rings on the NICs within 10% at 1 and 2 GPUs a node") {
@@ -411,7 +435,7 @@ TEST_CASE("10 nodes of 1, 2, 4 and 8 H100, NCCL 2.29: rings on the NICs within 1
     double from, tail, worst;
   };
   const Held held[] = {{"10x1-all_to_all", 256 << 20, 0.072, 0.178},   {"10x2-all_to_all", 1 << 30, 0.064, 0.197},
-                       {"10x4-all_reduce", 1 << 30, 0.066, 0.326},     {"10x4-all_gather", 1 << 30, 0.066, 0.194},
+                       {"10x4-all_reduce", 1 << 30, 0.066, 0.341},     {"10x4-all_gather", 1 << 30, 0.066, 0.194},
                        {"10x4-reduce_scatter", 1 << 30, 0.066, 0.265}, {"10x4-all_to_all", 1 << 30, 0.066, 0.332},
                        {"10x8-all_reduce", 1 << 30, 0.163, 0.56},      {"10x8-all_gather", 1 << 30, 0.093, 0.59},
                        {"10x8-reduce_scatter", 1 << 30, 0.091, 0.594}, {"10x8-all_to_all", 256 << 20, 0.054, 0.329}};

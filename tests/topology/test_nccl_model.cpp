@@ -112,10 +112,11 @@ TEST_CASE("the cluster's NcclModel sets NVLS's latency and its loops' hand-offs"
   // loops) holds them, so the bytes stream at 1 / (1/275e9 - 13.6 us / 16 MiB).
   const double handoff = 13.6e-6, stream = 1 / 275e9 - handoff / (16.0 * 8 * 131072);
   // 1e9 B: below 64 loops of 128 KiB chunks (1 GiB), not below 8 of 64 KiB (64 MiB), so 64 KiB
-  // chunks, 8 MiB loops, 120 of them: 119 hand-offs past the first, and 2 loops' worth of fill
-  // before the third stage starts.
+  // chunks, 8 MiB loops, 120 of them: 119 hand-offs past the first, and a quarter loop a rank of
+  // fill (2 loops on 8 ranks) before the pipeline streams.
   const CollectivePlan p = plan_collective(c, all_reduce(s, 1e9), nvls);
   CHECK(nvls_chunk_bytes(s.nccl, 1e9, 16, 8) == 65536);
+  CHECK(s.nccl.nvls_fill_loops_per_rank == 0.25);
   CHECK(p.latency_s == rel_approx(40e-6 + 119 * handoff + 2 * 8388608 * stream, 1e-12));
   CHECK(p.bandwidth_s == rel_approx(1e9 * stream, 1e-12));
   CHECK(p.tuner_s == rel_approx(40e-6 + 1e9 / 275e9, 1e-12));
@@ -123,11 +124,16 @@ TEST_CASE("the cluster's NcclModel sets NVLS's latency and its loops' hand-offs"
   const CollectivePlan q = plan_collective(c, all_reduce(s, 2097152), nvls);
   CHECK(nvls_chunk_bytes(s.nccl, 2097152, 16, 8) == 16384);
   CHECK(q.latency_s == rel_approx(40e-6 + 2 * 2097152 * stream, 1e-12));
-  // Half the ranks, half the hand-off per loop: on 4 ranks 32 MiB runs 64 KiB chunks (not below 8
-  // loops of them, 32 MiB) in 4 MiB loops, 8 of them, each past the first waiting 6.8 us.
-  const double stream4 = 1 / 275e9 - 6.8e-6 / (16.0 * 4 * 131072);
+  // Half the ranks: half the hand-off per loop and half the fill, and each GPU moves S (1 + 1/4)
+  // each way instead of S (1 + 1/8), so the measured 8-GPU rate times 1.125 / 1.25 = 247.5 GB/s.
+  // 32 MiB runs 64 KiB chunks (not below 8 loops of them, 32 MiB) in 4 MiB loops, 8 of them, each
+  // past the first waiting 6.8 us, and one loop of fill.
+  const double rate4 = 275e9 * 1.125 / 1.25;
+  const double stream4 = 1 / rate4 - 6.8e-6 / (16.0 * 4 * 131072);
   CollectiveCall four = all_reduce(s, 33554432);
   four.ranks.resize(4);
   const CollectivePlan r = plan_collective(c, four, nvls);
-  CHECK(r.latency_s == rel_approx(40e-6 + 7 * 6.8e-6 + 2 * 4194304 * stream4, 1e-12));
+  CHECK(r.latency_s == rel_approx(40e-6 + 7 * 6.8e-6 + 1 * 4194304 * stream4, 1e-12));
+  CHECK(r.bandwidth_s == rel_approx(33554432 * stream4, 1e-12));
+  CHECK(r.tuner_s == rel_approx(40e-6 + 33554432 / rate4, 1e-12));
 }

@@ -204,7 +204,7 @@ TEST_CASE("on Blackwell the tuner derates NVLSTree too, one size further than tr
   // has: the plan on the same cluster with those two set to nothing is its view.
   auto tuner_view = [](ClusterSpec spec, double bytes) {
     spec.nccl.nvls_handoff_hops_per_rank = 0;
-    spec.nccl.nvls_stages = 1;
+    spec.nccl.nvls_fill_loops_per_rank = 0;
     return plan_collective(build_cluster(spec), CollectiveCall{CollectiveOp::all_reduce, ranks(16), bytes},
                            forced(CollectiveAlgo::nvls_tree, Protocol::simple));
   };

@@ -117,6 +117,16 @@ Shape shape_of(const Cluster& c, const std::vector<GpuId>& ranks) {
   return s;
 }
 
+// NVLS all-reduce's streaming rate on `ranks` GPUs of one switch. Every multimem access goes
+// through the switch, the GPU's own shard too: a GPU serves its whole buffer to the switch's
+// reductions and pushes its reduced shard back (S (1 + 1/n) out), and takes its shard's sum and
+// every broadcast shard (S (1 + 1/n) in). nvls_efficiency is the algbw share measured on 8 GPUs;
+// other counts scale by that traffic (4 GPUs: 0.9 of the 8-GPU rate).
+double nvls_rate(const ClusterSpec& s, int ranks) {
+  const double n = std::max(2, ranks);
+  return s.intra_gbyte_per_s * s.nvls_efficiency * 1e9 * (1 + 1.0 / 8) / (1 + 1 / n);
+}
+
 double nic_bw(const ClusterSpec& s) { return s.nic_gbyte_per_s * (s.nic_efficiency > 0 ? s.nic_efficiency : 1.0); }
 int nics(const ClusterSpec& s) { return std::max(1, std::min(s.nics(), s.gpus_per_node)); }
 double pcie_bw(const ClusterSpec& s) { return s.gpu.pcie_gbyte_per_s > 0 ? s.gpu.pcie_gbyte_per_s : 32; }
@@ -194,7 +204,7 @@ NvlsLoops nvls_loops(const NcclModel& nm, const ClusterSpec& s, int ranks, doubl
   NvlsLoops r;
   r.stream_s = S * stream;
   r.handoff_s = (std::ceil(S / loop) - 1) * loop_handoff_s;
-  r.fill_s = (nm.nvls_stages - 1) * std::min(S, loop) * stream;
+  r.fill_s = nm.nvls_fill_loops_per_rank * ranks * std::min(S, loop) * stream;
   return r;
 }
 
@@ -465,7 +475,7 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       if (p != Protocol::simple || !nvls_eligible(c, call)) return false;
       // In-switch reduction: every GPU pushes its buffer into the switch and pulls the result once.
       // NCCL's tuner predicts its latency plus the bytes at the rate measured at large sizes.
-      const double rate = s.intra_gbyte_per_s * s.nvls_efficiency * 1e9;
+      const double rate = nvls_rate(s, sh.n);
       out.latency_s = nm.nvls_latency_us * 1e-6;
       out.tuner_s = out.latency_s + S / rate;
       const NvlsLoops r = nvls_loops(nm, s, sh.n, S, rate);
@@ -486,7 +496,7 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
       // runs NCCL's two trees over the nodes on its own NIC: a node sends what its places in the
       // trees need (tree_node_egress: the buffer once with 2 nodes, where each tree is one edge,
       // twice from 4), over its k NICs.
-      const double rate = s.intra_gbyte_per_s * s.nvls_efficiency * 1e9;
+      const double rate = nvls_rate(s, sh.local);
       const int k = std::min(nics(s), sh.local);
       double net = tree_node_egress(sh.nodes) * S / (k * nic_bw(s) * 1e9);
       const auto nodes = nodes_of(c, call.ranks);

@@ -41,7 +41,7 @@ NcclModel::NcclModel() {
   p2p_nvl_chunk_bytes = 524288;
   nvls_channels = {0, 0, 16, 24};
   nvls_chunk_bytes = 131072;
-  nvls_stages = 3;
+  nvls_fill_loops_per_rank = 0.25;
   nvls_handoff_hops_per_rank = 0.29;
   group_launch_us_per_gpu = 4.42;
   group_launch_us_per_channel = 0.033;

@@ -69,7 +69,7 @@ const std::vector<ProfileKey>& profile_keys() {
       {"/links/nvlink_efficiency", 1, 0.01, 1, "fraction", "NCCL's effective NVLink rate over line rate; 0: no NVLink",
        "NCCL src/graph/topo.h: 20.0 GB/s per link for SM80, 20.6 for SM90, 40.1 for SM100 against 25, 25, 50",
        [](Profile& p) { return &p.links.nvlink_efficiency; }, true},
-      {"/links/nvls_efficiency", 1, 0.01, 2, "fraction", "NVLS all-reduce algbw over the NVLink line rate; 0: no NVLS",
+      {"/links/nvls_efficiency", 1, 0.01, 2, "fraction", "NVLS all-reduce algbw over the NVLink line rate on 8 GPUs (n GPUs: times 1.125 / (1 + 1/n)); 0: no NVLS",
        "NCCL's maintainer, nccl-tests #212: ~275 GB/s algbw of 450 on 8 H100",
        [](Profile& p) { return &p.links.nvls_efficiency; }, true},
       {"/links/pcie_efficiency", 1, 0.01, 1, "fraction", "NCCL's PCIe rate over line rate",

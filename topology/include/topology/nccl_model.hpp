@@ -109,10 +109,13 @@ struct NcclModel {
   // calcCollChunking halves it to 64 KiB below 64 loops of the full chunk, 32 KiB below 8 of
   // those, 16 KiB below 2.
   double nvls_chunk_bytes;
-  // The kernel's warp groups on one node (all_reduce.h) form a pipeline of this many stages:
-  // scatter each rank's chunk into its head's buffer, reduce it there (multimem load-reduce and
-  // multicast store), gather the sums out. The first loop's data passes them one after another.
-  int nvls_stages;
+  // The kernel's warp groups on one node (all_reduce.h) form a pipeline: scatter each rank's
+  // chunk into its head's buffer, reduce it there (multimem load-reduce and multicast store),
+  // gather the sums out, scatter and gather walking the heads in turn. Before it streams, the
+  // first loop's data fills it: this many loops' worth a rank. Fitted (docs/validation-network.md,
+  // "NVLS's ramp"): two loops on 8 ranks (the B200 and 8-rank H100 curves), a half on 4 (the
+  // 4-rank H100 curve).
+  double nvls_fill_loops_per_rank;
   // Each loop waits on flagged hand-offs with every head (scatter and gather walk the heads in
   // turn): this many NVLink Simple hops per rank a loop. Fitted (docs/validation-network.md,
   // "NVLS's ramp"): HGX B200 nccl-tests and 8- and 4-rank H100 runs.

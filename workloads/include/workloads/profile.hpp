@@ -38,7 +38,7 @@ struct ProfileCompute {
 
 struct ProfileLinks {
   double nvlink_efficiency = 20.0 / 25;  // NCCL's effective NVLink rate over line rate
-  double nvls_efficiency = 0;            // NVLS all-reduce algbw over NVLink line rate (0: none)
+  double nvls_efficiency = 0;            // NVLS all-reduce algbw over NVLink line rate, 8 GPUs (0: none)
   double pcie_efficiency = 0.75;         // NCCL's PCIe rate over line rate
   double nic_efficiency = 0.96;          // NCCL's network transport over NIC line rate
   double nvlink_latency_us = 0.6;        // NCCL's LL hop latency over NVLink (hwLat)
