@@ -2,8 +2,8 @@
 # The whole test suite: format check, a warnings-as-errors build, every CTest test, the checks
 # on the suite itself (every doctest case runs; no bare Approx), the digital twin end to end on
 # this machine's CPU (scripts/twin-check.sh), and the mutation score
-# (scripts/mutate.sh: half the planted bugs of tests/mutations.txt, the half the commit id picks,
-# at least 90% caught, none of the list stale; one shard per core, run side by side;
+# (scripts/mutate.sh: a third of the planted bugs of tests/mutations.txt, the third the commit id
+# picks, at least 90% caught, none of the list stale; one shard per core, run side by side;
 # CTWIN_CI_MUTATIONS=all runs every one).
 # Between them, the sanitizer stage (docs/reliability.md): clang 14 builds everything in build-fuzz
 # with ASan, UBSan and libFuzzer coverage (-Werror, so the clang build stays green beside GCC's),
@@ -57,28 +57,29 @@ if [ "${CTWIN_CI_SANITIZE:-1}" != 0 ]; then
     ctest --test-dir build-fuzz --output-on-failure --parallel "$(nproc)" ${CTWIN_CI_SANITIZE_TESTS:+-R "$CTWIN_CI_SANITIZE_TESTS"}
 fi
 stage "mutation score"
-# Every mutation must still apply (a stale one fails here, whichever half runs).
+# Every mutation must still apply (a stale one fails here, whichever part runs).
 scripts/mutate.sh --list >/dev/null
 # The mutation run rebuilds and tests one mutant at a time, mostly on one core: as many shards
 # as cores run side by side (each its own scratch tree; ccache shares their first build). A
-# mutant costs a recompile of its file (3 s on average), so the whole list no longer fits CI's 45
-# minutes beside the two full builds: CI runs the even- or the odd-numbered half, picked by the
-# commit id, so successive commits cover both (every mutation was killed when it was added;
-# docs/testing.md).
+# mutant costs a recompile of its file (3 s on average, more after a header change), so the whole
+# list no longer fits CI's 45 minutes beside the two full builds: CI runs every third mutation
+# from the one the commit id picks, so successive commits cover all three parts (every mutation was
+# killed when it was added; docs/testing.md). Half the list (364 of 728) took 1,932 s after a
+# header change, and CI 3,160 s in all.
 shards=${CTWIN_CI_MUTATION_SHARDS:-$(nproc)}
-if [ "${CTWIN_CI_MUTATIONS:-half}" = all ]; then
-  halves=1 half=0
+if [ "${CTWIN_CI_MUTATIONS:-part}" = all ]; then
+  parts=1 part=0
 else
-  halves=2
+  parts=3
   commit=$(git rev-parse HEAD 2>/dev/null || echo 0)
-  half=$((16#${commit:0:7} % 2))
-  echo "mutation score: the $([ "$half" = 0 ] && echo first || echo second) of two halves of tests/mutations.txt (commit ${commit:0:12}; CTWIN_CI_MUTATIONS=all for every one)"
+  part=$((16#${commit:0:7} % parts))
+  echo "mutation score: part $((part + 1)) of $parts of tests/mutations.txt (every third mutation; commit ${commit:0:12}; CTWIN_CI_MUTATIONS=all for every one)"
 fi
 logs=$(mktemp -d)
 pids=()
 for k in $(seq 1 "$shards"); do
-  # Shard (half + 1 + halves x (k - 1)) of halves x shards: mutations numbered half mod halves.
-  scripts/mutate.sh --min-score 0.90 --shard "$((half + 1 + halves * (k - 1)))/$((halves * shards))" --jobs 1 \
+  # Shard (part + 1 + parts x (k - 1)) of parts x shards: mutations numbered part mod parts.
+  scripts/mutate.sh --min-score 0.90 --shard "$((part + 1 + parts * (k - 1)))/$((parts * shards))" --jobs 1 \
     >"$logs/mutate-$k.out" 2>&1 &
   pids+=($!)
 done
