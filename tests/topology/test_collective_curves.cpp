@@ -94,23 +94,39 @@ struct Errors {
   int within = 0, sizes = 0;  // sizes inside issue 15's target (25% below 1 MiB, 10% from it), of all
 };
 
+// The preset a curve names, as the run's cluster.
+ClusterSpec spec_of(const Curve& c) {
+  ClusterSpec s;
+  REQUIRE_MESSAGE(preset_cluster(c.cluster, c.nodes, builtin_gpus(), s), "no preset " << c.cluster);
+  return s;
+}
+
+// The call a curve times on the cluster `s` (its preset, or the preset with coefficients changed):
+// the op on the run's ranks, its launches and its forced algorithm; the bytes set per row.
+struct CurveCall {
+  Cluster cl;
+  CollectiveCall call;
+  CollectiveOptions opt;
+};
+
+CurveCall curve_call(const Curve& c, const ClusterSpec& s) {
+  CurveCall k{build_cluster(s), {}, {}};
+  k.call.op = op_named(c.op);
+  k.call.ranks = ranks_of(c, s);
+  k.opt.gpus_per_thread = c.gpus_per_thread;
+  REQUIRE(parse_collective_algo(c.algo, k.opt.algo));
+  return k;
+}
+
 // The model's time against the published one at every size (the busbw error is the same ratio).
 Errors compare(const std::string& file, double tail_from = 1e300) {
   const Curve c = load(file);
-  ClusterSpec s;
-  REQUIRE_MESSAGE(preset_cluster(c.cluster, c.nodes, builtin_gpus(), s), "no preset " << c.cluster);
-  const Cluster cl = build_cluster(s);
-  CollectiveCall call;
-  call.op = op_named(c.op);
-  call.ranks = ranks_of(c, s);
-  CollectiveOptions opt;
-  opt.gpus_per_thread = c.gpus_per_thread;
-  REQUIRE(parse_collective_algo(c.algo, opt.algo));
+  CurveCall k = curve_call(c, spec_of(c));
   Errors e;
   int big = 0, small = 0, within = 0;  // within: sizes inside issue 15's target (25% below 1 MiB, 10% from it)
   for (const Row& r : c.rows) {
-    call.bytes = r.bytes;
-    const double t = estimate_collective(cl, call, opt).time.micros();
+    k.call.bytes = r.bytes;
+    const double t = estimate_collective(k.cl, k.call, k.opt).time.micros();
     const double err = rel_diff(t, r.time_us);
     CAPTURE(file);
     CAPTURE(r.bytes);
@@ -280,21 +296,14 @@ double launch_rows_mean_error(double per_gpu_us, double per_channel_us) {
         "h100-all_reduce-nvls-g8.txt", "a100-sxm4-80gb-all_reduce.txt"}) {
     const Curve c = load(file);
     REQUIRE(c.gpus_per_thread == 8);
-    ClusterSpec s;
-    REQUIRE(preset_cluster(c.cluster, c.nodes, builtin_gpus(), s));
+    ClusterSpec s = spec_of(c);
     s.nccl.group_launch_us_per_gpu = per_gpu_us;
     s.nccl.group_launch_us_per_channel = per_channel_us;
-    const Cluster cl = build_cluster(s);
-    CollectiveCall call;
-    call.op = op_named(c.op);
-    call.ranks = ranks_of(c, s);
-    CollectiveOptions opt;
-    opt.gpus_per_thread = c.gpus_per_thread;
-    REQUIRE(parse_collective_algo(c.algo, opt.algo));
+    CurveCall k = curve_call(c, s);
     for (const Row& r : c.rows) {
       if (r.bytes < 1024 || r.bytes > (4 << 20)) continue;
-      call.bytes = r.bytes;
-      sum += rel_diff(estimate_collective(cl, call, opt).time.micros(), r.time_us);
+      k.call.bytes = r.bytes;
+      sum += rel_diff(estimate_collective(k.cl, k.call, k.opt).time.micros(), r.time_us);
       ++rows;
     }
   }
@@ -389,18 +398,14 @@ TEST_CASE("NVLS's traffic: 4 GPUs of a switch all-reduce at 0.9 of the 8-GPU rat
   const Curve eight = load("h100-xxrjun-1x8-all_reduce.txt"), four = load("h100-xxrjun-1x4-all_reduce.txt");
   const double published = four.rows.back().time_us / eight.rows.back().time_us;
   CHECK(published == rel_approx(1.1249, 1e-4));
-  ClusterSpec s;
-  REQUIRE(preset_cluster("dgx-h100", 1, builtin_gpus(), s));
-  const Cluster cl = build_cluster(s);
-  CollectiveCall call;
-  call.op = CollectiveOp::all_reduce;
-  call.bytes = eight.rows.back().bytes;
-  for (int i = 0; i < 8; ++i) call.ranks.emplace_back(i);
-  CollectiveOptions opt;
-  opt.algo = CollectiveAlgo::nvls;
-  const double t8 = estimate_collective(cl, call, opt).time.micros();
-  call.ranks.resize(4);
-  const double t4 = estimate_collective(cl, call, opt).time.micros();
+  // Each run's time on its own ranks (the curve files' presets and GPUs), NVLS as the tuner picks.
+  auto model_us = [](const Curve& c) {
+    CurveCall k = curve_call(c, spec_of(c));
+    k.call.bytes = c.rows.back().bytes;
+    k.opt.algo = CollectiveAlgo::nvls;
+    return estimate_collective(k.cl, k.call, k.opt).time.micros();
+  };
+  const double t8 = model_us(eight), t4 = model_us(four);
   MESSAGE("16 GiB on 4 GPUs over 8: published " << published << ", model " << t4 / t8);
   CHECK(t4 / t8 == rel_approx(published, 0.015));
   CHECK(t4 / t8 == rel_approx(1.25 / 1.125, 0.005));

@@ -123,8 +123,9 @@ Shape shape_of(const Cluster& c, const std::vector<GpuId>& ranks) {
 // every broadcast shard (S (1 + 1/n) in). nvls_efficiency is the algbw share measured on 8 GPUs;
 // other counts scale by that traffic (4 GPUs: 0.9 of the 8-GPU rate).
 double nvls_rate(const ClusterSpec& s, int ranks) {
+  constexpr double measured_on = 8;
   const double n = std::max(2, ranks);
-  return s.intra_gbyte_per_s * s.nvls_efficiency * 1e9 * (1 + 1.0 / 8) / (1 + 1 / n);
+  return s.intra_gbyte_per_s * s.nvls_efficiency * 1e9 * (1 + 1 / measured_on) / (1 + 1 / n);
 }
 
 double nic_bw(const ClusterSpec& s) { return s.nic_gbyte_per_s * (s.nic_efficiency > 0 ? s.nic_efficiency : 1.0); }
@@ -473,8 +474,8 @@ bool candidate(const Cluster& c, const CollectiveCall& call, const Shape& sh, Co
     }
     case CollectiveAlgo::nvls: {
       if (p != Protocol::simple || !nvls_eligible(c, call)) return false;
-      // In-switch reduction: every GPU pushes its buffer into the switch and pulls the result once.
-      // NCCL's tuner predicts its latency plus the bytes at the rate measured at large sizes.
+      // In-switch reduction at nvls_rate (the GPU count's traffic through the switch). NCCL's
+      // tuner predicts its latency plus the bytes at that rate.
       const double rate = nvls_rate(s, sh.n);
       out.latency_s = nm.nvls_latency_us * 1e-6;
       out.tuner_s = out.latency_s + S / rate;

@@ -113,8 +113,8 @@ struct NcclModel {
   // chunk into its head's buffer, reduce it there (multimem load-reduce and multicast store),
   // gather the sums out, scatter and gather walking the heads in turn. Before it streams, the
   // first loop's data fills it: this many loops' worth a rank. Fitted (docs/validation-network.md,
-  // "NVLS's ramp"): two loops on 8 ranks (the B200 and 8-rank H100 curves), a half on 4 (the
-  // 4-rank H100 curve).
+  // "NVLS's ramp"): two loops on 8 ranks (the B200 and 8-rank H100 curves), one on 4 (the 4-rank
+  // H100 curve).
   double nvls_fill_loops_per_rank;
   // Each loop waits on flagged hand-offs with every head (scatter and gather walk the heads in
   // turn): this many NVLink Simple hops per rank a loop. Fitted (docs/validation-network.md,
