@@ -51,7 +51,9 @@ inline constexpr ParamDecl training_params[] = {
      .type = ParamType::choice,
      .def_name = "flash",
      .doc = "the attention kernel: flash (the GPU generation's best fused kernel: FA2 on Ampere, FA3 or cuDNN on "
-            "Hopper and later), flash2 (FlashAttention-2), triton (Triton flash attention, MPT's attn_impl triton), "
+            "Hopper and later), flash2 (FlashAttention-2; also Transformer Engine with cuDNN attention off, "
+            "NVTE_FUSED_ATTN=0, as NeMo's launcher ran until August 2024), triton (Triton flash attention, MPT's "
+            "attn_impl triton), "
             "standard (unfused; stores the s x s scores)",
      .source = "rates per kernel in the GPU's profile (/compute/attention_ratio, _flash2, _triton)",
      .choices = attention_names.names},
