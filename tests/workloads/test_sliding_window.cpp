@@ -128,6 +128,29 @@ TEST_CASE("sliding window: the step program gives each layer its own attention, 
   }
 }
 
+TEST_CASE("sliding window: selective recomputation re-runs each layer's own attention forward, window or full") {
+  // Megatron-Core checkpoints core attention: in backward each layer's attention forward runs
+  // again, over its window on windowed layers (224 pairs a sequence) and over the causal half on
+  // every third (512), 2 sequences x 4 heads x 2 (dq + dv = 32) FLOPs a pair.
+  const ModelSpec m = windowed();
+  TrainingConfig cfg = cfg_seq32();
+  cfg.recompute = Recompute::selective;
+  const StepProgram p = build_training_step(m, cfg, ctwin::test::h100_node8(), TrainingOptions{});
+  std::map<int, double> per_layer;  // recomputed attention FLOPs, GPU 0, micro-batch 0
+  for (const auto& op : p.ops) {
+    if (op.gpu != 0 || op.mb != 0 || op.phase != StepPhase::recompute || op.cost == kNoStepCost) continue;
+    CHECK(p.costs[op.cost].kind == OpKind::attention);  // nothing else is recomputed
+    per_layer[op.layer] += p.costs[op.cost].flops;
+  }
+  REQUIRE(per_layer.size() == 6);
+  for (const auto& entry : per_layer) {
+    const int l = entry.first;
+    const double pairs = (l + 1) % 3 == 0 ? 512.0 : 224.0;
+    CAPTURE(l);
+    CHECK(entry.second == rel_approx(2 * 4 * 2 * pairs * 32, 1e-12));
+  }
+}
+
 TEST_CASE("sliding window: model FLOPs count a windowed layer's queries over 2 w - w^2/s tokens") {
   const ModelSpec m = windowed();
   ModelSpec full = m;

@@ -236,6 +236,7 @@ std::vector<LayerItem> transformer_layer(const ModelSpec& m, const LayerShape& s
       // (tests/workloads/test_attention_shape.cpp checks the two agree); with one, its pairs are
       // the window's (tests/workloads/test_sliding_window.cpp).
       it.bwd = attention_backward(it.fwd);
+      it.attention_core = true;
       if (ring) {
         it.name = "ring_attention";
         it.group = CommGroup::cp;

@@ -146,12 +146,19 @@ class Builder {
             transformer_layer(m, w, true, par_.ep, cfg.moe_load_imbalance, cfg.moe_dispatcher, expert_tp(par_));
       }
       embed_ = embedding_items(m, shape_);
-      // Selective recomputation (Korthikanti et al. 2022, Megatron's "selective" = core attention):
-      // unfused attention's QK^T, softmax and PV run forward again in backward. Flash attention
-      // stores no scores and its backward already recomputes them: nothing to add.
-      if (cfg.recompute == Recompute::selective && cfg.attention == AttentionKernel::standard) {
-        for (const auto& it : dense_layer_)
-          if (it.attention_core) attention_core_.push_back(it);
+      // Selective recomputation (Korthikanti et al. 2022; Megatron-Core's "selective" checkpoints
+      // core attention, checkpoint_core_attention in attention.py): the core's kernels run forward
+      // again in backward, unfused QK^T, softmax and PV or a fused kernel (ring attention with
+      // its K/V exchange under CP) alike. Sliding-window layers recompute their own window.
+      if (cfg.recompute == Recompute::selective) {
+        auto core = [](const std::vector<LayerItem>& items) {
+          std::vector<LayerItem> out;
+          for (const auto& it : items)
+            if (it.attention_core) out.push_back(it);
+          return out;
+        };
+        attention_core_ = core(dense_layer_);
+        attention_core_window_ = core(dense_window_layer_);
       }
       head_ = head_items(m, shape_);
     }
@@ -242,8 +249,9 @@ class Builder {
   ModelDims dims_;
   std::vector<LayerItem> dense_layer_, moe_layer_, embed_, head_;
   std::vector<LayerItem> dense_window_layer_, moe_window_layer_;  // with m.attention_window
-  std::vector<LayerItem> attention_core_;        // recomputed in backward under selective recomputation
-  std::vector<std::vector<LayerItem>> generic_;  // one item list per layer of a generic model
+  std::vector<LayerItem> attention_core_;         // recomputed in backward under selective recomputation
+  std::vector<LayerItem> attention_core_window_;  // the same for sliding-window layers
+  std::vector<std::vector<LayerItem>> generic_;   // one item list per layer of a generic model
   int layers_ = 0;
   PipelineSplit split_;
 
@@ -928,7 +936,8 @@ class Builder {
           }
           if (cfg_.recompute == Recompute::full || !attention_core_.empty()) {
             cur_phase_ = StepPhase::recompute;
-            dep = run_items(g, cfg_.recompute == Recompute::full ? items : attention_core_, Pass::forward, dep, gth);
+            const auto& core = m_.windowed_layer(layer) ? attention_core_window_ : attention_core_;
+            dep = run_items(g, cfg_.recompute == Recompute::full ? items : core, Pass::forward, dep, gth);
             gth = StepOpId::none();
             cur_phase_ = StepPhase::backward;
           }

@@ -56,10 +56,9 @@ double recompute_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
     case Recompute::none:
       return 0;
     case Recompute::selective:
-      // Megatron's selective recomputation re-runs the core attention. Flash attention keeps no
-      // scores and its backward already recomputes them (inside its backward kernel): selective
-      // adds nothing. Unfused attention runs QK^T, softmax and PV forward again.
-      return flash ? 0.0 : core_standard;
+      // Megatron-Core's selective recomputation re-runs the core attention forward in backward:
+      // unfused QK^T, softmax and PV, or a fused kernel's causal forward.
+      return flash ? core_flash / 2 : core_standard;
     case Recompute::full: {
       // Every layer's forward again; the LM head and embedding are not recomputed.
       const double layer_weights = pc.active_per_token - pc.embedding - pc.lm_head - pc.norms;

@@ -44,8 +44,9 @@ inline constexpr ParamDecl training_params[] = {
     {.key = "recompute",
      .type = ParamType::choice,
      .def_name = "none",
-     .doc = "activation recomputation",
-     .source = "Korthikanti et al. 2022",
+     .doc = "activation recomputation: selective re-runs each layer's attention kernel forward in backward "
+            "(Megatron-Core's core-attention checkpointing, fused kernels included), full every layer's forward",
+     .source = "Korthikanti et al. 2022; Megatron-Core checkpoint_core_attention",
      .choices = recompute_names.names},
     {.key = "attention",
      .type = ParamType::choice,
