@@ -284,8 +284,15 @@ TEST_CASE("out-of-memory advice proposes only what the current settings leave to
   MemoryBreakdown mb = estimate_memory(m, c, 1.0);
   REQUIRE(mb.oom);
   REQUIRE(mb.dominant == "activations");
-  CHECK(mb.advice.find("recompute \"selective\" or \"full\"") != std::string::npos);
+  // A fused attention kernel keeps no scores, so selective recomputation would free nothing.
+  CHECK(mb.advice.find("recompute \"full\"") != std::string::npos);
+  CHECK(mb.advice.find("selective") == std::string::npos);
   CHECK(mb.advice.find("sequence_parallel") != std::string::npos);
+  c.attention = AttentionKernel::standard;  // unfused: selective frees the softmax output
+  mb = estimate_memory(m, c, 1.0);
+  REQUIRE(mb.dominant == "activations");
+  CHECK(mb.advice.find("recompute \"selective\" or \"full\"") != std::string::npos);
+  c.attention = AttentionKernel::flash;
   c.recompute = Recompute::selective;
   c.parallel.sequence_parallel = true;
   mb = estimate_memory(m, c, 1.0);

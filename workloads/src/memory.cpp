@@ -315,7 +315,11 @@ MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainingConfig& cfg, d
     // when it is on, sequence_parallel when it is on.
     std::vector<std::string> tries;
     if (best.dominant == "activations") {
-      if (cfg.recompute == Recompute::none) tries.emplace_back("recompute \"selective\" or \"full\"");
+      // Selective recomputation frees only unfused attention's scores: with a fused kernel it
+      // saves nothing (docs/training.md, "Recomputation and attention").
+      const bool scores = cfg.attention == AttentionKernel::standard;
+      if (cfg.recompute == Recompute::none)
+        tries.emplace_back(scores ? "recompute \"selective\" or \"full\"" : "recompute \"full\"");
       if (cfg.recompute == Recompute::selective) tries.emplace_back("recompute \"full\"");
       if (cfg.micro_batch > 1) tries.emplace_back("a smaller micro_batch");
       if (p.tp > 1 && !p.sequence_parallel) tries.emplace_back("sequence_parallel");
