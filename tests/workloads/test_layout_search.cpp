@@ -18,6 +18,33 @@ using ctwin::test::fold_layout;
 using ctwin::test::fold_nodes;
 using ctwin::test::h100_node8;
 
+TEST_CASE("enumerate_training_layouts: selective recomputation only with unfused attention, where it frees memory") {
+  // With a fused kernel selective recomputation frees nothing and costs the kernel's forward
+  // again, so the default space leaves it out; asked for, or with unfused attention, it is in.
+  const ModelSpec m = fold_gpt(4);
+  const Cluster node = h100_node8();
+  TrainingConfig base = fold_layout(1, 1, 8, 2);
+  LayoutSpace space;
+  space.tp = {1};
+  space.pp = {1};
+  space.cp = {1};
+  space.virtual_stages = {1};
+  space.zero_stage = {0};
+  space.micro_batch = {1};
+  auto recomputes = [&] {
+    std::set<Recompute> out;
+    for (const auto& c : enumerate_training_layouts(m, base, node, space)) out.insert(c.recompute);
+    return out;
+  };
+  base.attention = AttentionKernel::flash;
+  CHECK(recomputes() == std::set<Recompute>{Recompute::none, Recompute::full});
+  base.attention = AttentionKernel::standard;
+  CHECK(recomputes() == std::set<Recompute>{Recompute::none, Recompute::selective, Recompute::full});
+  base.attention = AttentionKernel::flash;
+  space.recompute = {Recompute::selective};
+  CHECK(recomputes() == std::set<Recompute>{Recompute::selective});
+}
+
 TEST_CASE("enumerate_training_layouts: every combination the layout check accepts, counted by hand") {
   const ModelSpec m = fold_gpt(4);  // 16 heads, 4 layers
   const Cluster node = h100_node8();

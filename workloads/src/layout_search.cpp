@@ -45,7 +45,11 @@ std::vector<TrainingConfig> enumerate_training_layouts(const ModelSpec& m, const
   const auto vss = or_default(space.virtual_stages, std::vector{1, 2, 3, 4, 5, 6, 7, 8});
   const auto zeros = or_default(space.zero_stage, std::vector{0, 1, 2, 3});
   const auto mbs = or_default(space.micro_batch, std::vector{1, 2, 4, 8});
-  const auto rcs = or_default(space.recompute, std::vector{Recompute::none, Recompute::selective, Recompute::full});
+  // Selective recomputation frees only unfused attention's scores; with a fused kernel it runs the
+  // kernel's forward again and frees nothing, so it never beats "none": searched only if asked.
+  const auto rcs = or_default(space.recompute, base.attention == AttentionKernel::standard
+                                                   ? std::vector{Recompute::none, Recompute::selective, Recompute::full}
+                                                   : std::vector{Recompute::none, Recompute::full});
 
   std::vector<TrainingConfig> out;
   for (int tp : tps) {
