@@ -17,13 +17,48 @@ double predicted_metric(const Scenario& sc, const TrainingResult& r);  // app/cm
 using namespace ctwin;
 using ctwin::test::rel_approx;
 
+namespace {
+
+// A validation case simulated as `ctwin validate` does, with optional overrides: its result and
+// its relative error against the published figure.
+struct CaseRun {
+  TrainingResult r;
+  double error = 0;
+};
+
+CaseRun run_case(const std::string& name, const std::vector<Override>& overrides = {}) {
+  const auto file = std::filesystem::path(ctwin::test::source_dir()) / "scenarios" / "validation" / (name + ".json");
+  const Scenario sc = load_scenario(file.string(), overrides);
+  REQUIRE(sc.validation.present());
+  const auto job = training_job(sc);
+  CaseRun c;
+  c.r = simulate_training(job.model, job.training, build_cluster(sc.cluster), {});
+  c.error = (predicted_metric(sc, c.r) - sc.validation.published) / sc.validation.published;
+  return c;
+}
+
+// NeMo 24.03's long-sequence table on H100: Llama 2 7B FP8, 4K to 1M tokens, CP to 32.
+const std::vector<std::string> kNemoH100LongSequence = {
+    "nemo-llama2-7b-fp8-4k-4xh100",     "nemo-llama2-7b-fp8-8k-8xh100",     "nemo-llama2-7b-fp8-16k-16xh100",
+    "nemo-llama2-7b-fp8-32k-32xh100",   "nemo-llama2-7b-fp8-64k-64xh100",   "nemo-llama2-7b-fp8-128k-128xh100",
+    "nemo-llama2-7b-fp8-256k-256xh100", "nemo-llama2-7b-fp8-512k-512xh100", "nemo-llama2-7b-fp8-1024k-1024xh100"};
+
+// B200's ten FP8 training cases: the same page's B200 table (NeMo 25.04, Llama 3 8B, 8K to 1M
+// tokens) and Megatron-Bridge 25.11's two rows. B200's GEMM efficiency is fitted on them.
+const std::vector<std::string> kB200 = {"nemo-llama3-8b-fp8-8k-2xb200",     "nemo-llama3-8b-fp8-16k-4xb200",
+                                        "nemo-llama3-8b-fp8-32k-8xb200",    "nemo-llama3-8b-fp8-64k-16xb200",
+                                        "nemo-llama3-8b-fp8-128k-32xb200",  "nemo-llama3-8b-fp8-256k-64xb200",
+                                        "nemo-llama3-8b-fp8-512k-128xb200", "nemo-llama3-8b-fp8-1024k-256xb200",
+                                        "mbridge-llama3-8b-fp8cs-8xb200",   "mbridge-llama31-405b-fp8cs-128xb200"};
+
+}  // namespace
+
 // Each case reproduces a published measurement (its source is in the file and in
 // docs/validation.md). One set of per-GPU defaults serves all of them. The list is explicit so a
 // case joins the bound only once it is reviewed and documented.
 // A published run ran, so it fit in its GPUs' memory: a case predicted out of memory fails too.
 TEST_CASE("every validation case is within 10% of its published figure, fits in memory, and the mean is within 5%") {
-  const auto dir = std::filesystem::path(ctwin::test::source_dir()) / "scenarios" / "validation";
-  const char* cases[] = {
+  std::vector<std::string> cases = {
       "llama3-405b-128k-16384xh100", "llama3-405b-16384xh100", "llama3-405b-8192xh100", "megatron-gpt-1.7b-a100",
       "megatron-gpt-145b-a100", "megatron-gpt-18b-a100", "megatron-gpt-3.6b-a100", "megatron-gpt-39b-a100",
       "megatron-gpt-7.5b-a100", "megatron-gpt-76b-a100", "mixtral-8x7b-64xh100", "mpt-30b-8xh100", "mpt-70b-64xh100",
@@ -41,32 +76,23 @@ TEST_CASE("every validation case is within 10% of its published figure, fits in 
       "nemo-llama2-70b-fp8-64xh100", "nemo-llama2-7b-fp8-8xh100", "nemo-llama3-70b-fp8-64xh100",
       // Nemotron: squared ReLU, 256K vocabulary (the last stage's LM head and loss), 340B with BF16 optimizer states
       "nemo-nemotron3-8b-fp8-64xh100", "nemo-nemotron3-22b-fp8-64xh100", "nemo-nemotron4-340b-fp8-128xh100",
-      // Megatron-Bridge 25.11: Llama 3.1 405B on 1,024 H100, and the first B200 training cases
-      "mbridge-llama31-405b-fp8cs-1024xh100", "mbridge-llama31-405b-fp8cs-128xb200", "mbridge-llama3-8b-fp8cs-8xb200",
+      // Megatron-Bridge 25.11: Llama 3.1 405B on 1,024 H100 (its B200 rows are in kB200)
+      "mbridge-llama31-405b-fp8cs-1024xh100",
       // MoE parallel folding (etp 1): Qwen3-235B-A22B's EP 32 over TP 2 x DP 16 (docs/training.md)
-      "mbridge-qwen3-235b-a22b-fp8cs-256xh100",
-      // Long sequences: NeMo 24.03's Llama 2 7B FP8 table, 4K to 1M tokens, context parallelism to 32
-      "nemo-llama2-7b-fp8-4k-4xh100", "nemo-llama2-7b-fp8-8k-8xh100", "nemo-llama2-7b-fp8-16k-16xh100",
-      "nemo-llama2-7b-fp8-32k-32xh100", "nemo-llama2-7b-fp8-64k-64xh100", "nemo-llama2-7b-fp8-128k-128xh100",
-      "nemo-llama2-7b-fp8-256k-256xh100", "nemo-llama2-7b-fp8-512k-512xh100", "nemo-llama2-7b-fp8-1024k-1024xh100",
-      // The same page's B200 table: NeMo 25.04, Llama 3 8B FP8, 8K to 1M tokens (B200's GEMM efficiency is fitted here)
-      "nemo-llama3-8b-fp8-8k-2xb200", "nemo-llama3-8b-fp8-16k-4xb200", "nemo-llama3-8b-fp8-32k-8xb200",
-      "nemo-llama3-8b-fp8-64k-16xb200", "nemo-llama3-8b-fp8-128k-32xb200", "nemo-llama3-8b-fp8-256k-64xb200",
-      "nemo-llama3-8b-fp8-512k-128xb200", "nemo-llama3-8b-fp8-1024k-256xb200"};
+      "mbridge-qwen3-235b-a22b-fp8cs-256xh100"};
+  // Long sequences (docs/validation.md, "Long sequences") and B200's fitted set.
+  cases.insert(cases.end(), kNemoH100LongSequence.begin(), kNemoH100LongSequence.end());
+  cases.insert(cases.end(), kB200.begin(), kB200.end());
   double sum = 0;
   int n = 0;
-  for (const char* name : cases) {
-    const auto file = dir / (std::string(name) + ".json");
-    const Scenario sc = load_scenario(file.string());
-    REQUIRE(sc.validation.present());
-    const auto r = simulate_training(training_job(sc).model, training_job(sc).training, build_cluster(sc.cluster), {});
-    const double err = (predicted_metric(sc, r) - sc.validation.published) / sc.validation.published;
+  for (const auto& name : cases) {
+    const CaseRun c = run_case(name);
     CAPTURE(name);
-    CAPTURE(err);
-    CHECK(std::fabs(err) <= 0.10);
-    CAPTURE(r.memory.peak);
-    CHECK_FALSE(r.memory.oom);
-    sum += std::fabs(err);
+    CAPTURE(c.error);
+    CHECK(std::fabs(c.error) <= 0.10);
+    CAPTURE(c.r.memory.peak);
+    CHECK_FALSE(c.r.memory.oom);
+    sum += std::fabs(c.error);
     ++n;
   }
   CHECK(n >= 9);
@@ -95,21 +121,12 @@ TEST_CASE("causal_tflops_per_gpu counts QK^T and PV over the causal half: Llama 
 TEST_CASE(
     "NeMo's long-sequence table, 4K to 1M tokens: FlashAttention-2's rate holds every row within 5%, "
     "the later fused kernel's misses by up to 39%") {
-  const auto dir = std::filesystem::path(ctwin::test::source_dir()) / "scenarios" / "validation";
-  const char* rows[] = {
-      "nemo-llama2-7b-fp8-4k-4xh100",     "nemo-llama2-7b-fp8-8k-8xh100",     "nemo-llama2-7b-fp8-16k-16xh100",
-      "nemo-llama2-7b-fp8-32k-32xh100",   "nemo-llama2-7b-fp8-64k-64xh100",   "nemo-llama2-7b-fp8-128k-128xh100",
-      "nemo-llama2-7b-fp8-256k-256xh100", "nemo-llama2-7b-fp8-512k-512xh100", "nemo-llama2-7b-fp8-1024k-1024xh100"};
-  auto error = [&](const char* name, const char* attention) {
-    const auto file = dir / (std::string(name) + ".json");
-    const Scenario sc = load_scenario(file.string(), {parse_override(std::string("/training/attention=") + attention)});
-    const auto job = training_job(sc);
-    const auto r = simulate_training(job.model, job.training, build_cluster(sc.cluster), {});
-    return (predicted_metric(sc, r) - sc.validation.published) / sc.validation.published;
+  auto error = [](const std::string& name, const std::string& attention) {
+    return run_case(name, {parse_override("/training/attention=" + attention)}).error;
   };
   double sum = 0;
   std::vector<double> later;
-  for (const char* name : rows) {
+  for (const auto& name : kNemoH100LongSequence) {
     const double e = error(name, "flash2");
     CAPTURE(name);
     CAPTURE(e);
@@ -117,7 +134,7 @@ TEST_CASE(
     sum += std::fabs(e);
     later.push_back(error(name, "flash"));
   }
-  CHECK(sum / 9 <= 0.03);
+  CHECK(sum / static_cast<double>(kNemoH100LongSequence.size()) <= 0.03);
   // At 4K attention is 8% of the FLOPs and either rate is within 10%; from 128K it is most of them
   // and the faster kernel is 28% to 39% ahead of the runs.
   CHECK(later.front() <= 0.10);
@@ -129,24 +146,13 @@ TEST_CASE(
 // training cases: NeMo 25.04's long-sequence table (Llama 3 8B, 8K to 1M tokens) and Megatron-Bridge 25.11's two rows.
 // With Hopper's 0.62, which B200 took before, every one of them is 4% to 11% fast.
 TEST_CASE("B200's fitted GEMM efficiency holds its ten FP8 training cases within 3%; Hopper's 0.62 puts all ten fast") {
-  const auto dir = std::filesystem::path(ctwin::test::source_dir()) / "scenarios" / "validation";
-  const char* cases[] = {"nemo-llama3-8b-fp8-8k-2xb200",     "nemo-llama3-8b-fp8-16k-4xb200",
-                         "nemo-llama3-8b-fp8-32k-8xb200",    "nemo-llama3-8b-fp8-64k-16xb200",
-                         "nemo-llama3-8b-fp8-128k-32xb200",  "nemo-llama3-8b-fp8-256k-64xb200",
-                         "nemo-llama3-8b-fp8-512k-128xb200", "nemo-llama3-8b-fp8-1024k-256xb200",
-                         "mbridge-llama3-8b-fp8cs-8xb200",   "mbridge-llama31-405b-fp8cs-128xb200"};
-  auto error = [&](const char* name, std::vector<Override> ov) {
-    const Scenario sc = load_scenario((dir / (std::string(name) + ".json")).string(), ov);
-    const auto job = training_job(sc);
-    const auto r = simulate_training(job.model, job.training, build_cluster(sc.cluster), {});
-    return (predicted_metric(sc, r) - sc.validation.published) / sc.validation.published;
-  };
-  for (const char* name : cases) {
+  for (const auto& name : kB200) {
     CAPTURE(name);
-    const double fitted = error(name, {});
+    const double fitted = run_case(name).error;
     CHECK(std::fabs(fitted) <= 0.03);
-    const double hopper = error(name, {parse_override("/catalog/gpus/B200/gemm_efficiency=0.62"),
-                                       parse_override("/catalog/gpus/B200/fp8_gemm_efficiency=0.62")});
+    const double hopper = run_case(name, {parse_override("/catalog/gpus/B200/gemm_efficiency=0.62"),
+                                          parse_override("/catalog/gpus/B200/fp8_gemm_efficiency=0.62")})
+                              .error;
     CHECK(hopper >= 0.04);
     CHECK(hopper <= 0.11);
   }

@@ -450,3 +450,42 @@ TEST_CASE("10 nodes of 1, 2, 4 and 8 H100, NCCL 2.29: rings on the NICs within 1
     CHECK(e.big_worst <= h.worst);
   }
 }
+
+TEST_CASE("10-node all_to_all runs: a fixed cost plus the remote bytes at one rate fits each curve within 5%") {
+  // What docs/validation-network.md says of these runs, reproduced from the files: each GPU sends
+  // (n - g) / n of its buffer off its node; least squares on the relative error of t = a + remote /
+  // rate over the ten sizes. The runs give a = 114-337 us and 45-46.4 GB/s a GPU; the model has a
+  // multi-node all_to_all latency of about 22 us and moves 48 GB/s (nic_efficiency 0.96 of 50).
+  struct Expect {
+    int g;
+    double a_lo_us, a_hi_us;
+  };
+  for (const Expect x : {Expect{1, 100, 130}, Expect{2, 120, 150}, Expect{4, 320, 350}, Expect{8, 310, 340}}) {
+    const Curve c = load("h100-xxrjun-10x" + std::to_string(x.g) + "-all_to_all.txt");
+    const double n = 10.0 * x.g;
+    // Normal equations of min sum ((a + b r_i) / t_i - 1)^2, b the seconds per byte.
+    double s11 = 0, s12 = 0, s22 = 0, y1 = 0, y2 = 0;
+    for (const Row& r : c.rows) {
+      const double t = r.time_us * 1e-6, rem = r.bytes * (n - x.g) / n;
+      s11 += 1 / (t * t);
+      s12 += rem / (t * t);
+      s22 += rem * rem / (t * t);
+      y1 += 1 / t;
+      y2 += rem / t;
+    }
+    const double det = s11 * s22 - s12 * s12;
+    const double a = (y1 * s22 - y2 * s12) / det, b = (s11 * y2 - s12 * y1) / det;
+    double worst = 0;
+    for (const Row& r : c.rows) {
+      const double t = r.time_us * 1e-6;
+      worst = std::max(worst, std::fabs((a + b * r.bytes * (n - x.g) / n) / t - 1));
+    }
+    MESSAGE("10x" << x.g << " all_to_all: a " << a * 1e6 << " us, " << 1e-9 / b << " GB/s a GPU, worst " << worst);
+    CAPTURE(x.g);
+    CHECK(worst <= 0.05);
+    CHECK(a * 1e6 >= x.a_lo_us);
+    CHECK(a * 1e6 <= x.a_hi_us);
+    CHECK(1e-9 / b >= 44.5);
+    CHECK(1e-9 / b <= 46.5);
+  }
+}
