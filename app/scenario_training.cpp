@@ -57,6 +57,14 @@ TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const Clus
   t.global_batch = static_cast<int>(r.integer("global_batch"));
   t.seq_len = static_cast<int>(r.integer("seq_len", m.is_generic() ? std::optional<long long>(1) : std::nullopt));
   t.recompute = r.choice("recompute", recompute_names);
+  t.recompute_method = r.choice("recompute_method", recompute_method_names);
+  t.recompute_num_layers = static_cast<int>(r.integer("recompute_num_layers"));
+  for (const char* key : {"recompute_method", "recompute_num_layers"}) {
+    if (r.has(key) && t.recompute != Recompute::full) {
+      o.fail(key, std::string("found it with recompute \"") + to_string(t.recompute) + "\"",
+             "recompute \"full\" (the method and layer count choose which layers full recomputation reruns)");
+    }
+  }
   t.attention = r.choice("attention", attention_names);
   t.cross_entropy = r.choice("cross_entropy", cross_entropy_names);
   t.logit_metric_passes = static_cast<int>(r.integer("logit_metric_passes"));

@@ -13,6 +13,7 @@
 #include "tiny_models.hpp"
 #include "tolerance.hpp"
 #include "workloads/memory.hpp"
+#include "workloads/pipeline_split.hpp"
 #include "workloads/step_program.hpp"
 #include "workloads/training_sim.hpp"
 
@@ -128,6 +129,110 @@ TEST_CASE("recompute x attention: time, memory and HFU agree with the recomputed
         CHECK(act == rel_approx(2.0 * 64 * 64, 1e-12));  // the layer input only: 2 bytes x s b h
       }
     }
+  }
+}
+
+TEST_CASE("block recomputation reruns each model chunk's first recompute_num_layers layers; uniform all of them") {
+  // Megatron-Core transformer_block.py, _checkpointed_forward: block checkpoints layers
+  // [0, recompute_num_layers) of each chunk's TransformerBlock; uniform groups every layer.
+  const ModelSpec m = ctwin::test::tiny_llama(4);
+  TrainingConfig c = cfg_with(Recompute::full);
+  c.parallel.pp = 2;
+  c.recompute_method = RecomputeMethod::block;
+  CHECK(recomputed_layers(4, c) == std::vector<bool>{true, false, true, false});  // 2 layers a stage
+  c.recompute_num_layers = 2;
+  CHECK(recomputed_layers(4, c) == std::vector<bool>{true, true, true, true});
+  c.parallel.pp = 1;
+  c.recompute_num_layers = 3;
+  CHECK(recomputed_layers(4, c) == std::vector<bool>{true, true, true, false});
+  c.recompute_method = RecomputeMethod::uniform;  // every layer, whatever the group
+  CHECK(recomputed_layers(4, c) == std::vector<bool>{true, true, true, true});
+  c.recompute = Recompute::selective;  // selective never reruns a whole layer
+  CHECK(recomputed_layers(4, c) == std::vector<bool>{false, false, false, false});
+}
+
+TEST_CASE("block recomputation of k of L identical layers costs k / L of full recomputation, in FLOPs and time") {
+  // One GPU, no communication: each recomputed layer adds the same kernels, so the step grows
+  // by k / L of full recomputation's growth and the recompute-phase FLOPs are k / L of full's.
+  const ModelSpec m = ctwin::test::tiny_llama(4);
+  const Cluster cl = ctwin::test::h100_node8();
+  const TrainingConfig none = cfg_with(Recompute::none);
+  const TrainingConfig full = cfg_with(Recompute::full);
+  const double t_none = simulate_training(m, none, cl, {}).step_time_s;
+  const double t_full = simulate_training(m, full, cl, {}).step_time_s;
+  const double f_full = recompute_flops_per_step(m, full);
+  CHECK(t_full > t_none);
+  for (int k : {1, 2, 3, 4, 9}) {
+    CAPTURE(k);
+    TrainingConfig c = full;
+    c.recompute_method = RecomputeMethod::block;
+    c.recompute_num_layers = k;
+    const double share = std::min(k, 4) / 4.0;
+    CHECK(recompute_flops_per_step(m, c) == rel_approx(share * f_full, 1e-12));
+    const StepProgram p = build_training_step(m, c, cl, TrainingOptions{});
+    double flops = 0;
+    for (const auto& op : p.ops) flops += op.phase == StepPhase::recompute ? op.flops : 0.0;
+    CHECK(flops == rel_approx(share * f_full, 1e-6));  // op FLOPs are floats
+    CHECK(simulate_training(m, c, cl, {}).step_time_s - t_none ==
+          ctwin::test::abs_approx(share * (t_full - t_none), 1e-12));
+    // Uniform groups change what is stored, not what is recomputed.
+    c.recompute_method = RecomputeMethod::uniform;
+    CHECK(simulate_training(m, c, cl, {}).step_time_s == t_full);
+  }
+}
+
+TEST_CASE("block recomputation's share weighs a MoE layer by its active experts and a windowed layer by its span") {
+  // 4 layers, the first dense and the rest MoE (top 2 of 8, width 48); block 1 on pp 2 reruns
+  // layers 0 (dense) and 2 (MoE). Per layer, by hand: attention 12,288; dense SwiGLU 30,720;
+  // MoE 2 x 3 x 64 x 48 + router 64 x 8 = 18,944. Unfused attention costs every layer alike.
+  ModelSpec m = ctwin::test::tiny_llama(4);
+  m.moe.experts = 8;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn_hidden = 48;
+  m.moe.first_dense_layers = 1;
+  TrainingConfig c = cfg_with(Recompute::full);
+  c.attention = AttentionKernel::standard;
+  c.parallel.pp = 2;
+  const double all = recompute_flops_per_step(m, c);
+  c.recompute_method = RecomputeMethod::block;
+  constexpr double dense = 12288 + 30720, moe = 12288 + 18944;
+  constexpr double gemm = 2 * kTokens, core = kTokens * kAttentionPerTokenLayer;  // per weight; per layer
+  CHECK(all == rel_approx(gemm * (dense + 3 * moe) + 4 * core, 1e-12));
+  CHECK(recompute_flops_per_step(m, c) == rel_approx(gemm * (dense + moe) + 2 * core, 1e-12));
+}
+
+TEST_CASE("full recomputation stores one input per uniform group, or the block's inputs and the other layers whole") {
+  // 4 layers on pp 2, stage 0 (no logits): 2 layers. A layer's input is 2 bytes x s b h
+  // = 2 x 32 x 2 x 64 = 8,192 bytes; K is what a layer keeps without recomputation.
+  const ModelSpec m = ctwin::test::tiny_llama(4);
+  TrainingConfig c = cfg_with(Recompute::full);
+  c.parallel.pp = 2;
+  c.global_batch = 8;  // 4 micro-batches
+  TrainingConfig none = c;
+  none.recompute = Recompute::none;
+  const double K = activation_bytes_per_layer(m, none, false), in = 8192;
+  REQUIRE(K > 2 * in);
+  struct Row {
+    RecomputeMethod method;
+    int layers;
+    double per_mb, rerun;  // the stage's bytes per micro-batch; what a recomputation adds at once
+  } rows[] = {
+      {RecomputeMethod::uniform, 1, 2 * in, K},  // each layer's input; one layer rebuilt
+      {RecomputeMethod::uniform, 2, in, 2 * K},  // one group of 2: its input; both rebuilt
+      {RecomputeMethod::uniform, 3, in, 2 * K},  // the group is cut at the chunk's 2 layers
+      {RecomputeMethod::block, 1, in + K, 0},    // the top layer kept, freed before the rerun
+      {RecomputeMethod::block, 2, 2 * in, K},    // both recomputed: as uniform 1
+  };
+  for (const Row& r : rows) {
+    CAPTURE(r.layers);
+    CAPTURE(static_cast<int>(r.method));
+    c.recompute_method = r.method;
+    c.recompute_num_layers = r.layers;
+    const MemoryBreakdown mb = estimate_stage_memory(m, c, 80e9, 0);
+    CHECK(mb.activations_per_microbatch == rel_approx(r.per_mb, 1e-12));
+    CHECK(mb.recompute == rel_approx(r.rerun, 1e-12));
+    // 1F1B: stage 0 of 2 holds two micro-batches' activations at its peak.
+    CHECK(mb.activations == rel_approx(2 * r.per_mb, 1e-12));
   }
 }
 

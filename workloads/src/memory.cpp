@@ -215,13 +215,45 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
   const int st = std::clamp(stage, 0, split.pp - 1);
   const double dense_layer = activation_bytes_per_layer(m, cfg, false);
   const double moe_layer = m.moe.enabled() ? activation_bytes_per_layer(m, cfg, true) : 0.0;
+  // What a layer keeps when it is not recomputed (under full recomputation, dense_layer is the
+  // checkpointed input only).
+  const bool full = cfg.recompute == Recompute::full && !m.is_generic();
+  TrainingConfig kept_cfg = cfg;
+  kept_cfg.recompute = Recompute::none;
+  const double dense_kept = full ? activation_bytes_per_layer(m, kept_cfg, false) : dense_layer;
+  const double moe_kept = full && m.moe.enabled() ? activation_bytes_per_layer(m, kept_cfg, true) : moe_layer;
+  const int group = std::max(1, cfg.recompute_num_layers);
   // One micro-batch's activations of each model chunk: its own layers (an uneven split, e.g.
   // Llama 3's first chunk with the embedding only, holds fewer), MoE layers where they fall.
+  // Full recomputation keeps a checkpointed input per group of recompute_num_layers (uniform),
+  // or the first recompute_num_layers layers' inputs and the other layers whole (block).
   std::vector<double> chunk_bytes(static_cast<std::size_t>(split.v), 0.0);
+  double rerun = 0;  // the most a recomputation rebuilds at once beyond what the chunk keeps then
   for (int c = 0; c < split.v; ++c) {
     const auto vs = static_cast<std::size_t>(c * split.pp + st);
-    const int moe = moe_layers_in(m, split.first[vs], split.layers[vs]);
-    chunk_bytes[static_cast<std::size_t>(c)] = (split.layers[vs] - moe) * dense_layer + moe * moe_layer;
+    const int n = split.layers[vs];
+    const int moe = moe_layers_in(m, split.first[vs], n);
+    double& bytes = chunk_bytes[static_cast<std::size_t>(c)];
+    if (!full) {
+      bytes = (n - moe) * dense_layer + moe * moe_layer;
+      continue;
+    }
+    const double widest = m.moe.enabled() ? std::max(dense_kept, moe_kept) : dense_kept;
+    if (cfg.recompute_method == RecomputeMethod::uniform) {
+      bytes = ((n + group - 1) / group) * dense_layer;
+      rerun = std::max(rerun, std::min(group, n) * widest);  // a group's forward, rebuilt whole
+      continue;
+    }
+    // The block method recomputes its layers one at a time, after the kept layers above them
+    // have run their backward and freed what they held.
+    double freed = 0;
+    for (int i = 0; i < n; ++i) {
+      const bool moe_l = m.moe.enabled() && split.first[vs] + i >= m.moe.first_dense_layers;
+      const double whole = moe_l ? moe_kept : dense_kept;
+      bytes += recomputes_layer(cfg, i) ? dense_layer : whole;
+      freed += recomputes_layer(cfg, i) ? 0.0 : whole;
+    }
+    if (std::min(group, n) > 0) rerun = std::max(rerun, widest - freed);
   }
   double per_mb = 0;
   for (double b : chunk_bytes) per_mb += b;
@@ -250,15 +282,12 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
         tokens * static_cast<double>(m.vocab) / p.tp * cross_entropy_bytes(cfg.cross_entropy, pr.weight_bytes).resident;
     mb.activations += logits;
   }
-  if (cfg.recompute == Recompute::full && !m.is_generic()) {
-    // A layer's backward first reruns its forward: for that layer the stage holds everything
-    // no recomputation would keep (Korthikanti's per-layer bytes) beside the stored inputs. The
-    // loss's logits are freed before the last layer is recomputed, so only the excess counts.
-    TrainingConfig kept = cfg;
-    kept.recompute = Recompute::none;
-    double layer = activation_bytes_per_layer(m, kept, false);
-    if (m.moe.enabled()) layer = std::max(layer, activation_bytes_per_layer(m, kept, true));
-    mb.recompute = std::max(0.0, layer - logits);
+  if (full) {
+    // A layer's backward first reruns its forward: for that layer (a uniform group: those
+    // layers) the stage holds everything no recomputation would keep (Korthikanti's per-layer
+    // bytes) beside the stored inputs. The loss's logits are freed before the last layer is
+    // recomputed, so only the excess counts.
+    mb.recompute = std::max(0.0, rerun - logits);
   }
   if (p.zero_stage >= 3) {
     // With ep = dp x cp a rank holds its experts whole (counted in the weights above): nothing of

@@ -45,4 +45,16 @@ PipelineSplit pipeline_split(int model_layers, const Parallelism& par) {
   return s;
 }
 
+std::vector<bool> recomputed_layers(int model_layers, const TrainingConfig& cfg) {
+  std::vector<bool> out(static_cast<std::size_t>(std::max(0, model_layers)), false);
+  const PipelineSplit split = pipeline_split(model_layers, cfg.parallel);
+  for (std::size_t vs = 0; vs < split.layers.size(); ++vs) {
+    for (int i = 0; i < split.layers[vs]; ++i) {
+      const int layer = split.first[vs] + i;
+      if (layer >= 0 && layer < model_layers) out[static_cast<std::size_t>(layer)] = recomputes_layer(cfg, i);
+    }
+  }
+  return out;
+}
+
 }  // namespace ctwin

@@ -934,10 +934,13 @@ class Builder {
           } else if (backward_gathers) {
             gth = gather(layer, Part::all);
           }
-          if (cfg_.recompute == Recompute::full || !attention_core_.empty()) {
+          // Full recomputation reruns the layer's forward (under the block method only the
+          // chunk's first recompute_num_layers); selective, the attention core.
+          const bool whole = recomputes_layer(cfg_, l);
+          if (whole || !attention_core_.empty()) {
             cur_phase_ = StepPhase::recompute;
             const auto& core = m_.windowed_layer(layer) ? attention_core_window_ : attention_core_;
-            dep = run_items(g, cfg_.recompute == Recompute::full ? items : core, Pass::forward, dep, gth);
+            dep = run_items(g, whole ? items : core, Pass::forward, dep, gth);
             gth = StepOpId::none();
             cur_phase_ = StepPhase::backward;
           }

@@ -11,6 +11,7 @@
 #include "sim/error.hpp"
 #include "workloads/layout_check.hpp"
 #include "workloads/model_dims.hpp"
+#include "workloads/pipeline_split.hpp"
 #include "workloads/step_breakdown.hpp"
 #include "workloads/step_program.hpp"
 #include "workloads/step_run.hpp"
@@ -38,7 +39,11 @@ double recompute_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
   if (m.is_generic()) {
     double fwd = 0;
     for (const auto& l : m.generic_layers) fwd += l.fwd_flops;
-    return cfg.recompute == Recompute::full ? fwd * cfg.global_batch : 0.0;
+    if (cfg.recompute != Recompute::full) return 0.0;
+    const std::vector<bool> rec = recomputed_layers(static_cast<int>(m.generic_layers.size()), cfg);
+    double again = 0;
+    for (std::size_t l = 0; l < rec.size(); ++l) again += rec[l] ? m.generic_layers[l].fwd_flops : 0.0;
+    return again * cfg.global_batch;
   }
   const ParamCounts pc = count_parameters(m);
   const ModelDims d = model_dims(m);
@@ -62,7 +67,24 @@ double recompute_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
     case Recompute::full: {
       // Every layer's forward again; the LM head and embedding are not recomputed.
       const double layer_weights = pc.active_per_token - pc.embedding - pc.lm_head - pc.norms;
-      return 2.0 * layer_weights * tokens + (flash ? core_flash / 2 : core_standard);
+      const double gemms = 2.0 * layer_weights * tokens, core = flash ? core_flash / 2 : core_standard;
+      // The block method reruns some layers only: each part in the share of it those layers hold
+      // (a MoE layer's active experts, a windowed layer's span, as the step program runs them).
+      const std::vector<bool> rec = recomputed_layers(m.layers, cfg);
+      if (std::all_of(rec.begin(), rec.end(), [](bool b) { return b; })) return gemms + core;
+      const double expert = d.expert_params * (m.moe.top_k + m.moe.shared_experts) + d.router_params;
+      double w_all = 0, w_rec = 0, span_all = 0, span_rec = 0;
+      for (int l = 0; l < m.layers; ++l) {
+        const bool moe = m.moe.enabled() && l >= m.moe.first_dense_layers;
+        const double w = d.attention_params + (moe ? expert : d.dense_mlp_params);
+        const double span = !flash                ? 1.0
+                            : m.windowed_layer(l) ? 2 * causal_pairs(cfg.seq_len, m.attention_window) / cfg.seq_len
+                                                  : static_cast<double>(cfg.seq_len);
+        w_all += w;
+        span_all += span;
+        if (rec[static_cast<std::size_t>(l)]) w_rec += w, span_rec += span;
+      }
+      return gemms * w_rec / w_all + core * span_rec / span_all;
     }
   }
   return 0;

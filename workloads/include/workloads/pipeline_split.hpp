@@ -28,4 +28,8 @@ int chunks_per_stage(const Parallelism& par);
 // problems are reported there); where it did not, a stage never gets a negative count.
 PipelineSplit pipeline_split(int model_layers, const Parallelism& par);
 
+// For each of the `model_layers` decoder layers, whether cfg's recomputation reruns its whole
+// forward in backward (recomputes_layer, by its index within its model chunk).
+std::vector<bool> recomputed_layers(int model_layers, const TrainingConfig& cfg);
+
 }  // namespace ctwin

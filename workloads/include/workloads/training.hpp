@@ -10,6 +10,11 @@
 namespace ctwin {
 
 enum class Recompute { none, selective, full };
+// Which layers full recomputation checkpoints (Megatron's --recompute-method): uniform splits each
+// model chunk's layers into groups of recompute_num_layers and checkpoints each group's input (every
+// layer is recomputed); block checkpoints the first recompute_num_layers layers of each model chunk
+// and keeps the others' activations (Megatron-Core transformer_block.py, _checkpointed_forward).
+enum class RecomputeMethod { uniform, block };
 enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zero_bubble };
 // flash, flash2 and triton are fused (blockwise) kernels, priced as AttentionImpl; standard is
 // Megatron's unfused QK^T, softmax and PV.
@@ -27,6 +32,8 @@ enum class CrossEntropyKernel { fp32, native, fused };
 // Names in the order scenario messages offer them.
 inline constexpr auto recompute_names =
     make_names<Recompute>({{Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}});
+inline constexpr auto recompute_method_names =
+    make_names<RecomputeMethod>({{RecomputeMethod::uniform, "uniform"}, {RecomputeMethod::block, "block"}});
 inline constexpr auto schedule_names = make_names<PipelineSchedule>({{PipelineSchedule::one_f_one_b, "1f1b"},
                                                                      {PipelineSchedule::gpipe, "gpipe"},
                                                                      {PipelineSchedule::interleaved, "interleaved"},
@@ -165,6 +172,8 @@ struct TrainingConfig {
   int global_batch = 0;  // sequences per step over all replicas
   int seq_len = 0;
   Recompute recompute = Recompute::none;
+  RecomputeMethod recompute_method = RecomputeMethod::uniform;  // with Recompute::full only
+  int recompute_num_layers = 1;                                 // Megatron's --recompute-num-layers
   AttentionKernel attention = AttentionKernel::flash;
   CrossEntropyKernel cross_entropy = CrossEntropyKernel::fp32;
   // Forward-only FP32 cross-entropy evaluations of the logits per micro-batch for training
@@ -198,6 +207,13 @@ struct TrainingConfig {
 };
 
 const char* to_string(Recompute r);
+
+// Whether full recomputation re-runs layer `index` (counted from 0 within its model chunk) in
+// backward: every layer under the uniform method, the chunk's first recompute_num_layers under block.
+inline bool recomputes_layer(const TrainingConfig& c, int index) {
+  return c.recompute == Recompute::full &&
+         (c.recompute_method == RecomputeMethod::uniform || index < c.recompute_num_layers);
+}
 const char* to_string(PipelineSchedule s);
 const char* to_string(AttentionKernel a);
 const char* to_string(MoeDispatcher d);

@@ -48,6 +48,24 @@ inline constexpr ParamDecl training_params[] = {
             "(Megatron-Core's core-attention checkpointing, fused kernels included), full every layer's forward",
      .source = "Korthikanti et al. 2022; Megatron-Core checkpoint_core_attention",
      .choices = recompute_names.names},
+    {.key = "recompute_method",
+     .type = ParamType::choice,
+     .def_name = "uniform",
+     .doc = "with recompute \"full\": uniform checkpoints the input of every group of recompute_num_layers layers "
+            "and recomputes all layers (a group's activations are rebuilt whole in its backward); block recomputes "
+            "only the first recompute_num_layers layers of each model chunk (pipeline stage or virtual chunk) and "
+            "keeps the rest",
+     .source = "Megatron-LM --recompute-method; NeMo / Megatron-Bridge recompute_method",
+     .choices = recompute_method_names.names},
+    {.key = "recompute_num_layers",
+     .type = ParamType::integer,
+     .def = 1,
+     .min = 1,
+     .max = 100000,
+     .unit = "layers",
+     .doc = "with recompute \"full\": layers per checkpointed group (uniform), or layers recomputed per model "
+            "chunk (block; more than the chunk holds recomputes all of them)",
+     .source = "Megatron-LM --recompute-num-layers; Megatron-Bridge's performance scripts -rl (block)"},
     {.key = "attention",
      .type = ParamType::choice,
      .def_name = "flash",
