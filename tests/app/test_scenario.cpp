@@ -197,9 +197,8 @@ TEST_CASE("bad scenarios each give one error naming the path, what was found and
        "/training/parallelism/ep", "found 2 but the model has no experts"},
       {"zero stage out of range", [](json& j) { j["training"]["parallelism"]["zero_stage"] = 4; },
        "/training/parallelism/zero_stage", "found 4, out of range; expected an integer >= 0 and <= 3"},
-      {"a recompute layer count without full recomputation",
-       [](json& j) { j["training"]["recompute_num_layers"] = 5; }, "/training/recompute_num_layers",
-       "found it with recompute \"none\"; expected recompute \"full\""},
+      {"a recompute layer count without full recomputation", [](json& j) { j["training"]["recompute_num_layers"] = 5; },
+       "/training/recompute_num_layers", "found it with recompute \"none\"; expected recompute \"full\""},
       {"an unknown recompute method",
        [](json& j) {
          j["training"]["recompute"] = "full";
