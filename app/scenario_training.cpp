@@ -86,6 +86,12 @@ TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const Clus
     t.precision.grad_bytes = p.number("grad_bytes");
     t.precision.master_bytes = p.number("master_bytes");
     t.precision.optimizer_state_bytes = p.number("optimizer_state_bytes");
+    t.precision.fp8_param_gather = p.boolean("fp8_param_gather");
+    if (t.precision.fp8_param_gather && t.precision.compute != Dtype::fp8) {
+      po.fail("fp8_param_gather",
+              std::string("found true with compute \"") + dtype_names.name(t.precision.compute) + "\"",
+              "compute \"fp8\" (only FP8 training keeps FP8 weights), or false");
+    }
     if (t.precision.compute == Dtype::fp8 && cl.gpu.fp8_tflops <= 0) {
       po.fail("compute", "found \"fp8\", but " + cl.gpu.name + " has no FP8 tensor cores", "\"bf16\" or \"fp16\"");
     }
@@ -126,6 +132,13 @@ TrainingConfig read_training(const JsonObject& o, const ModelSpec& m, const Clus
     par.sequence_parallel = p.boolean("sequence_parallel");
     par.tp_comm_overlap = p.boolean("tp_comm_overlap");
     par.zero_stage = static_cast<int>(p.integer("zero_stage"));
+    if (par.zero_stage >= 3 && t.precision.fp8_param_gather) {
+      o.object("precision")
+          .fail("fp8_param_gather",
+                "found true with zero_stage " + std::to_string(par.zero_stage) +
+                    " (FP8 parameters under ZeRO-3 / FSDP are not modelled)",
+                "false, or zero_stage 0-2");
+    }
     if (p.has("sharding")) par.sharding = read_sharding(po.object("sharding"));
     par.schedule = p.choice("schedule", schedule_names);
     par.virtual_stages = static_cast<int>(p.integer("virtual_stages"));

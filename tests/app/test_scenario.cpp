@@ -205,6 +205,17 @@ TEST_CASE("bad scenarios each give one error naming the path, what was found and
          j["training"]["recompute_method"] = "blocks";
        },
        "/training/recompute_method", "found \"blocks\""},
+      {"FP8 parameters without FP8 compute",
+       [](json& j) {
+         j["training"]["precision"] = {{"fp8_param_gather", true}};
+       },
+       "/training/precision/fp8_param_gather", "found true with compute \"bf16\"; expected compute \"fp8\""},
+      {"FP8 parameters under ZeRO-3",
+       [](json& j) {
+         j["training"]["precision"] = {{"compute", "fp8"}, {"fp8_param_gather", true}};
+         j["training"]["parallelism"]["zero_stage"] = 3;
+       },
+       "/training/precision/fp8_param_gather", "found true with zero_stage 3"},
       {"unknown sharding framework",
        [](json& j) {
          j["training"]["parallelism"]["sharding"] = {{"framework", "megatron"}};

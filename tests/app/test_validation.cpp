@@ -78,6 +78,8 @@ TEST_CASE("every validation case is within 10% of its published figure, fits in 
       "nemo-nemotron3-8b-fp8-64xh100", "nemo-nemotron3-22b-fp8-64xh100", "nemo-nemotron4-340b-fp8-128xh100",
       // Megatron-Bridge 25.11: Llama 3.1 405B on 1,024 H100 (its B200 rows are in kB200)
       "mbridge-llama31-405b-fp8cs-1024xh100",
+      // ... and Llama 3 8B on 8 H100: block recomputation of 5 layers, FP8 parameters
+      "mbridge-llama3-8b-fp8cs-rl5-8xh100",
       // MoE parallel folding (etp 1): Qwen3-235B-A22B's EP 32 over TP 2 x DP 16 (docs/training.md)
       "mbridge-qwen3-235b-a22b-fp8cs-256xh100"};
   // Long sequences (docs/validation.md, "Long sequences") and B200's fitted set.
@@ -97,6 +99,41 @@ TEST_CASE("every validation case is within 10% of its published figure, fits in 
   }
   CHECK(n >= 9);
   CHECK(sum / n <= 0.05);
+}
+
+// Megatron-Bridge 25.11's Llama 3 8B FP8 recipe on 8 H100 (scripts/performance at v0.2.0):
+// recompute_num_layers 5 (block) and the FP8-CS precision's fp8_param_gather. The run ran, so it
+// fit: with a BF16 copy beside each FP8 weight it would not, and recomputing every layer would
+// cost about a fifth of the step, where the block of 5 of 32 layers costs a few percent.
+TEST_CASE("Megatron-Bridge's H100 Llama 3 8B recipe: 5 of 32 layers recomputed, FP8 weights only; within 10%, fits") {
+  const std::string name = "mbridge-llama3-8b-fp8cs-rl5-8xh100";
+  const CaseRun c = run_case(name);
+  CHECK(std::fabs(c.error) <= 0.10);
+  CHECK_FALSE(c.r.memory.oom);
+  const CaseRun bf16_copy = run_case(name, {parse_override("/training/precision/fp8_param_gather=false")});
+  CHECK(bf16_copy.r.memory.oom);
+  // A BF16 copy of the linear weights: 2 bytes each of Llama 3 8B's 6,979,321,856 (32 layers of
+  // 4096 x (4096 + 1024 + 1024 + 4096) + 3 x 4096 x 14336).
+  CHECK(bf16_copy.r.memory.weights - c.r.memory.weights == rel_approx(2 * 6979321856.0, 1e-9));
+  const auto file = std::filesystem::path(ctwin::test::source_dir()) / "scenarios" / "validation" / (name + ".json");
+  const Scenario sc = load_scenario(file.string(), {});
+  const auto job = training_job(sc);
+  const Cluster cl = build_cluster(sc.cluster);
+  auto step_s = [&](Recompute rc, RecomputeMethod method) {
+    TrainingConfig t = job.training;
+    t.recompute = rc;
+    t.recompute_method = method;
+    return simulate_training(job.model, t, cl, {}).step_time_s;
+  };
+  const double none = step_s(Recompute::none, RecomputeMethod::uniform);
+  CHECK(step_s(Recompute::full, RecomputeMethod::block) == c.r.step_time_s);
+  const double block_cost = c.r.step_time_s / none - 1;
+  const double full_cost = step_s(Recompute::full, RecomputeMethod::uniform) / none - 1;
+  CAPTURE(block_cost);
+  CAPTURE(full_cost);
+  // Recomputing 5 of 32 layers costs 5/32 of recomputing all 32 (within a tenth: the rest of the
+  // step, the loss and the optimizer, is not recomputed either way).
+  CHECK(block_cost == rel_approx(5.0 / 32 * full_cost, 0.1));
 }
 
 TEST_CASE("causal_tflops_per_gpu counts QK^T and PV over the causal half: Llama 3 8B at 8K keeps 88.9% of the FLOPs") {

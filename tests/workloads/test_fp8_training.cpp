@@ -6,12 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "tiny_models.hpp"
 #include "tolerance.hpp"
 #include "topology/catalog_json.hpp"
 #include "workloads/layer_ops.hpp"
 #include "workloads/memory.hpp"
 #include "workloads/model_json.hpp"
 #include "workloads/profile.hpp"
+#include "workloads/step_program.hpp"
+#include "workloads/training_sim.hpp"
 
 using namespace ctwin;
 using ctwin::test::rel_approx;
@@ -195,4 +198,72 @@ TEST_CASE("fp8: every FP8 GPU's shipped profile carries the catalog's FP8 GEMM e
     CHECK(g.fp8_tflops == rel_approx(2 * g.bf16_tflops, 0.015));
   }
   CHECK(fp8_gpus == 5);  // H100 SXM and PCIe, H200, B200, L40S
+}
+
+TEST_CASE("fp8_param_gather keeps the linear weights in FP8 only and the distributed optimizer gathers them in FP8") {
+  // Megatron's --fp8-param-gather (TE fp8_model_init): the FP8 weight (and its transpose) is the
+  // parameter, so the BF16 copy of every linear weight goes; the parameter all-gather after the
+  // step sends 1 byte per linear weight. The tiny Llama's linear weights per layer, by hand:
+  // q 64x64, k and v 64x32 each, o 64x64, SwiGLU 3 x 64 x 160 = 43,008; 2 layers over TP 2.
+  const ModelSpec m = ctwin::test::tiny_llama(2);
+  const Cluster cl = ctwin::test::h100_node8();
+  TrainingConfig c;
+  c.micro_batch = 1;
+  c.global_batch = 4;
+  c.seq_len = 32;
+  c.parallel.tp = 2;
+  c.parallel.dp = 4;
+  c.parallel.zero_stage = 1;
+  c.precision.compute = Dtype::fp8;
+  TrainingConfig fpg = c;
+  fpg.precision.fp8_param_gather = true;
+  const double linear = 2 * 43008.0 / 2;
+  CHECK(stage_linear_params(m, c, 0) == rel_approx(linear, 1e-12));
+  const MemoryBreakdown a = estimate_memory(m, c, 80e9), b = estimate_memory(m, fpg, 80e9);
+  CHECK(a.weights - b.weights == rel_approx(2 * linear, 1e-12));  // the BF16 copy, 2 bytes each
+  TrainingConfig bf16 = c;
+  bf16.precision.compute = Dtype::bf16;  // 1 + 1 bytes of FP8 and transpose: BF16's 2 again
+  CHECK(b.weights == rel_approx(estimate_memory(m, bf16, 80e9).weights, 1e-12));
+  auto gathered = [&](const TrainingConfig& cfg) {
+    const StepProgram p = build_training_step(m, cfg, cl, TrainingOptions{});
+    double bytes = -1;
+    for (const auto& op : p.ops) {
+      if (op.call.valid() && p.names.str(op.name) == "param_all_gather") bytes = p.calls[op.call.value].bytes;
+    }
+    return bytes;
+  };
+  const double plain = gathered(c);
+  REQUIRE(plain > 0);
+  CHECK(plain - gathered(fpg) == rel_approx(linear * (2 - 1), 1e-12));
+}
+
+TEST_CASE("fp8_param_gather: routed experts are gathered in FP8 over their expert-data-parallel group") {
+  // The tiny Llama with 8 SwiGLU experts of width 48 per layer over EP 2: each GPU holds 2 layers x
+  // 4 experts x 3 x 64 x 48 = 73,728 expert weights, gathered over dp / ep = 4 ranks.
+  ModelSpec m = ctwin::test::tiny_llama(2);
+  m.moe.experts = 8;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn_hidden = 48;
+  const Cluster cl = ctwin::test::h100_node8();
+  TrainingConfig c;
+  c.micro_batch = 1;
+  c.global_batch = 8;
+  c.seq_len = 32;
+  c.parallel.dp = 8;
+  c.parallel.ep = 2;
+  c.parallel.zero_stage = 1;
+  c.precision.compute = Dtype::fp8;
+  auto expert_gather = [&](bool fpg) {
+    TrainingConfig cfg = c;
+    cfg.precision.fp8_param_gather = fpg;
+    const StepProgram p = build_training_step(m, cfg, cl, TrainingOptions{});
+    double bytes = -1;
+    for (const auto& op : p.ops) {
+      if (!op.call.valid() || p.names.str(op.name) != "param_all_gather") continue;
+      if (p.groups[p.calls[op.call.value].group].size() == 4) bytes = p.calls[op.call.value].bytes;
+    }
+    return bytes;
+  };
+  CHECK(expert_gather(false) == rel_approx(2 * 73728.0, 1e-12));
+  CHECK(expert_gather(true) == rel_approx(73728.0, 1e-12));
 }

@@ -146,6 +146,17 @@ double stage_expert_params(const ModelSpec& m, const TrainingConfig& cfg, int st
   return moe_layers * model_dims(m).expert_params * m.moe.experts / p.ep / expert_tp(p);
 }
 
+double stage_linear_params(const ModelSpec& m, const TrainingConfig& cfg, int stage) {
+  if (m.is_generic()) return 0;
+  const auto& p = cfg.parallel;
+  const double t = p.tp, vocab_shard = static_cast<double>(m.vocab) * static_cast<double>(m.hidden) / t;
+  double linear =
+      stage_params(m, cfg, stage) - 2 * model_dims(m).norm_params * pipeline_split(m.layers, p).stage_layers(stage);
+  if (stage == 0) linear -= vocab_shard + (m.learned_positions ? static_cast<double>(m.max_seq) * m.hidden : 0);
+  if (stage == p.pp - 1) linear -= model_dims(m).norm_params + ((!m.tied_embeddings || p.pp > 1) ? vocab_shard : 0);
+  return std::max(0.0, linear);
+}
+
 double expert_data_parallel(const Parallelism& p) {
   // Folded experts (etp 1) are replicated over the stage's tp x cp x dp ranks / ep.
   const double ranks = static_cast<double>(p.dp) * std::max(1, p.cp) * (experts_folded(p) ? p.tp : 1);
@@ -184,12 +195,10 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
   mb.weights = state(pr.weight_bytes, p.zero_stage >= 3);
   if (pr.compute == Dtype::fp8 && p.zero_stage < 3 && !m.is_generic()) {
     // Transformer Engine caches each linear layer's FP8 weight and its transpose (1 byte each)
-    // for the step; embedding, LM head and norms stay BF16 (docs/fidelity-fp8.md).
-    const double t = p.tp, vocab_shard = static_cast<double>(m.vocab) * static_cast<double>(m.hidden) / t;
-    double linear = params - 2 * model_dims(m).norm_params * pipeline_split(m.layers, p).stage_layers(stage);
-    if (stage == 0) linear -= vocab_shard + (m.learned_positions ? static_cast<double>(m.max_seq) * m.hidden : 0);
-    if (stage == p.pp - 1) linear -= model_dims(m).norm_params + ((!m.tied_embeddings || p.pp > 1) ? vocab_shard : 0);
-    mb.weights += 2 * std::max(0.0, linear);
+    // for the step; embedding, LM head and norms stay BF16 (docs/fidelity-fp8.md). With
+    // fp8_param_gather (TE's fp8_model_init) the FP8 weight is the parameter: no BF16 copy.
+    const double linear = stage_linear_params(m, cfg, stage);
+    mb.weights += 2 * linear - (pr.fp8_param_gather ? pr.weight_bytes * linear : 0.0);
   }
   mb.grads = state(pr.grad_bytes, p.zero_stage >= 2);
   mb.optimizer = state(pr.master_bytes + pr.optimizer_state_bytes, p.zero_stage >= 1);

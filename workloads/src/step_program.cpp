@@ -1024,9 +1024,14 @@ class Builder {
       // The updated shards gathered back: experts within their expert-data-parallel group.
       StepOpId d2[] = {o};
       const double dense = par_.ep > 1 ? params - experts : params;
-      collective(g, 1, CommGroup::dp, CollectiveOp::all_gather, dense * pr.weight_bytes, "param_all_gather", d2);
+      // With fp8_param_gather the linear layers' weights travel as FP8, 1 byte each.
+      const bool fp8 = pr.fp8_param_gather && pr.compute == Dtype::fp8 && !m_.is_generic();
+      const double fp8_dense = fp8 ? stage_linear_params(m_, cfg_, stage) - (par_.ep > 1 ? experts : 0.0) : 0.0;
+      collective(g, 1, CommGroup::dp, CollectiveOp::all_gather,
+                 dense * pr.weight_bytes - fp8_dense * (pr.weight_bytes - 1), "param_all_gather", d2);
       if (par_.ep > 1 && experts > 0 && edp_ranks > 1) {
-        collective(g, 1, CommGroup::edp, CollectiveOp::all_gather, experts * pr.weight_bytes, "param_all_gather", d2);
+        collective(g, 1, CommGroup::edp, CollectiveOp::all_gather, experts * (fp8 ? 1.0 : pr.weight_bytes),
+                   "param_all_gather", d2);
       }
     }
   }

@@ -58,6 +58,11 @@ double stage_params(const ModelSpec& m, const TrainingConfig& cfg, int stage);
 // of every MoE layer of its stage, TP-split.
 double stage_expert_params(const ModelSpec& m, const TrainingConfig& cfg, int stage);
 
+// The parameters of stage `stage` (per GPU) in Transformer Engine's linear layers, the weights FP8
+// training casts (and, with fp8_param_gather, keeps only in FP8): all but the norms, the
+// embedding and the LM head. 0 for generic models.
+double stage_linear_params(const ModelSpec& m, const TrainingConfig& cfg, int stage);
+
 // GPUs holding the same routed experts, over which ZeRO shards their states and a checkpoint
 // splits them: dp x cp / ep (Megatron-Core's expert-data-parallel group; at least 1).
 double expert_data_parallel(const Parallelism& p);

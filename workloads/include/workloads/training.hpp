@@ -129,6 +129,9 @@ struct Precision {
   double grad_bytes = 2;             // per parameter; 4 for FP32 gradient accumulation
   double master_bytes = 4;           // FP32 master weights kept by mixed-precision Adam
   double optimizer_state_bytes = 8;  // Adam: two FP32 moments
+  // Megatron's --fp8-param-gather (TE fp8_model_init): FP8 training keeps the linear layers'
+  // weights in FP8 only, and the distributed optimizer all-gathers them in FP8.
+  bool fp8_param_gather = false;
 };
 
 // Offloading (docs/training.md, "Offloading"): DeepSpeed's ZeRO-Offload (Ren et al., ATC'21:

@@ -401,6 +401,13 @@ inline constexpr ParamDecl precision_params[] = {
      .max = 64,
      .unit = "bytes/param",
      .doc = "Adam's two FP32 moments"},
+    {.key = "fp8_param_gather",
+     .type = ParamType::boolean,
+     .def = 0,
+     .doc = "with compute \"fp8\" and zero_stage 0-2: the linear layers' weights live in FP8 only (1 byte and TE's "
+            "1-byte transpose, no BF16 copy) and the distributed optimizer's parameter all-gather sends them in FP8",
+     .source = "Megatron-LM --fp8-param-gather; Transformer Engine fp8_model_init; set by Megatron-Bridge's FP8 "
+               "recipes (bf16_with_fp8_current_scaling_mixed)"},
 };
 
 inline constexpr ParamDecl noise_params[] = {
