@@ -390,3 +390,64 @@ TEST_CASE("ZeRO shards over dp x cp: context-parallel ranks hold the same layers
   c.parallel.zero_stage = 2;
   CHECK(estimate_memory(tiny_llama(), c, 80e9).grads == rel_approx(2 * p / 4, 1e-12));
 }
+
+TEST_CASE("out-of-memory advice names the fewest layers block recomputation must rerun to fit, found by a scan") {
+  // 8 layers on one stage, 16 sequences a micro-batch: activations dominate. For each capacity
+  // between the peaks of block recomputation over k and k - 1 layers, the advice must name k, the
+  // smallest count a plain scan over 1..7 finds to fit.
+  const ModelSpec m = test::tiny_llama(8);
+  TrainingConfig c = test::tiny_layout(1, 1, 1, 1);
+  c.micro_batch = 16;
+  c.global_batch = 16;
+  TrainingConfig block = c;
+  block.recompute = Recompute::full;
+  block.recompute_method = RecomputeMethod::block;
+  std::vector<double> peak(9, 0.0);
+  for (int k = 1; k <= 8; ++k) {
+    block.recompute_num_layers = k;
+    peak[static_cast<std::size_t>(k)] = estimate_memory(m, block, 1e18).peak;
+  }
+  REQUIRE(estimate_memory(m, c, 1e18).peak > peak[1]);
+  int raised = 0;
+  for (int want = 1; want <= 7; ++want) {
+    CAPTURE(want);
+    // Just above the peak with `want` layers recomputed: the scan's answer.
+    const double capacity = peak[static_cast<std::size_t>(want)] * (1 + 1e-9);
+    int scan = 0;
+    for (int k = 1; k <= 7 && scan == 0; ++k) scan = peak[static_cast<std::size_t>(k)] <= capacity ? k : 0;
+    REQUIRE(scan == want);  // the peak falls with each layer recomputed
+    const MemoryBreakdown mb = estimate_memory(m, c, capacity);
+    REQUIRE(mb.oom);
+    CHECK(mb.advice.find("recompute_num_layers " + std::to_string(want) + " (the fewest that fit)") !=
+          std::string::npos);
+    // Already recomputing fewer layers by block: the count to raise it to.
+    block.recompute_num_layers = std::max(1, want - 1);
+    if (want > 1) {
+      const MemoryBreakdown mb2 = estimate_memory(m, block, capacity);
+      REQUIRE(mb2.oom);
+      // Recompute advice is for activations that dominate (with 6 or 7 layers recomputed the
+      // tiny model's optimizer states do).
+      if (mb2.dominant == "activations") {
+        ++raised;
+        CHECK(mb2.advice.find("try recompute_num_layers " + std::to_string(want)) != std::string::npos);
+      }
+    }
+  }
+  CHECK(raised >= 3);
+  // Where only recomputing every layer fits, the advice is plain full recomputation.
+  const MemoryBreakdown all = estimate_memory(m, c, std::min(peak[7], peak[8]) * (1 - 1e-6));
+  CHECK(all.advice.find("recompute_num_layers") == std::string::npos);
+  CHECK(all.advice.find("recompute \"full\"") != std::string::npos);
+}
+
+TEST_CASE("out-of-memory advice offers fp8_param_gather to FP8 training that keeps a BF16 copy") {
+  const ModelSpec m = test::tiny_llama();
+  TrainingConfig c = test::tiny_layout(1, 1, 1, 1);
+  c.precision.compute = Dtype::fp8;
+  CHECK(estimate_memory(m, c, 1.0).advice.find("fp8_param_gather") != std::string::npos);
+  c.precision.fp8_param_gather = true;  // already on
+  CHECK(estimate_memory(m, c, 1.0).advice.find("fp8_param_gather") == std::string::npos);
+  c.precision.compute = Dtype::bf16;  // no FP8 weights to keep
+  c.precision.fp8_param_gather = false;
+  CHECK(estimate_memory(m, c, 1.0).advice.find("fp8_param_gather") == std::string::npos);
+}

@@ -321,13 +321,50 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
 
 double persistent_bytes(const MemoryBreakdown& mb) { return mb.weights + mb.grads + mb.optimizer; }
 
-MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainingConfig& cfg, double capacity_bytes) {
-  const auto& p = cfg.parallel;
+namespace {
+
+MemoryBreakdown worst_stage(const ModelSpec& m, const TrainingConfig& cfg, double capacity_bytes) {
   MemoryBreakdown best;
-  for (int stage = 0; stage < std::max(1, p.pp); ++stage) {
+  for (int stage = 0; stage < std::max(1, cfg.parallel.pp); ++stage) {
     const MemoryBreakdown mb = estimate_stage_memory(m, cfg, capacity_bytes, stage);
     if (mb.peak > best.peak) best = mb;
   }
+  return best;
+}
+
+// The fewest layers of each model chunk that block recomputation must rerun for every stage to
+// fit, or 0 where recomputing fewer than all of them does not fit (then "full" is the advice).
+// Each layer more keeps one layer input instead of the layer, so the peak falls with the count
+// (but for the last layer, whose rerun no kept layer frees first): a bisection finds it.
+int fewest_block_layers(const ModelSpec& m, const TrainingConfig& cfg, double capacity_bytes) {
+  if (m.is_generic()) return 0;
+  const PipelineSplit split = pipeline_split(m.layers, cfg.parallel);
+  const int most = split.layers.empty() ? 0 : *std::max_element(split.layers.begin(), split.layers.end());
+  TrainingConfig c = cfg;
+  c.recompute = Recompute::full;
+  c.recompute_method = RecomputeMethod::block;
+  auto fits = [&](int n) {
+    c.recompute_num_layers = n;
+    return worst_stage(m, c, capacity_bytes).peak <= capacity_bytes;
+  };
+  if (most < 2 || !fits(most - 1)) return 0;
+  int lo = 1, hi = most - 1;  // fits(hi)
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    if (fits(mid)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return hi;
+}
+
+}  // namespace
+
+MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainingConfig& cfg, double capacity_bytes) {
+  const auto& p = cfg.parallel;
+  MemoryBreakdown best = worst_stage(m, cfg, capacity_bytes);
   best.capacity = capacity_bytes;
   best.oom = best.peak > capacity_bytes;
   struct Term {
@@ -352,13 +389,33 @@ MemoryBreakdown estimate_memory(const ModelSpec& m, const TrainingConfig& cfg, d
     // Only what the current settings leave to try: never recompute "full" when it is on, ZeRO-3
     // when it is on, sequence_parallel when it is on.
     std::vector<std::string> tries;
+    // FP8 weights without their BF16 copy: 2 bytes per linear weight, whatever dominates.
+    if (cfg.precision.compute == Dtype::fp8 && !cfg.precision.fp8_param_gather && p.zero_stage < 3 && !m.is_generic())
+      tries.emplace_back("fp8_param_gather (no BF16 copy of the FP8 weights)");
     if (best.dominant == "activations") {
       // Selective recomputation frees only unfused attention's scores: with a fused kernel it
       // saves nothing (docs/training.md, "Recomputation and attention").
       const bool scores = cfg.attention == AttentionKernel::standard;
-      if (cfg.recompute == Recompute::none)
-        tries.emplace_back(scores ? "recompute \"selective\" or \"full\"" : "recompute \"full\"");
-      if (cfg.recompute == Recompute::selective) tries.emplace_back("recompute \"full\"");
+      // Where recomputing some layers of each chunk is enough, the fewest that fit (Megatron's
+      // --recompute-method block --recompute-num-layers), which costs less than all of them.
+      const bool partial = cfg.recompute != Recompute::full || cfg.recompute_method == RecomputeMethod::block;
+      const int block = partial ? fewest_block_layers(m, cfg, capacity_bytes) : 0;
+      const std::string full = block > 0
+                                   ? "recompute \"full\" with recompute_method \"block\" and recompute_num_layers " +
+                                         std::to_string(block) + " (the fewest that fit)"
+                                   : "recompute \"full\"";
+      if (cfg.recompute == Recompute::none) {
+        tries.emplace_back(!scores     ? full
+                           : block > 0 ? "recompute \"selective\", " + full
+                                       : "recompute \"selective\" or \"full\"");
+      }
+      if (cfg.recompute == Recompute::selective) tries.emplace_back(full);
+      if (cfg.recompute == Recompute::full && cfg.recompute_method == RecomputeMethod::block)
+        tries.emplace_back(block > 0 ? "recompute_num_layers " + std::to_string(block) + " (the fewest that fit)"
+                                     : "recompute_method \"uniform\"");
+      if (cfg.recompute == Recompute::full && cfg.recompute_method == RecomputeMethod::uniform &&
+          cfg.recompute_num_layers > 1)
+        tries.emplace_back("recompute_num_layers 1 (an input kept per layer, one layer rebuilt at a time)");
       if (cfg.micro_batch > 1) tries.emplace_back("a smaller micro_batch");
       if (p.tp > 1 && !p.sequence_parallel) tries.emplace_back("sequence_parallel");
       tries.emplace_back("more tp or cp");
