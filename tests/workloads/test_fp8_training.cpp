@@ -57,6 +57,17 @@ TrainingConfig llama_config(Dtype compute) {
   return cfg;
 }
 
+// The bytes of the distributed optimizer's parameter all-gather over a group of `ranks` GPUs.
+double param_gather_bytes(const ModelSpec& m, const TrainingConfig& cfg, std::size_t ranks) {
+  const StepProgram p = build_training_step(m, cfg, ctwin::test::h100_node8(), TrainingOptions{});
+  double bytes = -1;
+  for (const auto& op : p.ops) {
+    if (!op.call.valid() || p.names.str(op.name) != "param_all_gather") continue;
+    if (p.groups[p.calls[op.call.value].group].size() == ranks) bytes = p.calls[op.call.value].bytes;
+  }
+  return bytes;
+}
+
 }  // namespace
 
 TEST_CASE("fp8: an FP8 GEMM runs at the FP8 peak and efficiency, slower with split accumulation") {
@@ -206,7 +217,6 @@ TEST_CASE("fp8_param_gather keeps the linear weights in FP8 only and the distrib
   // step sends 1 byte per linear weight. The tiny Llama's linear weights per layer, by hand:
   // q 64x64, k and v 64x32 each, o 64x64, SwiGLU 3 x 64 x 160 = 43,008; 2 layers over TP 2.
   const ModelSpec m = ctwin::test::tiny_llama(2);
-  const Cluster cl = ctwin::test::h100_node8();
   TrainingConfig c;
   c.micro_batch = 1;
   c.global_batch = 4;
@@ -224,17 +234,9 @@ TEST_CASE("fp8_param_gather keeps the linear weights in FP8 only and the distrib
   TrainingConfig bf16 = c;
   bf16.precision.compute = Dtype::bf16;  // 1 + 1 bytes of FP8 and transpose: BF16's 2 again
   CHECK(b.weights == rel_approx(estimate_memory(m, bf16, 80e9).weights, 1e-12));
-  auto gathered = [&](const TrainingConfig& cfg) {
-    const StepProgram p = build_training_step(m, cfg, cl, TrainingOptions{});
-    double bytes = -1;
-    for (const auto& op : p.ops) {
-      if (op.call.valid() && p.names.str(op.name) == "param_all_gather") bytes = p.calls[op.call.value].bytes;
-    }
-    return bytes;
-  };
-  const double plain = gathered(c);
+  const double plain = param_gather_bytes(m, c, 4);
   REQUIRE(plain > 0);
-  CHECK(plain - gathered(fpg) == rel_approx(linear * (2 - 1), 1e-12));
+  CHECK(plain - param_gather_bytes(m, fpg, 4) == rel_approx(linear * (2 - 1), 1e-12));
 }
 
 TEST_CASE("fp8_param_gather: routed experts are gathered in FP8 over their expert-data-parallel group") {
@@ -244,7 +246,6 @@ TEST_CASE("fp8_param_gather: routed experts are gathered in FP8 over their exper
   m.moe.experts = 8;
   m.moe.top_k = 2;
   m.moe.expert_ffn_hidden = 48;
-  const Cluster cl = ctwin::test::h100_node8();
   TrainingConfig c;
   c.micro_batch = 1;
   c.global_batch = 8;
@@ -253,17 +254,7 @@ TEST_CASE("fp8_param_gather: routed experts are gathered in FP8 over their exper
   c.parallel.ep = 2;
   c.parallel.zero_stage = 1;
   c.precision.compute = Dtype::fp8;
-  auto expert_gather = [&](bool fpg) {
-    TrainingConfig cfg = c;
-    cfg.precision.fp8_param_gather = fpg;
-    const StepProgram p = build_training_step(m, cfg, cl, TrainingOptions{});
-    double bytes = -1;
-    for (const auto& op : p.ops) {
-      if (!op.call.valid() || p.names.str(op.name) != "param_all_gather") continue;
-      if (p.groups[p.calls[op.call.value].group].size() == 4) bytes = p.calls[op.call.value].bytes;
-    }
-    return bytes;
-  };
-  CHECK(expert_gather(false) == rel_approx(2 * 73728.0, 1e-12));
-  CHECK(expert_gather(true) == rel_approx(73728.0, 1e-12));
+  CHECK(param_gather_bytes(m, c, 4) == rel_approx(2 * 73728.0, 1e-12));
+  c.precision.fp8_param_gather = true;
+  CHECK(param_gather_bytes(m, c, 4) == rel_approx(73728.0, 1e-12));
 }

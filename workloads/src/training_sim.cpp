@@ -37,8 +37,6 @@ double model_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
 double recompute_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
   const double tokens = static_cast<double>(cfg.global_batch) * cfg.seq_len;
   if (m.is_generic()) {
-    double fwd = 0;
-    for (const auto& l : m.generic_layers) fwd += l.fwd_flops;
     if (cfg.recompute != Recompute::full) return 0.0;
     const std::vector<bool> rec = recomputed_layers(static_cast<int>(m.generic_layers.size()), cfg);
     double again = 0;
