@@ -90,7 +90,12 @@ nlohmann::ordered_json training_report_json(const Scenario& sc, const TrainingRe
                   {"micro_batch", training_job(sc).training.micro_batch},
                   {"grad_accum", r.grad_accum},
                   {"schedule", to_string(p.schedule)},
-                  {"zero_stage", p.zero_stage}};
+                  {"zero_stage", p.zero_stage},
+                  {"recompute", to_string(training_job(sc).training.recompute)}};
+  if (training_job(sc).training.recompute == Recompute::full) {
+    j["layout"]["recompute_method"] = recompute_method_names.name(training_job(sc).training.recompute_method);
+    j["layout"]["recompute_num_layers"] = training_job(sc).training.recompute_num_layers;
+  }
   {
     // Parameters of the whole model (all experts), those a token uses, and model FLOPs per
     // token of a training step (6N plus attention at this seq_len, as model_flops_per_step).
@@ -196,11 +201,20 @@ std::string training_report_text(const Scenario& sc, const TrainingResult& r) {
   if (p.ep > 1) layout += " EP" + std::to_string(p.ep);
   if (p.ep > 1 && experts_folded(p)) layout += " ETP1";
   if (p.cp > 1) layout += " CP" + std::to_string(p.cp);
-  std::snprintf(line, sizeof line, "  %s on %d x %s (%s, %d node%s); %s; micro-batch %d x %d accum; seq %d\n",
+  std::snprintf(line, sizeof line, "  %s on %d x %s (%s, %d node%s); %s; micro-batch %d x %d accum; seq %d",
                 training_job(sc).model.name.c_str(), r.gpus, sc.cluster.gpu.name.c_str(), sc.cluster.name.c_str(),
                 sc.cluster.nodes, sc.cluster.nodes == 1 ? "" : "s", layout.c_str(),
                 training_job(sc).training.micro_batch, r.grad_accum, training_job(sc).training.seq_len);
   o += line;
+  // Recomputation, when on: which layers full recomputation reruns unless it is all of them one by one.
+  const TrainingConfig& tc = training_job(sc).training;
+  if (tc.recompute != Recompute::none) o += std::string("; recompute ") + to_string(tc.recompute);
+  if (tc.recompute == Recompute::full && tc.recompute_method == RecomputeMethod::block) {
+    o += " (block: the first " + std::to_string(tc.recompute_num_layers) + " layers of each chunk)";
+  } else if (tc.recompute == Recompute::full && tc.recompute_num_layers > 1) {
+    o += " (uniform groups of " + std::to_string(tc.recompute_num_layers) + " layers)";
+  }
+  o += "\n";
   {
     const ParamCounts pc = count_parameters(training_job(sc).model);
     std::snprintf(line, sizeof line,

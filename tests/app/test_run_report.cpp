@@ -136,6 +136,28 @@ TEST_CASE("the text report names EP and CP when not 1, sums up the model and tab
   REQUIRE(dp.status == 0);
   CHECK(dp.out.find("; TP1 PP1 DP8; ") != std::string::npos);
   CHECK(dp.out.find("pipeline stages") == std::string::npos);  // pp = 1: no table
+  CHECK(dp.out.find("recompute") == std::string::npos);        // none: not named
+}
+
+TEST_CASE("the report names recomputation, and full recomputation's method and layer count, in text and --json") {
+  const auto with = [](const std::string& keys) {
+    return R"({"name": "t", "cluster": {"preset": "dgx-h100", "nodes": 1}, "model": "llama3-8b",
+               "training": {"micro_batch": 1, "global_batch": 8, "seq_len": 1024, )" +
+           keys + R"(, "parallelism": {"tp": 1, "pp": 4, "dp": 2}}})";
+  };
+  const Run block =
+      run_scenario(with(R"("recompute": "full", "recompute_method": "block", "recompute_num_layers": 3)"), "");
+  REQUIRE(block.status == 0);
+  CHECK(block.out.find("seq 1024; recompute full (block: the first 3 layers of each chunk)\n") != std::string::npos);
+  const Run groups = run_scenario(with(R"("recompute": "full", "recompute_num_layers": 2)"), "--json");
+  REQUIRE(groups.status == 0);
+  const auto j = nlohmann::json::parse(groups.out);
+  CHECK(j["layout"]["recompute"] == "full");
+  CHECK(j["layout"]["recompute_method"] == "uniform");
+  CHECK(j["layout"]["recompute_num_layers"] == 2);
+  const Run sel = run_scenario(with(R"("recompute": "selective")"), "");
+  REQUIRE(sel.status == 0);
+  CHECK(sel.out.find("seq 1024; recompute selective\n") != std::string::npos);
 }
 
 namespace {
