@@ -15,9 +15,8 @@ namespace ctwin {
 namespace {
 
 int moe_layers_in(const ModelSpec& m, int first, int count) {
-  if (!m.moe.enabled()) return 0;
   int n = 0;
-  for (int l = first; l < first + count; ++l) n += l >= m.moe.first_dense_layers ? 1 : 0;
+  for (int l = first; l < first + count; ++l) n += m.moe_layer(l) ? 1 : 0;
   return n;
 }
 
@@ -257,8 +256,7 @@ MemoryBreakdown estimate_stage_memory(const ModelSpec& m, const TrainingConfig& 
     // have run their backward and freed what they held.
     double freed = 0;
     for (int i = 0; i < n; ++i) {
-      const bool moe_l = m.moe.enabled() && split.first[vs] + i >= m.moe.first_dense_layers;
-      const double whole = moe_l ? moe_kept : dense_kept;
+      const double whole = m.moe_layer(split.first[vs] + i) ? moe_kept : dense_kept;
       bytes += recomputes_layer(cfg, i) ? dense_layer : whole;
       freed += recomputes_layer(cfg, i) ? 0.0 : whole;
     }

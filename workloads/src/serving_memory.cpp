@@ -75,7 +75,7 @@ double serving_weight_bytes(const ServingDeployment& d, int stage) {
   for (int l = first; l < first + n; ++l) {
     params_q += dims.attention_params / tp;
     params_bf16 += 2 * dims.norm_params;
-    if (m.moe.enabled() && l >= m.moe.first_dense_layers) {
+    if (m.moe_layer(l)) {
       // Routed experts: whole experts split over EP ranks, or every expert sharded over TP.
       params_expert += m.moe.experts * dims.expert_params / tp;
       params_q += m.moe.shared_experts * dims.expert_params / tp;

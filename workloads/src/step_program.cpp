@@ -344,7 +344,7 @@ class Builder {
     return id;
   }
 
-  bool is_moe_layer(int layer) const { return m_.moe.enabled() && layer >= m_.moe.first_dense_layers; }
+  bool is_moe_layer(int layer) const { return m_.moe_layer(layer); }
 
   StepOpId add(std::uint32_t g, int stream, Time dur, std::string_view name, const char* kind, OpClass cls,
                double flops, double bytes, std::span<const StepOpId> deps) {

@@ -73,7 +73,7 @@ double recompute_flops_per_step(const ModelSpec& m, const TrainingConfig& cfg) {
       const double expert = d.expert_params * (m.moe.top_k + m.moe.shared_experts) + d.router_params;
       double w_all = 0, w_rec = 0, span_all = 0, span_rec = 0;
       for (int l = 0; l < m.layers; ++l) {
-        const bool moe = m.moe.enabled() && l >= m.moe.first_dense_layers;
+        const bool moe = m.moe_layer(l);
         const double w = d.attention_params + (moe ? expert : d.dense_mlp_params);
         const double span = !flash                ? 1.0
                             : m.windowed_layer(l) ? 2 * causal_pairs(cfg.seq_len, m.attention_window) / cfg.seq_len

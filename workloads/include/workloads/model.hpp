@@ -89,6 +89,8 @@ struct ModelSpec {
   std::string source;
 
   bool is_generic() const { return !generic_layers.empty(); }
+  // Whether layer l (0-based) is a MoE layer (after the first_dense_layers dense ones).
+  bool moe_layer(int l) const { return moe.enabled() && l >= moe.first_dense_layers; }
   // Whether layer l (0-based) attends through the sliding window.
   bool windowed_layer(int l) const {
     return attention_window > 0 && (full_attention_every <= 0 || (l + 1) % full_attention_every != 0);
